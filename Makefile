@@ -1,0 +1,75 @@
+# sf2loki — build, test and tooling entry points. `make test` is what CI runs.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+BIN := bin/sf2loki
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/sf2loki/sf2loki/cli.version=$(VERSION) -X github.com/sf2loki/sf2loki/cli.commit=$(COMMIT)
+TOOLS := $(GO) run ./internal/testenv/cmd/sf2loki-tools
+
+# Iteration counts of the concurrency, crash and soak tests (make test runs few, make soak many).
+SF2LOKI_TEST_ITERATIONS ?= 3
+SOAK_ITERATIONS ?= 100
+export SF2LOKI_TEST_ITERATIONS
+
+# Packages whose tests run under the race detector (concurrency-sensitive).
+RACE_PKGS := $(shell $(GO) list ./store/... ./lease/... ./job/... ./loki/... ./internal/sim/... 2>/dev/null)
+ALL_PKGS := $(shell $(GO) list ./... 2>/dev/null)
+PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
+TEST_TIMEOUT ?= 40m
+
+.PHONY: all build test unit e2e lint fmt generate check-generated tools soak bench demo clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sf2loki
+
+## tools: build (once, into the cache outside the repo) every real server and tool the suite uses.
+tools:
+	$(TOOLS) ensure all
+
+## test: everything CI needs — lint, generated-file drift, unit, integration and end-to-end.
+test: tools lint check-generated
+	SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS)
+	SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+
+## unit: the fast subset (no real servers).
+unit:
+	$(GO) test -short ./...
+
+## e2e: only the tests that run against real servers (named TestE2E*).
+e2e: tools
+	SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -timeout $(TEST_TIMEOUT) -run '^TestE2E' ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^vendor/') 2>&1); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	"$$($(TOOLS) path golangci-lint)" run ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## generate: regenerate every generated file (config reference, JSON schema, protobuf code).
+generate:
+	$(GO) run ./internal/gen
+
+## check-generated: fail when a generated file drifts from its source.
+check-generated:
+	$(GO) run ./internal/gen -check
+
+## soak: iteration-heavy variants of the concurrency and crash tests.
+soak:
+	SF2LOKI_TEST_ITERATIONS=$(SOAK_ITERATIONS) SF2LOKI_REQUIRE_REAL_SERVERS=1 \
+	  $(GO) test -race -timeout 3h -run 'Concurren|Adversarial|Crash|Soak' ./store/... ./lease/... ./job/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+demo:
+	$(GO) run ./cmd/sf2loki demo
+
+clean:
+	rm -rf bin dist

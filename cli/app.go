@@ -1,0 +1,122 @@
+// Package cli is sf2loki's command line: one urfave/cli/v2 application, one file per command, and
+// the one table that maps outcomes to exit codes (exitcode.go).
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/obs"
+)
+
+// Main runs the command line with args (args[0] is the program name) and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	app := NewApp(stdout, stderr)
+	err := app.Run(args)
+	code := exitCode(err)
+	if err != nil {
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Err != nil {
+			fmt.Fprintf(stderr, "sf2loki: %v\n", err)
+		}
+	}
+	return code
+}
+
+// NewApp builds the application. Commands plug in through the commands list.
+func NewApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:                 "sf2loki",
+		Usage:                "ship Salesforce Event Monitoring data into Grafana Loki, one bounded batch per invocation",
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		EnableBashCompletion: true,
+		HideVersion:          true,
+		Flags:                globalFlags(),
+		Commands: []*cli.Command{
+			versionCommand(),
+			configCommand(),
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // Main decides the code and prints once
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return &ExitError{Code: ExitConfig, Err: fmt.Errorf("%w (see --help)", err)}
+		},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "sf2loki: unknown command %q (see sf2loki --help)\n", name)
+			os.Exit(ExitConfig) // urfave/cli/v2 gives this hook no way to return an error
+		},
+	}
+	for _, cmd := range app.Commands {
+		prepare(cmd)
+	}
+	return app
+}
+
+// globalFlags are accepted before the command and after it ("--config FILE everywhere").
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration file (YAML)", EnvVars: []string{"SF2LOKI_CONFIG"}},
+		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides log.level)"},
+		&cli.StringFlag{Name: "log-format", Usage: "json or text (overrides log.format)"},
+	}
+}
+
+// prepare gives every command the global flags and maps its usage errors to exit 2.
+func prepare(cmd *cli.Command) {
+	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+		return &ExitError{Code: ExitConfig, Err: fmt.Errorf("%s: %w (see --help)", cmd.Name, err)}
+	}
+	if cmd.Action != nil {
+		cmd.Flags = append(cmd.Flags, globalFlags()...)
+	}
+	for _, sub := range cmd.Subcommands {
+		prepare(sub)
+	}
+}
+
+// globalString returns a global flag's value wherever on the command line it was given.
+func globalString(c *cli.Context, name string) string {
+	for _, cc := range c.Lineage() {
+		if v := cc.String(name); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// loadConfig loads and validates the configuration named by --config (exit 2 on any problem).
+func loadConfig(c *cli.Context) (*config.Config, error) {
+	cfg, err := config.Load(config.LoadOptions{Path: globalString(c, "config")})
+	if err != nil {
+		var errs config.Errors
+		if errors.As(err, &errs) && len(errs) > 1 {
+			return nil, exitf(ExitConfig, "configuration is invalid (%d problems):\n  %s", len(errs), strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		}
+		return nil, exitf(ExitConfig, "configuration is invalid: %v", err)
+	}
+	return cfg, nil
+}
+
+// newLogger builds the process logger from config and the global flags, scrubbing cfg's secrets.
+func newLogger(c *cli.Context, cfg *config.Config) (*slog.Logger, *obs.Redactor, error) {
+	level, format := cfg.Log.Level, cfg.Log.Format
+	if v := globalString(c, "log-level"); v != "" {
+		level = v
+	}
+	if v := globalString(c, "log-format"); v != "" {
+		format = v
+	}
+	r := obs.NewRedactor(cfg.Secrets()...)
+	log, err := obs.NewLogger(c.App.ErrWriter, obs.LogOptions{Level: level, Format: format, Redactor: r})
+	if err != nil {
+		return nil, nil, exitf(ExitConfig, "%v", err)
+	}
+	return log, r, nil
+}

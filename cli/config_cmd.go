@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sf2loki/sf2loki/config"
+)
+
+func configCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "config",
+		Usage: "print an example configuration, check one, or print its JSON Schema",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "example",
+				Usage: "print an annotated configuration with every key, its default and description",
+				Action: func(c *cli.Context) error {
+					_, err := c.App.Writer.Write(config.Example())
+					return err
+				},
+			},
+			{
+				Name:  "check",
+				Usage: "validate the configuration offline (no network); exit 0 when valid, 2 when not",
+				Action: func(c *cli.Context) error {
+					cfg, err := loadConfig(c)
+					if err != nil {
+						return err
+					}
+					for _, w := range cfg.Warnings() {
+						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+					}
+					src := globalString(c, "config")
+					if src == "" {
+						src = "defaults and environment"
+					}
+					_, err = fmt.Fprintf(c.App.Writer, "configuration OK (%s)\n", src)
+					return err
+				},
+			},
+			{
+				Name:  "schema",
+				Usage: "print the JSON Schema of the configuration file",
+				Action: func(c *cli.Context) error {
+					s, err := config.JSONSchema()
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(c.App.Writer, "%s\n", s)
+					return err
+				},
+			},
+		},
+	}
+}

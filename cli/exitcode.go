@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Exit codes: the one table (SPEC.md §3). Every outcome and error class maps here and nowhere else.
+const (
+	ExitOK          = 0 // ok, nothing new, budget_paused, dry_run; busy and fenced unless --strict-exit-codes
+	ExitInternal    = 1 // internal error
+	ExitConfig      = 2 // config or usage error, RBAC forbidden, document fenced by another lease name; never retried
+	ExitUnavailable = 3 // nothing shipped: Salesforce, Loki, store or lease API unavailable
+	ExitPartial     = 4 // something shipped, then the run ended early; duplicates possible next run
+	ExitBusy        = 5 // busy, under --strict-exit-codes
+	ExitFenced      = 6 // fenced, under --strict-exit-codes
+	ExitIntegrity   = 7 // needs a human: corrupt document, ignored precondition, same-epoch foreign writer, replay id lost
+)
+
+// ExitError carries an exit code and the error that caused it.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// exitf returns an ExitError with a formatted message.
+func exitf(code int, format string, args ...any) error {
+	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// exitCode maps an error returned by a command to the process exit code.
+func exitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return ExitInternal
+}

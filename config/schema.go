@@ -1,0 +1,252 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// kind is how the loader treats a field's value.
+type kind int
+
+const (
+	kindString kind = iota
+	kindBool
+	kindInt
+	kindFloat
+	kindDuration
+	kindByteSize
+	kindSecret
+	kindStringList
+	kindStringMap
+	kindStruct
+	kindStructList
+)
+
+// field describes one configuration key, derived once from the struct tags.
+type field struct {
+	key      string // YAML key
+	goName   string
+	index    int
+	typ      reflect.Type
+	kind     kind
+	def      string
+	hasDef   bool
+	desc     string
+	enum     []string
+	min      *int64
+	example  string
+	children []*field // struct fields, or the element's fields for a struct list
+}
+
+var (
+	durationType = reflect.TypeOf(Duration(0))
+	byteSizeType = reflect.TypeOf(ByteSize(0))
+	secretType   = reflect.TypeOf(Secret(""))
+)
+
+var (
+	schemaOnce sync.Once
+	rootFields []*field
+)
+
+// schema returns the fields of Config, derived from its tags.
+func schema() []*field {
+	schemaOnce.Do(func() { rootFields = fieldsOf(reflect.TypeOf(Config{})) })
+	return rootFields
+}
+
+func fieldsOf(t reflect.Type) []*field {
+	var out []*field
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		key, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			continue
+		}
+		f := &field{key: key, goName: sf.Name, index: i, typ: sf.Type, desc: sf.Tag.Get("desc"), example: sf.Tag.Get("example")}
+		f.def, f.hasDef = sf.Tag.Lookup("default")
+		if e := sf.Tag.Get("enum"); e != "" {
+			f.enum = strings.Split(e, "|")
+		}
+		if m := sf.Tag.Get("min"); m != "" {
+			n, err := strconv.ParseInt(m, 10, 64)
+			if err != nil {
+				panic(fmt.Sprintf("config: bad min tag on %s.%s", t.Name(), sf.Name))
+			}
+			f.min = &n
+		}
+		f.kind = kindOf(sf.Type)
+		switch f.kind {
+		case kindStruct:
+			f.children = fieldsOf(sf.Type)
+		case kindStructList:
+			f.children = fieldsOf(sf.Type.Elem())
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func kindOf(t reflect.Type) kind {
+	switch t {
+	case durationType:
+		return kindDuration
+	case byteSizeType:
+		return kindByteSize
+	case secretType:
+		return kindSecret
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return kindString
+	case reflect.Bool:
+		return kindBool
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return kindInt
+	case reflect.Float64:
+		return kindFloat
+	case reflect.Struct:
+		return kindStruct
+	case reflect.Slice:
+		switch t.Elem().Kind() {
+		case reflect.String:
+			return kindStringList
+		case reflect.Struct:
+			return kindStructList
+		}
+	case reflect.Map:
+		if t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String {
+			return kindStringMap
+		}
+	}
+	panic("config: unsupported field type " + t.String())
+}
+
+// typeName is the user-facing name of a field's type.
+func (f *field) typeName() string {
+	switch f.kind {
+	case kindString:
+		return "string"
+	case kindBool:
+		return "bool"
+	case kindInt:
+		return "integer"
+	case kindFloat:
+		return "number"
+	case kindDuration:
+		return "duration"
+	case kindByteSize:
+		return "size"
+	case kindSecret:
+		return "secret"
+	case kindStringList:
+		return "list of strings"
+	case kindStringMap:
+		return "map of strings"
+	case kindStruct:
+		return "section"
+	case kindStructList:
+		return "list"
+	}
+	return "?"
+}
+
+// setScalar parses s into v according to f. It is the one parser used for YAML scalars,
+// environment overrides and defaults, so all three accept exactly the same spellings.
+func setScalar(v reflect.Value, f *field, s string) error {
+	switch f.kind {
+	case kindString, kindSecret:
+		v.SetString(s)
+	case kindBool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (use true or false)", s)
+		}
+		v.SetBool(b)
+	case kindInt:
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		v.SetInt(n)
+	case kindFloat:
+		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		v.SetFloat(x)
+	case kindDuration:
+		d, err := parseDuration(s)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(d))
+	case kindByteSize:
+		b, err := parseByteSize(s)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(b))
+	case kindStringList:
+		var items []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				items = append(items, p)
+			}
+		}
+		v.Set(reflect.ValueOf(items))
+	default:
+		return fmt.Errorf("expected a %s, not a single value", f.typeName())
+	}
+	return nil
+}
+
+// applyDefaults sets every defaulted field of the struct value v (recursively).
+func applyDefaults(v reflect.Value, fields []*field) {
+	for _, f := range fields {
+		fv := v.Field(f.index)
+		switch {
+		case f.kind == kindStruct:
+			applyDefaults(fv, f.children)
+		case f.hasDef:
+			if err := setScalar(fv, f, f.def); err != nil {
+				panic(fmt.Sprintf("config: default of %s: %v", f.key, err))
+			}
+		}
+	}
+}
+
+// Defaults returns a configuration with every default applied and nothing else.
+func Defaults() *Config {
+	c := &Config{}
+	applyDefaults(reflect.ValueOf(c).Elem(), schema())
+	return c
+}
+
+// Secrets returns every secret value set in the configuration, for log redaction.
+func (c *Config) Secrets() []string {
+	var out []string
+	var walk func(v reflect.Value, fields []*field)
+	walk = func(v reflect.Value, fields []*field) {
+		for _, f := range fields {
+			fv := v.Field(f.index)
+			switch f.kind {
+			case kindSecret:
+				if s := fv.String(); s != "" {
+					out = append(out, s)
+				}
+			case kindStruct:
+				walk(fv, f.children)
+			case kindStructList:
+				for i := 0; i < fv.Len(); i++ {
+					walk(fv.Index(i), f.children)
+				}
+			}
+		}
+	}
+	walk(reflect.ValueOf(c).Elem(), schema())
+	return out
+}

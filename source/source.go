@@ -1,0 +1,111 @@
+// Package source is the contract between the job and the things that read Salesforce: a Source
+// opens one Stream per checkpoint key from the stored cursors, and the job pulls records from the
+// streams round-robin, pushes them and commits, per key, the cursor of the last record in the
+// contiguous pushed prefix. Sub-packages implement the sources (eventlogfile, soql, apexlog,
+// pubsub).
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+)
+
+// Record is one item a stream yields, in key order.
+type Record struct {
+	// Entry is the shaped Loki entry. Its Ref is assigned by the job.
+	Entry loki.Entry
+	// Cursor is the key's position after this record: once this record and every record before
+	// it on the key are pushed (or skipped), Cursor is what the job commits for the key.
+	// It is versioned JSON produced by the source; the job treats it as opaque.
+	Cursor json.RawMessage
+	// Skip marks a record that only advances the cursor: a row dropped by a transform, sampled out
+	// or filtered, a file finished with no rows, a keepalive. Nothing is pushed for it, but it
+	// is still committed only behind every earlier record of its key.
+	Skip bool
+	// SkipReason names why (drop_row rule, sampled, keepalive, ...) for the run report.
+	SkipReason string
+}
+
+// Stream yields the records of one checkpoint key in order. It is used by one goroutine.
+type Stream interface {
+	// Key is the checkpoint key, without any org prefix (e.g. "eventlogfile:Login").
+	Key() string
+	// Next returns the next record. io.EOF means the key is caught up for this run. Any other
+	// error ends the key for this run; the job reports it and commits what was pushed before.
+	Next(ctx context.Context) (Record, error)
+	// Close releases what the stream holds open (a download, a gRPC stream).
+	Close() error
+}
+
+// Source opens the streams of one configured source for one invocation. A Source is built per
+// invocation: nothing it holds survives into the next run.
+type Source interface {
+	// Name is the source's config name: eventlogfile, soql, apexlog, pubsub.
+	Name() string
+	// Open discovers the source's keys and returns one stream per key. It may call Salesforce
+	// (listing queries, discovery); it must not read the cursors from anywhere but req.
+	Open(ctx context.Context, req OpenRequest) ([]Stream, error)
+}
+
+// OpenRequest is what the job gives a source for one invocation.
+type OpenRequest struct {
+	// Cursors holds the stored cursor of each of the source's keys (unprefixed). A key with no
+	// entry starts from the source's configured lookback.
+	Cursors map[string]json.RawMessage
+	// Budget bounds the run; sources may use it to size queries (they need not enforce it: the
+	// job stops pulling when it is spent).
+	Budget Budget
+	// Log receives the source's messages.
+	Log *slog.Logger
+	// Count records a named event (late_rows, cursor_reset, file_abandoned, ...) for the run
+	// report and metrics. Never nil when the job calls Open.
+	Count func(event string, n int64)
+}
+
+// Budget bounds one invocation's pull.
+type Budget struct {
+	MaxRecords int
+	MaxBytes   int64
+	Deadline   time.Time
+}
+
+// ErrCursor marks a stored cursor the source cannot use. Sources do not return it from Open:
+// they fall back to the lookback, log a warning and count "cursor_reset". It exists so that
+// cursor decoders share one error to wrap.
+var ErrCursor = errors.New("unusable cursor")
+
+// Cursor is the envelope every cursor value starts with: a version number, so a source can
+// change its cursor format and still read (or deliberately reset) old values.
+type Cursor struct {
+	V int `json:"v"`
+}
+
+// DecodeCursor unmarshals raw into dst after checking the envelope version equals version. An
+// empty raw value returns (false, nil): no cursor, start from lookback. Any other problem returns
+// an error wrapping ErrCursor.
+func DecodeCursor(raw json.RawMessage, version int, dst any) (bool, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
+	}
+	var env Cursor
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return false, errors.Join(ErrCursor, err)
+	}
+	if env.V != version {
+		return false, errors.Join(ErrCursor, errors.New("cursor version "+itoa(env.V)+", want "+itoa(version)))
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return false, errors.Join(ErrCursor, err)
+	}
+	return true, nil
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,227 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/storetest"
+)
+
+func memory(*testing.T) store.Backend { return storetest.NewMemory() }
+
+func TestConformanceMemory(t *testing.T) { storetest.Run(t, memory) }
+
+func TestConformanceMemoryMD5Versions(t *testing.T) {
+	storetest.Run(t, func(*testing.T) store.Backend { return storetest.NewMemoryMD5() })
+}
+
+func TestConcurrencyMemory(t *testing.T) {
+	storetest.RunConcurrency(t, memory, 8, 12, storetest.Iterations(3))
+}
+
+func claimed(t *testing.T, st *store.Store, e uint64, inv string) *store.Writer {
+	t.Helper()
+	snap, err := st.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Claim(context.Background(), storetest.Req(e, inv), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func set(k string, v int64) store.Change {
+	return store.Change{Set: map[string]json.RawMessage{k: storetest.Int(v)}}
+}
+
+// Scenario 39: every write carries a new stamp, so even a writer rewriting "the same" document
+// produces different bytes and, with MD5 ETags, a different version.
+func TestEveryWriteChangesTheVersion(t *testing.T) {
+	m := storetest.NewMemoryMD5()
+	st := storetest.NewStore(m)
+	w := claimed(t, st, 1, "a")
+	seen := map[store.Version]bool{w.Version(): true}
+	for range 5 {
+		if err := w.Commit(context.Background(), store.Change{}); err != nil {
+			t.Fatal(err)
+		}
+		if seen[w.Version()] {
+			t.Fatalf("version %q repeated", w.Version())
+		}
+		seen[w.Version()] = true
+	}
+}
+
+// Scenario 40: an endpoint that ignores preconditions lets a stale writer overwrite ours; the
+// next commit notices a stamp of another epoch below our fence and reports integrity.
+func TestIgnoredPreconditionIsIntegrity(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	st := storetest.NewStore(m)
+	old := claimed(t, st, 1, "old")
+	cur := claimed(t, st, 2, "new")
+	if err := cur.Commit(ctx, set("k", 5)); err != nil {
+		t.Fatal(err)
+	}
+	m.FailNext(storetest.OpStore, storetest.IgnorePrecondition)
+	if err := old.Commit(ctx, set("k", 1)); err != nil {
+		t.Fatalf("the stale write was accepted by the broken endpoint, Commit should report it written: %v", err)
+	}
+	err := cur.Commit(ctx, set("k", 6))
+	if !errors.Is(err, store.ErrIntegrity) {
+		t.Fatalf("commit after a foreign overwrite below our fence: got %v, want ErrIntegrity", err)
+	}
+	if !errors.Is(cur.Err(), store.ErrIntegrity) {
+		t.Fatal("integrity failure must be sticky")
+	}
+}
+
+// The same epoch with a foreign stamp is an integrity error (never "fenced").
+func TestSameEpochForeignStampIsIntegrity(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	st := storetest.NewStore(m)
+	w := claimed(t, st, 4, "mine")
+	doc := w.Document()
+	doc.Writer.Invocation = "intruder"
+	doc.Writer.Seq = 9
+	data, _ := doc.Encode()
+	m.Put(data)
+	if err := w.Commit(ctx, set("k", 1)); !errors.Is(err, store.ErrIntegrity) || errors.Is(err, store.ErrFenced) {
+		t.Fatalf("got %v, want ErrIntegrity", err)
+	}
+}
+
+// Scenario 29/63 shape: the document is deleted while a writer holds it; its commit does not
+// recreate the document.
+func TestCommitAfterDeletionIsFenced(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	st := storetest.NewStore(m)
+	w := claimed(t, st, 3, "a")
+	if err := m.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx, set("k", 1)); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("got %v, want ErrFenced", err)
+	}
+	if m.Bytes() != nil {
+		t.Fatal("a fenced commit recreated the deleted document")
+	}
+}
+
+// A lost acknowledgement followed by an unreachable read leaves the commit pending; if the
+// pending write had in fact landed, the next commit rebases on it instead of reporting a
+// conflict, and the chain has no duplicate or foreign write.
+func TestPendingWriteLandedIsAdopted(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	st := storetest.NewStore(m)
+	w := claimed(t, st, 1, "a")
+	m.FailNext(storetest.OpStore, storetest.LostAck)
+	m.FailNext(storetest.OpLoad, storetest.Unreachable, storetest.Unreachable, storetest.Unreachable)
+	if err := w.Commit(ctx, set("k", 1)); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+	if err := w.Commit(ctx, set("j", 2)); err != nil {
+		t.Fatal(err)
+	}
+	chain := &storetest.Chain{}
+	for _, wr := range m.History() {
+		chain.Add(wr)
+	}
+	if err := chain.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	d := w.Document()
+	if storetest.IntValue(d.Checkpoints, "k") != 1 || storetest.IntValue(d.Checkpoints, "j") != 2 || len(m.History()) != 3 {
+		t.Fatalf("checkpoints %v after %d writes", d.Checkpoints, len(m.History()))
+	}
+}
+
+// Renewal-only changes (lease/store) keep last_commit_at; job commits move it.
+func TestLeaseOnlyChangeKeepsLastCommit(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.NewStore(storetest.NewMemory())
+	w := claimed(t, st, 1, "a")
+	if err := w.Commit(ctx, set("k", 1)); err != nil {
+		t.Fatal(err)
+	}
+	last := w.Document().LastCommitAt
+	if last.IsZero() {
+		t.Fatal("a commit did not record last_commit_at")
+	}
+	if err := w.Commit(ctx, store.Change{Lease: &store.LeaseState{RenewedAt: last.Add(1e9), Duration: 3e10}}); err != nil {
+		t.Fatal(err)
+	}
+	d := w.Document()
+	if !d.LastCommitAt.Equal(last) || !d.Fence.RenewedAt.Equal(last.Add(1e9)) || d.Fence.Duration != store.Duration(3e10) {
+		t.Fatalf("after renewal: last_commit_at %v renewed_at %v duration %v", d.LastCommitAt, d.Fence.RenewedAt, d.Fence.Duration)
+	}
+}
+
+func TestConditionalWriteProbeDetectsIgnoredPreconditions(t *testing.T) {
+	m := storetest.NewMemory()
+	m.SetHook(func(op storetest.Op) storetest.Fault {
+		if op == storetest.OpStore {
+			return storetest.IgnorePrecondition
+		}
+		return storetest.None
+	})
+	if err := store.CheckConditionalWrites(context.Background(), m); !errors.Is(err, store.ErrIntegrity) {
+		t.Fatalf("got %v, want ErrIntegrity", err)
+	}
+}
+
+func TestDecodeLegacyFenceForms(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		floor uint64
+		bad   bool
+	}{
+		{`{"a":"1","__fence_epoch__":7}`, 7, false},
+		{`{"a":"1","__fence_epoch__":"12"}`, 12, false},
+		{`{"a":"1"}`, 0, false},
+		{`{}`, 0, false},
+		{`{"__fence_epoch__":"x"}`, 0, true},
+		{`{"__fence_epoch__":1.5}`, 0, true},
+	} {
+		doc, legacy, err := store.Decode("x", []byte(tc.in))
+		if tc.bad {
+			if !errors.Is(err, store.ErrCorrupt) {
+				t.Errorf("%s: got %v, want ErrCorrupt", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || !legacy || doc.FenceEpoch() != tc.floor {
+			t.Errorf("%s: legacy=%v floor=%d err=%v, want floor %d", tc.in, legacy, doc.FenceEpoch(), err, tc.floor)
+		}
+	}
+}
+
+func TestDocumentRoundTrip(t *testing.T) {
+	st := storetest.NewStore(storetest.NewMemory())
+	w := claimed(t, st, 1, "a")
+	if err := w.Commit(context.Background(), set("k", 1)); err != nil {
+		t.Fatal(err)
+	}
+	d := w.Document()
+	data, err := d.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, legacy, err := store.Decode("x", data)
+	if err != nil || legacy {
+		t.Fatal(err, legacy)
+	}
+	again, _ := back.Encode()
+	if !bytes.Equal(data, again) {
+		t.Fatalf("round trip changed the document:\n%s\n%s", data, again)
+	}
+}

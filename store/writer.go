@@ -68,9 +68,9 @@ type Writer struct {
 	mu      sync.Mutex
 	doc     *Document // last confirmed version
 	version Version
-	seq     uint64    // highest seq used by any attempt
-	pending *attempt  // an unconfirmed write whose outcome is unknown
-	failed  error     // sticky ErrFenced / ErrIntegrity
+	seq     uint64   // highest seq used by any attempt
+	pending *attempt // an unconfirmed write whose outcome is unknown
+	failed  error    // sticky ErrFenced / ErrIntegrity
 	stats   WriterStats
 }
 

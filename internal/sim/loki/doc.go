@@ -1,0 +1,13 @@
+// Package loki is a strict Loki-protocol receiver for tests, benchmarks and
+// the demo: it decodes push requests exactly as Loki does (protobuf + snappy,
+// JSON, gzip and deflate), validates them like Loki's distributor and ingester
+// (label syntax and limits, line size, timestamp bounds against an injectable
+// clock, the out-of-order window, structured-metadata limits), stores what it
+// accepts, counts exact duplicates, and injects faults on demand (429 with
+// Retry-After, 5xx, 413 above a size, 260, partial 400s, disallowed structured
+// metadata, slow answers, and accepted requests whose response is lost).
+//
+// Importers alias it simloki. It deliberately shares no code with package
+// github.com/sf2loki/sf2loki/loki, so a bug in the client's encoder cannot be
+// mirrored by the receiver's decoder.
+package loki

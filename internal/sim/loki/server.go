@@ -1,0 +1,687 @@
+package loki
+
+import (
+	"bytes"
+	"cmp"
+	"compress/flate"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang/snappy"
+)
+
+// PushPath is the only path the receiver serves.
+const PushPath = "/loki/api/v1/push"
+
+// Loki's default limits (reference/loki.md §4), used for zero Options fields.
+const (
+	DefaultMaxRecvBytes           = 100 << 20
+	DefaultMaxLineBytes           = 256 << 10
+	DefaultMaxLabelNames          = 15
+	DefaultMaxLabelNameBytes      = 1024
+	DefaultMaxLabelValueBytes     = 2048
+	DefaultRejectOldSamplesMaxAge = 7 * 24 * time.Hour
+	DefaultCreationGracePeriod    = 10 * time.Minute
+	DefaultOutOfOrderWindow       = time.Hour
+	DefaultMaxMetadataBytes       = 64 << 10
+	DefaultMaxMetadataEntries     = 128
+	DefaultEmptyPushStatus        = http.StatusUnprocessableEntity
+	noAuthTenant                  = "fake"
+)
+
+// Options configures a Server. Zero values mean Loki's defaults; a negative
+// limit disables that check.
+type Options struct {
+	// Now is the receiver's clock for the timestamp checks; nil means time.Now.
+	Now func() time.Time
+	// RequireTenant makes X-Scope-OrgID mandatory (401 without it), like Loki
+	// with auth_enabled. A present header is always validated.
+	RequireTenant bool
+	// Username and Password, when set, are required as HTTP basic auth (401).
+	Username string
+	Password string
+	// BearerToken, when set, is required as "Authorization: Bearer" (401).
+	BearerToken string
+	// MaxRecvBytes caps the request body as received and after
+	// decompression (413); default DefaultMaxRecvBytes.
+	MaxRecvBytes int
+	// MaxLineBytes is Loki's max_line_size; default DefaultMaxLineBytes.
+	MaxLineBytes int
+	// MaxLabelNames is max_label_names_per_series (service_name not counted).
+	MaxLabelNames int
+	// MaxLabelNameBytes and MaxLabelValueBytes cap label names and values.
+	MaxLabelNameBytes  int
+	MaxLabelValueBytes int
+	// RejectOldSamplesMaxAge rejects entries older than now minus this.
+	RejectOldSamplesMaxAge time.Duration
+	// CreationGracePeriod rejects entries newer than now plus this.
+	CreationGracePeriod time.Duration
+	// OutOfOrderWindow rejects entries older than the stream's newest entry
+	// minus this (too_far_behind).
+	OutOfOrderWindow time.Duration
+	// MaxMetadataBytes and MaxMetadataEntries cap structured metadata per
+	// entry.
+	MaxMetadataBytes   int
+	MaxMetadataEntries int
+	// DisallowStructuredMetadata answers 400 disallowed_structured_metadata
+	// for entries carrying any (allow_structured_metadata: false).
+	DisallowStructuredMetadata bool
+	// RejectCompressedProtobuf refuses gzip/deflate around a protobuf body
+	// (Loki accepts gzip(snappy(proto)); clients should never send it).
+	RejectCompressedProtobuf bool
+	// EmptyPushStatus is the answer to a push without entries: 422 (Loki v3,
+	// default) or 204 (older Loki).
+	EmptyPushStatus int
+	// IngestionRateBytes and IngestionBurstBytes enable the tenant rate limit
+	// on line + metadata bytes (0 = off): a request larger than the burst is
+	// refused with 429 every time, as Loki does.
+	IngestionRateBytes  int
+	IngestionBurstBytes int
+	// CountOnly keeps counts but not entries (long benchmarks and demos).
+	// Duplicates are then not detected.
+	CountOnly bool
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxRecvBytes, DefaultMaxRecvBytes)
+	def(&o.MaxLineBytes, DefaultMaxLineBytes)
+	def(&o.MaxLabelNames, DefaultMaxLabelNames)
+	def(&o.MaxLabelNameBytes, DefaultMaxLabelNameBytes)
+	def(&o.MaxLabelValueBytes, DefaultMaxLabelValueBytes)
+	def(&o.MaxMetadataBytes, DefaultMaxMetadataBytes)
+	def(&o.MaxMetadataEntries, DefaultMaxMetadataEntries)
+	def(&o.EmptyPushStatus, DefaultEmptyPushStatus)
+	defD(&o.RejectOldSamplesMaxAge, DefaultRejectOldSamplesMaxAge)
+	defD(&o.CreationGracePeriod, DefaultCreationGracePeriod)
+	defD(&o.OutOfOrderWindow, DefaultOutOfOrderWindow)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Pair is a label or structured-metadata name/value pair.
+type Pair struct {
+	Name  string
+	Value string
+}
+
+// Entry is an entry the receiver accepted (or rejected, see Rejection).
+type Entry struct {
+	// Tenant is the X-Scope-OrgID, or "fake" without one (Loki's no-auth tenant).
+	Tenant string
+	// Stream is the canonical label string, e.g. {job="x", source="y"}.
+	Stream string
+	// Labels are the stream labels, sorted by name, empty values dropped.
+	Labels []Pair
+	// Timestamp has nanosecond precision.
+	Timestamp time.Time
+	// Line is the line as received.
+	Line string
+	// Metadata is the structured metadata sorted by name, as Loki stores it.
+	Metadata []Pair
+}
+
+// Label returns the value of the stream label name, or "".
+func (e Entry) Label(name string) string {
+	for _, p := range e.Labels {
+		if p.Name == name {
+			return p.Value
+		}
+	}
+	return ""
+}
+
+// MetadataValue returns the value of the structured-metadata field name, or "".
+func (e Entry) MetadataValue(name string) string {
+	for _, p := range e.Metadata {
+		if p.Name == name {
+			return p.Value
+		}
+	}
+	return ""
+}
+
+// Rejection is an entry the receiver refused, with Loki's reason label
+// (e.g. "line_too_long", "too_far_behind") and message.
+type Rejection struct {
+	Entry
+	Reason  string
+	Message string
+}
+
+// Request records one request the receiver answered.
+type Request struct {
+	Method      string
+	Path        string
+	Header      http.Header
+	BodyBytes   int
+	Status      int
+	Streams     int
+	Entries     int
+	Accepted    int
+	Fault       string // the injected fault that decided the answer, if any
+	LostAnswer  bool   // the connection was dropped after processing
+	ContentType string
+}
+
+// Server is the receiver; it implements http.Handler and is safe for
+// concurrent use. Fault knobs may be changed while it serves.
+type Server struct {
+	opts Options
+
+	mu         sync.Mutex
+	entries    []Entry
+	streams    map[string]*streamState // by tenant + "\x00" + stream
+	dupes      []Entry
+	rejected   []Rejection
+	requests   []Request
+	accepted   int
+	faults     faults
+	tokens     float64
+	tokensAt   time.Time
+	allowSMeta bool
+}
+
+type streamState struct {
+	highest time.Time
+	idx     []int          // positions in Server.entries
+	seen    map[string]int // exact-duplicate key -> count
+}
+
+// New returns a receiver for opts.
+func New(opts Options) *Server {
+	o := opts.withDefaults()
+	return &Server{opts: o, streams: make(map[string]*streamState), allowSMeta: !o.DisallowStructuredMetadata}
+}
+
+var tenantRE = regexp.MustCompile(`^[A-Za-z0-9!\-_.*'()]{1,150}$`)
+
+// response is the receiver's answer before it is written.
+type response struct {
+	status     int
+	header     http.Header
+	body       string
+	dropAnswer bool
+}
+
+func textResponse(status int, format string, args ...any) response {
+	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	body := ""
+	if format != "" {
+		body = fmt.Sprintf(format, args...) + "\n"
+	}
+	return response{status: status, header: h, body: body}
+}
+
+// ServeHTTP implements http.Handler. A lost answer is simulated by hijacking
+// the connection and closing it after the request was processed.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	resp := s.handle(r)
+	if resp.dropAnswer {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+		// Hijacking unsupported (HTTP/2): fall back to a 500 that says so.
+		resp = textResponse(http.StatusInternalServerError, "simulated lost response (hijack unsupported)")
+	}
+	for k, v := range resp.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.status)
+	if resp.body != "" {
+		_, _ = io.WriteString(w, resp.body)
+	}
+}
+
+func (s *Server) handle(r *http.Request) (resp response) {
+	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), ContentType: r.Header.Get("Content-Type")}
+	defer func() {
+		_ = r.Body.Close()
+		rec.Status, rec.LostAnswer = resp.status, resp.dropAnswer
+		s.mu.Lock()
+		s.requests = append(s.requests, rec)
+		s.mu.Unlock()
+	}()
+	if d := s.latency(); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			rec.Fault = "latency (client gave up)"
+			return textResponse(http.StatusServiceUnavailable, "client went away")
+		}
+	}
+	if r.URL.Path != PushPath {
+		return textResponse(http.StatusNotFound, "404 page not found")
+	}
+	if r.Method != http.MethodPost {
+		return textResponse(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+	}
+	if resp, ok := s.checkAuth(r); !ok {
+		return resp
+	}
+	tenant := r.Header.Get("X-Scope-OrgID")
+	switch {
+	case tenant == "" && s.opts.RequireTenant:
+		return textResponse(http.StatusUnauthorized, "no org id")
+	case tenant == "":
+		tenant = noAuthTenant
+	case strings.Contains(tenant, "|"):
+		return textResponse(http.StatusBadRequest, "multiple org IDs present in push request")
+	case !tenantRE.MatchString(tenant) || tenant == "." || tenant == "..":
+		return textResponse(http.StatusBadRequest, "invalid org id %q", tenant)
+	}
+
+	maxBody := s.maxBodyBytes()
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(maxBody)+1))
+	rec.BodyBytes = len(body)
+	if err != nil {
+		return textResponse(http.StatusBadRequest, "reading body: %v", err)
+	}
+	if len(body) > maxBody {
+		// Read on (bounded) so the client sees the 413 rather than a reset
+		// connection while it is still writing.
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 256<<20))
+		rec.Fault = "max body size"
+		return textResponse(http.StatusRequestEntityTooLarge, "request body too large: %d bytes, limit %d", len(body), maxBody)
+	}
+	if f, ok := s.nextForced(); ok {
+		rec.Fault = fmt.Sprintf("forced %d", f.status)
+		resp := textResponse(f.status, "%s", f.body)
+		if f.retryAfter != "" {
+			resp.header.Set("Retry-After", f.retryAfter)
+		}
+		return resp
+	}
+	streams, resp, ok := s.decode(r, body)
+	if !ok {
+		return resp
+	}
+	rec.Streams = len(streams)
+	for _, st := range streams {
+		rec.Entries += len(st.entries)
+	}
+	if rec.Entries == 0 {
+		return textResponse(s.opts.EmptyPushStatus, "%s", "push request contains no entries")
+	}
+	resp, accepted := s.ingest(tenant, streams)
+	rec.Accepted = accepted
+	if s.takeDrop() {
+		rec.Fault = "lost answer"
+		resp.dropAnswer = true
+	}
+	return resp
+}
+
+func (s *Server) checkAuth(r *http.Request) (response, bool) {
+	switch {
+	case s.opts.BearerToken != "":
+		if r.Header.Get("Authorization") != "Bearer "+s.opts.BearerToken {
+			return textResponse(http.StatusUnauthorized, "invalid bearer token"), false
+		}
+	case s.opts.Username != "" || s.opts.Password != "":
+		u, p, ok := r.BasicAuth()
+		if !ok || u != s.opts.Username || p != s.opts.Password {
+			return textResponse(http.StatusUnauthorized, "invalid basic auth"), false
+		}
+	}
+	return response{}, true
+}
+
+// decode applies Content-Encoding and Content-Type in Loki's order.
+func (s *Server) decode(r *http.Request, body []byte) ([]wireStream, response, bool) {
+	limit := s.opts.MaxRecvBytes
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	var err error
+	switch enc {
+	case "", "snappy":
+	case "gzip":
+		var zr *gzip.Reader
+		if zr, err = gzip.NewReader(bytes.NewReader(body)); err == nil {
+			body, err = readCapped(zr, limit)
+		}
+	case "deflate":
+		body, err = readCapped(flate.NewReader(bytes.NewReader(body)), limit)
+	default:
+		return nil, textResponse(http.StatusBadRequest, "Content-Encoding %q not supported", enc), false
+	}
+	if errors.Is(err, errTooLarge) {
+		return nil, textResponse(http.StatusRequestEntityTooLarge, "decompressed request body too large, limit %d", limit), false
+	}
+	if err != nil {
+		return nil, textResponse(http.StatusBadRequest, "decompressing %s body: %v", enc, err), false
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return nil, textResponse(http.StatusBadRequest, "Content-Type %q: %v", ct, err), false
+	}
+	var streams []wireStream
+	if mt == "application/json" {
+		streams, err = decodeJSON(body)
+	} else {
+		if s.opts.RejectCompressedProtobuf && (enc == "gzip" || enc == "deflate") {
+			return nil, textResponse(http.StatusBadRequest, "protobuf must be snappy-compressed only, got Content-Encoding %s", enc), false
+		}
+		if bytes.HasPrefix(body, []byte("\xff\x06\x00\x00sNaPpY")) {
+			return nil, textResponse(http.StatusBadRequest, "body is framed snappy; Loki expects the snappy block format"), false
+		}
+		n, derr := snappy.DecodedLen(body)
+		if derr == nil && n > limit {
+			return nil, textResponse(http.StatusRequestEntityTooLarge, "decompressed request body too large: %d bytes, limit %d", n, limit), false
+		}
+		var raw []byte
+		if raw, err = snappy.Decode(nil, body); err == nil {
+			streams, err = decodeProto(raw)
+		} else {
+			err = fmt.Errorf("snappy: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, textResponse(http.StatusBadRequest, "decoding push request: %v", err), false
+	}
+	return streams, response{}, true
+}
+
+var errTooLarge = errors.New("too large")
+
+func readCapped(r io.Reader, limit int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// candidate is an entry that passed the distributor checks.
+type candidate struct {
+	key   string
+	entry Entry
+}
+
+// ingest validates like Loki's distributor (whole request first), applies the
+// rate limit, then stores like the ingester (order window, dedup).
+func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
+	type parsed struct {
+		labels []Pair
+		canon  string
+	}
+	ps := make([]parsed, len(streams))
+	for i, st := range streams {
+		pairs, err := parseLabels(st.labels)
+		if err != nil {
+			return textResponse(http.StatusBadRequest, "couldn't parse labels: %v", err), 0
+		}
+		ps[i].labels = pairs
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.opts.Now()
+	var errs []string
+	var cands []candidate
+	validated := 0
+	for i, st := range streams {
+		labels, reason, msg := s.checkStream(ps[i].labels)
+		canon := formatLabels(labels)
+		for _, we := range st.entries {
+			e := Entry{Tenant: tenant, Stream: canon, Labels: labels, Timestamp: we.ts, Line: we.line, Metadata: sortedPairs(we.metadata)}
+			r, m := reason, msg
+			if r == "" {
+				r, m = s.checkEntry(now, &e)
+			}
+			if r != "" {
+				s.rejected = append(s.rejected, Rejection{Entry: e, Reason: r, Message: m})
+				errs = append(errs, m)
+				continue
+			}
+			validated += len(e.Line) + metadataBytes(e.Metadata)
+			cands = append(cands, candidate{key: tenant + "\x00" + canon, entry: e})
+		}
+	}
+	if len(cands) > 0 && !s.takeTokens(now, validated) {
+		// All or nothing: nothing stored, and the rejections above were not
+		// final either (the client will resend them).
+		s.rejected = s.rejected[:len(s.rejected)-len(errs)]
+		return textResponse(http.StatusTooManyRequests, "Ingestion rate limit exceeded for user %s (limit: %d bytes/sec) while attempting to ingest '%d' lines totaling '%d' bytes, reduce log volume or contact your Loki administrator to see if the limit can be increased",
+			tenant, s.opts.IngestionRateBytes, len(cands), validated), 0
+	}
+	accepted := 0
+	for _, c := range cands {
+		if r, m := s.store(c); r != "" {
+			s.rejected = append(s.rejected, Rejection{Entry: c.entry, Reason: r, Message: m})
+			errs = append(errs, m)
+			continue
+		}
+		accepted++
+	}
+	s.accepted += accepted
+	if len(errs) > 0 {
+		return textResponse(http.StatusBadRequest, "%s", strings.Join(errs, "\n")), accepted
+	}
+	status := http.StatusNoContent
+	if s.faults.successStatus != 0 {
+		status = s.faults.successStatus
+	}
+	return response{status: status, header: http.Header{}}, accepted
+}
+
+// checkStream drops empty-valued labels and applies the stream-level limits.
+func (s *Server) checkStream(in []Pair) (labels []Pair, reason, msg string) {
+	for _, p := range in {
+		if p.Value != "" {
+			labels = append(labels, p)
+		}
+	}
+	slices.SortStableFunc(labels, func(a, b Pair) int { return cmp.Compare(a.Name, b.Name) })
+	canon := formatLabels(labels)
+	if len(labels) == 0 {
+		return labels, "missing_labels", "error at least one label pair is required per stream"
+	}
+	n := 0
+	for i, p := range labels {
+		if i > 0 && labels[i-1].Name == p.Name {
+			return labels, "duplicate_label_names", fmt.Sprintf("stream '%s' has duplicate label name: '%s'", canon, p.Name)
+		}
+		if strings.HasPrefix(p.Name, "__") {
+			return labels, "invalid_labels", fmt.Sprintf("Error parsing labels '%s' with error: label name %q is reserved", canon, p.Name)
+		}
+		if lim := s.opts.MaxLabelNameBytes; lim > 0 && len(p.Name) > lim {
+			return labels, "label_name_too_long", fmt.Sprintf("stream '%s' has label name too long: '%s'", canon, p.Name)
+		}
+		if lim := s.opts.MaxLabelValueBytes; lim > 0 && len(p.Value) > lim {
+			return labels, "label_value_too_long", fmt.Sprintf("stream '%s' has label value too long: '%s'", canon, p.Value)
+		}
+		if !utf8.ValidString(p.Value) {
+			return labels, "invalid_labels", fmt.Sprintf("Error parsing labels '%s' with error: invalid UTF-8 value", canon)
+		}
+		if p.Name != "service_name" {
+			n++
+		}
+	}
+	if lim := s.opts.MaxLabelNames; lim > 0 && n > lim {
+		return labels, "max_label_names_per_series", fmt.Sprintf("entry for stream '%s' has %d label names; limit %d", canon, n, lim)
+	}
+	return labels, "", ""
+}
+
+// checkEntry applies the per-entry distributor checks in Loki's order, then
+// the injected rejection predicate.
+func (s *Server) checkEntry(now time.Time, e *Entry) (reason, msg string) {
+	o := &s.opts
+	if o.RejectOldSamplesMaxAge > 0 {
+		if oldest := now.Add(-o.RejectOldSamplesMaxAge); e.Timestamp.Before(oldest) {
+			return "greater_than_max_sample_age", fmt.Sprintf("entry for stream '%s' has timestamp too old: %s, oldest acceptable timestamp is: %s",
+				e.Stream, e.Timestamp.UTC().Format(time.RFC3339Nano), oldest.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if o.CreationGracePeriod > 0 && e.Timestamp.After(now.Add(o.CreationGracePeriod)) {
+		return "too_far_in_future", fmt.Sprintf("entry for stream '%s' has timestamp too new: %s", e.Stream, e.Timestamp.UTC().Format(time.RFC3339Nano))
+	}
+	if o.MaxLineBytes > 0 && len(e.Line) > o.MaxLineBytes {
+		return "line_too_long", fmt.Sprintf("Max entry size '%d' bytes exceeded for stream '%s' while adding an entry with length '%d' bytes", o.MaxLineBytes, e.Stream, len(e.Line))
+	}
+	if len(e.Metadata) > 0 {
+		if !s.allowSMeta {
+			return "disallowed_structured_metadata", fmt.Sprintf("stream '%s' includes structured metadata, but this feature is disallowed. Please see `limits_config.allow_structured_metadata` or contact your Loki administrator to enable it.", e.Stream)
+		}
+		if lim := o.MaxMetadataBytes; lim > 0 && metadataBytes(e.Metadata) > lim {
+			return "structured_metadata_too_large", fmt.Sprintf("stream '%s' has structured metadata too large: '%d' bytes, limit: '%d' bytes", e.Stream, metadataBytes(e.Metadata), lim)
+		}
+		if lim := o.MaxMetadataEntries; lim > 0 && len(e.Metadata) > lim {
+			return "structured_metadata_too_many", fmt.Sprintf("stream '%s' has too many structured metadata labels: '%d', limit: '%d'", e.Stream, len(e.Metadata), lim)
+		}
+	}
+	if pred, reason := s.faults.reject, s.faults.rejectReason; pred != nil && pred(*e) {
+		return reason, fmt.Sprintf("entry for stream '%s' with timestamp %s rejected: %s (injected)", e.Stream, e.Timestamp.UTC().Format(time.RFC3339Nano), reason)
+	}
+	return "", ""
+}
+
+// store applies the ingester rules: the out-of-order window (newest entry of
+// the stream, earlier entries of this request included) and silent skipping
+// of exact duplicates (same timestamp, line and metadata), which are counted.
+func (s *Server) store(c candidate) (reason, msg string) {
+	st := s.streams[c.key]
+	if st == nil {
+		st = &streamState{seen: make(map[string]int)}
+		s.streams[c.key] = st
+	}
+	e := c.entry
+	if w := s.opts.OutOfOrderWindow; w > 0 && !st.highest.IsZero() {
+		if oldest := st.highest.Add(-w); e.Timestamp.Before(oldest) {
+			return "too_far_behind", fmt.Sprintf("entry too far behind, entry timestamp is: %s, oldest acceptable timestamp is: %s",
+				e.Timestamp.UTC().Format(time.RFC3339Nano), oldest.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if e.Timestamp.After(st.highest) {
+		st.highest = e.Timestamp
+	}
+	if s.opts.CountOnly {
+		return "", ""
+	}
+	k := dupKey(e)
+	if st.seen[k] > 0 {
+		st.seen[k]++
+		s.dupes = append(s.dupes, e)
+		return "", ""
+	}
+	st.seen[k] = 1
+	st.idx = append(st.idx, len(s.entries))
+	s.entries = append(s.entries, e)
+	return "", ""
+}
+
+func dupKey(e Entry) string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(e.Timestamp.UnixNano(), 10))
+	b.WriteByte(0)
+	b.WriteString(strconv.Itoa(len(e.Line)))
+	b.WriteByte(0)
+	b.WriteString(e.Line)
+	for _, p := range e.Metadata {
+		b.WriteByte(0)
+		b.WriteString(strconv.Quote(p.Name))
+		b.WriteString(strconv.Quote(p.Value))
+	}
+	return b.String()
+}
+
+func metadataBytes(md []Pair) int {
+	n := 0
+	for _, p := range md {
+		n += len(p.Name) + len(p.Value)
+	}
+	return n
+}
+
+func sortedPairs(ps []Pair) []Pair {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, func(a, b Pair) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+func mapPairs(m map[string]string) []Pair {
+	ps := make([]Pair, 0, len(m))
+	for k, v := range m {
+		ps = append(ps, Pair{Name: k, Value: v})
+	}
+	slices.SortFunc(ps, func(a, b Pair) int { return cmp.Compare(a.Name, b.Name) })
+	return ps
+}
+
+// formatLabels renders labels the way Prometheus' labels.String does.
+func formatLabels(ps []Pair) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p.Name)
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(p.Value))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// takeTokens applies the optional tenant token bucket; called with mu held.
+func (s *Server) takeTokens(now time.Time, n int) bool {
+	burst := s.faults.burstBytes
+	if burst <= 0 {
+		burst = s.opts.IngestionBurstBytes
+	}
+	rate := s.faults.rateBytes
+	if rate <= 0 {
+		rate = s.opts.IngestionRateBytes
+	}
+	if burst <= 0 {
+		return true
+	}
+	if n > burst {
+		return false
+	}
+	if rate <= 0 {
+		return true
+	}
+	if s.tokensAt.IsZero() {
+		s.tokens, s.tokensAt = float64(burst), now
+	}
+	s.tokens = min(float64(burst), s.tokens+now.Sub(s.tokensAt).Seconds()*float64(rate))
+	s.tokensAt = now
+	if s.tokens < float64(n) {
+		return false
+	}
+	s.tokens -= float64(n)
+	return true
+}

@@ -1,0 +1,445 @@
+package loki
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Defaults applied to zero Options fields.
+const (
+	DefaultTimeout               = 30 * time.Second
+	DefaultTargetCompressedBytes = 1 << 20
+	DefaultMaxRequestBytes       = 4 << 20
+	DefaultMaxEntriesPerRequest  = 10000
+	DefaultMaxRetries            = 8
+	DefaultMinBackoff            = 500 * time.Millisecond
+	DefaultMaxBackoff            = 30 * time.Second
+	DefaultMaxRetryAfter         = 60 * time.Second
+	DefaultSplitAfter429         = 3
+	DefaultUserAgent             = "sf2loki"
+)
+
+// ErrInvalidOptions is wrapped by every error New returns for bad Options.
+var ErrInvalidOptions = errors.New("loki: invalid client options")
+
+// TLSOptions configures TLS towards the receiver. The zero value uses the
+// system roots.
+type TLSOptions struct {
+	// CAFile is a PEM bundle of extra trusted roots (added to the system pool).
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and key (mutual TLS);
+	// both or neither.
+	CertFile string
+	KeyFile  string
+	// ServerName overrides the name checked against the server certificate.
+	ServerName string
+	// InsecureSkipVerify disables server certificate verification. Only when
+	// explicitly asked for.
+	InsecureSkipVerify bool
+}
+
+// Options configures a Client. Zero values mean the documented defaults; the
+// secret values (Password, BearerToken) are passed in by the caller, which
+// reads them from wherever they are kept.
+type Options struct {
+	// URL is the full push endpoint, e.g. https://loki:3100/loki/api/v1/push
+	// (VictoriaLogs: /insert/loki/api/v1/push). Required. Userinfo in the URL
+	// is used as basic auth when Username is empty, and never logged.
+	URL string
+	// TenantID is sent as X-Scope-OrgID when set.
+	TenantID string
+	// Username and Password are sent as HTTP basic auth when Username or
+	// Password is set (Grafana Cloud: the numeric user id and a token).
+	Username string
+	Password string
+	// BearerToken is sent as "Authorization: Bearer …"; exclusive with basic
+	// auth.
+	BearerToken string
+	// Headers are extra request headers (Content-Type, Content-Encoding,
+	// Authorization and X-Scope-OrgID are the client's own and not allowed).
+	Headers map[string]string
+	// UserAgent defaults to DefaultUserAgent.
+	UserAgent string
+	// TLS configures certificate checks and client certificates.
+	TLS TLSOptions
+	// Timeout bounds each HTTP attempt; default DefaultTimeout. The context
+	// passed to Push bounds the whole push, retries included.
+	Timeout time.Duration
+	// Encoding is EncodingProtobuf (default) or EncodingJSON.
+	Encoding Encoding
+	// Gzip compresses JSON bodies (Content-Encoding: gzip). Not allowed with
+	// protobuf, which is always snappy.
+	Gzip bool
+	// TargetCompressedBytes is the compressed request size aimed at, using the
+	// compression ratio seen so far; default DefaultTargetCompressedBytes
+	// (1 MiB).
+	TargetCompressedBytes int
+	// MaxRequestBytes caps the uncompressed encoded size of a request; default
+	// DefaultMaxRequestBytes (4 MiB, under Loki's 6 MiB ingestion burst). An
+	// entry larger than this is sent alone.
+	MaxRequestBytes int
+	// MaxEntriesPerRequest caps the entries per request; default
+	// DefaultMaxEntriesPerRequest.
+	MaxEntriesPerRequest int
+	// MaxRetries caps retries per request; default DefaultMaxRetries, negative
+	// means no retries.
+	MaxRetries int
+	// MinBackoff and MaxBackoff bound the exponential backoff between retries;
+	// defaults DefaultMinBackoff and DefaultMaxBackoff.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// MaxRetryAfter caps how long a Retry-After answer is honoured; default
+	// DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+	// SplitAfter429 is the number of consecutive 429 answers after which a
+	// request of several entries is split in halves; default
+	// DefaultSplitAfter429.
+	SplitAfter429 int
+	// MaxLineBytes caps a line's length in bytes; longer lines are cut on a
+	// UTF-8 boundary and marked with TruncatedMetadataName. Default
+	// DefaultMaxLineBytes (256 KiB); negative disables the cap.
+	MaxLineBytes int
+	// Labels configures the label guard applied to every entry's labels.
+	Labels LabelOptions
+	// Logger receives debug and warning logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the wall clock (used for HTTP-date Retry-After); nil means
+	// time.Now.
+	Now func() time.Time
+	// Transport replaces the HTTP transport (tests and the in-process demo
+	// receiver); the TLS options are then ignored.
+	Transport http.RoundTripper
+}
+
+// Client pushes entries to one Loki endpoint. It is safe for concurrent use.
+type Client struct {
+	url      string
+	opts     Options
+	guard    *LabelGuard
+	http     *http.Client
+	headers  http.Header
+	policy   retryPolicy
+	log      *slog.Logger
+	ratioBit atomic.Uint64 // float64 bits: compressed/uncompressed seen recently
+}
+
+var tenantRE = regexp.MustCompile(`^[A-Za-z0-9!\-_.*'()]{1,150}$`)
+
+// New returns a client for opts, or an error wrapping ErrInvalidOptions.
+func New(opts Options) (*Client, error) {
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	c := &Client{opts: o, log: o.Logger}
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: URL: %w", ErrInvalidOptions, redactURLError(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("%w: URL %q: need http(s)://host/path", ErrInvalidOptions, u.Redacted())
+	}
+	if u.User != nil {
+		if o.Username == "" && o.Password == "" && o.BearerToken == "" {
+			o.Username = u.User.Username()
+			o.Password, _ = u.User.Password()
+		}
+		u.User = nil
+	}
+	// Credentials never stay in the URL, so the URL (and the transport's
+	// errors, which quote it) can be logged.
+	c.url = u.String()
+	if c.guard, err = NewLabelGuard(o.Labels); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if c.headers, err = o.headers(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	rt := o.Transport
+	if rt == nil {
+		tr := cleanhttp.DefaultPooledTransport()
+		if tr.TLSClientConfig, err = o.TLS.config(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+		rt = tr
+	}
+	c.http = &http.Client{Transport: rt, Timeout: o.Timeout}
+	c.policy = retryPolicy{
+		maxRetries:    max(o.MaxRetries, 0),
+		minBackoff:    o.MinBackoff,
+		maxBackoff:    o.MaxBackoff,
+		maxRetryAfter: o.MaxRetryAfter,
+		splitAfter429: o.SplitAfter429,
+		now:           o.Now,
+		log:           o.Logger,
+	}
+	c.opts = o
+	c.storeRatio(0.5)
+	return c, nil
+}
+
+func (o Options) resolve() (Options, error) {
+	if o.URL == "" {
+		return o, errors.New("URL is required")
+	}
+	if o.Encoding != EncodingProtobuf && o.Encoding != EncodingJSON {
+		return o, fmt.Errorf("unknown encoding %d", o.Encoding)
+	}
+	if o.Gzip && o.Encoding == EncodingProtobuf {
+		return o, errors.New("gzip applies to the JSON encoding only; protobuf is always snappy-compressed")
+	}
+	if o.BearerToken != "" && (o.Username != "" || o.Password != "") {
+		return o, errors.New("set either basic auth (username/password) or a bearer token, not both")
+	}
+	if o.TenantID != "" && (!tenantRE.MatchString(o.TenantID) || o.TenantID == "." || o.TenantID == "..") {
+		return o, fmt.Errorf("tenant id %q: need 1-150 characters of [A-Za-z0-9!-_.*'()], one tenant only", o.TenantID)
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.TargetCompressedBytes, DefaultTargetCompressedBytes)
+	def(&o.MaxRequestBytes, DefaultMaxRequestBytes)
+	def(&o.MaxEntriesPerRequest, DefaultMaxEntriesPerRequest)
+	def(&o.MaxRetries, DefaultMaxRetries)
+	def(&o.SplitAfter429, DefaultSplitAfter429)
+	def(&o.MaxLineBytes, DefaultMaxLineBytes)
+	defD(&o.Timeout, DefaultTimeout)
+	defD(&o.MinBackoff, DefaultMinBackoff)
+	defD(&o.MaxBackoff, DefaultMaxBackoff)
+	defD(&o.MaxRetryAfter, DefaultMaxRetryAfter)
+	if o.TargetCompressedBytes < 0 || o.MaxRequestBytes < 0 || o.MaxEntriesPerRequest < 0 || o.SplitAfter429 < 0 {
+		return o, errors.New("size and count limits must not be negative")
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		return o, fmt.Errorf("max backoff %s is below min backoff %s", o.MaxBackoff, o.MinBackoff)
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultUserAgent
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+func (o Options) headers() (http.Header, error) {
+	h := make(http.Header)
+	for k, v := range o.Headers {
+		switch http.CanonicalHeaderKey(k) {
+		case "Content-Type", "Content-Encoding", "Content-Length", "Authorization", "X-Scope-Orgid":
+			return nil, fmt.Errorf("header %q is set by the client itself", k)
+		}
+		h.Set(k, v)
+	}
+	h.Set("User-Agent", o.UserAgent)
+	if o.Encoding == EncodingJSON {
+		h.Set("Content-Type", "application/json")
+		if o.Gzip {
+			h.Set("Content-Encoding", "gzip")
+		}
+	} else {
+		h.Set("Content-Type", "application/x-protobuf")
+		h.Set("Content-Encoding", "snappy")
+	}
+	if o.TenantID != "" {
+		h.Set("X-Scope-OrgID", o.TenantID)
+	}
+	switch {
+	case o.BearerToken != "":
+		h.Set("Authorization", "Bearer "+o.BearerToken)
+	case o.Username != "" || o.Password != "":
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(o.Username+":"+o.Password)))
+	}
+	return h, nil
+}
+
+func (t TLSOptions) config() (*tls.Config, error) {
+	cfg := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // InsecureSkipVerify only when the operator asks
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS CA file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS CA file %s: no PEM certificates found", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("TLS client certificate needs both cert file and key file")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return errors.New("cannot parse URL")
+	}
+	return err
+}
+
+func (c *Client) ratio() float64 { return math.Float64frombits(c.ratioBit.Load()) }
+
+func (c *Client) storeRatio(r float64) { c.ratioBit.Store(math.Float64bits(min(max(r, 0.02), 1))) }
+
+// push is the state of one Push call.
+type push struct {
+	c       *Client
+	entries []Entry
+	res     *Result
+	s       *scratch
+}
+
+// Push sends entries and reports, per entry, what became of them. It never
+// returns before every entry has an outcome; ctx bounds the whole push,
+// retries included, and entries left unsent when it ends are NotDelivered.
+// Push does not modify entries.
+func (c *Client) Push(ctx context.Context, entries []Entry) Result {
+	res := Result{Outcomes: make([]Outcome, len(entries))}
+	if len(entries) == 0 {
+		return res
+	}
+	if len(entries) > math.MaxInt32 {
+		res.Err = fmt.Errorf("%w: %d entries in one push", ErrUnexpectedStatus, len(entries))
+		return res
+	}
+	p := &push{c: c, entries: entries, res: &res, s: getScratch()}
+	defer putScratch(p.s)
+	p.prepare()
+	limit := c.opts.MaxRequestBytes
+	if c.opts.Encoding == EncodingProtobuf || c.opts.Gzip {
+		limit = min(limit, int(float64(c.opts.TargetCompressedBytes)/c.ratio()))
+	} else {
+		limit = min(limit, c.opts.TargetCompressedBytes)
+	}
+	items := p.s.items
+	lo, size, prev := 0, 0, int32(-1)
+	for i := range items {
+		add := items[i].size
+		if items[i].stream != prev {
+			add += streamOverhead(c.opts.Encoding, p.labels(items[i].stream))
+		}
+		if i > lo && (size+add > limit || i-lo >= c.opts.MaxEntriesPerRequest) {
+			if res.Err = p.send(ctx, lo, i); res.Err != nil {
+				break
+			}
+			lo, size = i, streamOverhead(c.opts.Encoding, p.labels(items[i].stream))+items[i].size
+		} else {
+			size += add
+		}
+		prev = items[i].stream
+	}
+	if res.Err == nil && lo < len(items) {
+		res.Err = p.send(ctx, lo, len(items))
+	}
+	p.finish()
+	return res
+}
+
+// prepare checks labels and timestamps, applies the line cap, and fills the
+// items sorted by stream, time and input position.
+func (p *push) prepare() {
+	s, o := p.s, &p.c.opts
+	for i := range p.entries {
+		e := &p.entries[i]
+		key := e.Labels.String()
+		sid, ok := s.index[key]
+		if !ok {
+			sid = int32(len(s.streams))
+			s.streams = append(s.streams, stream{labels: e.Labels, err: p.c.guard.Check(e.Labels)})
+			s.index[key] = sid
+		}
+		if err := s.streams[sid].err; err != nil {
+			p.reject(i, ReasonInvalidLabels, 0, err.Error())
+			continue
+		}
+		if e.Timestamp.IsZero() || e.Timestamp.Before(minTimestamp) || e.Timestamp.After(maxTimestamp) {
+			p.reject(i, ReasonInvalidTimestamp, 0, "timestamp "+e.Timestamp.String()+" is outside the Unix-nanosecond range")
+			continue
+		}
+		line, cut := CapLine(e.Line, o.MaxLineBytes)
+		if cut {
+			p.res.Truncated++
+		}
+		it := item{ns: e.Timestamp.UnixNano(), idx: int32(i), stream: sid, line: len(line)}
+		it.body = entryBodySize(e, it.ns, it.line)
+		if o.Encoding == EncodingJSON {
+			it.size = jsonEntrySize(e, it.ns, it.line)
+		} else {
+			it.size = protowire.SizeTag(fieldStreamEntries) + protowire.SizeBytes(it.body)
+		}
+		s.items = append(s.items, it)
+	}
+	// Order streams by their canonical string so output does not depend on
+	// how the caller interleaved them.
+	n := len(s.streams)
+	s.remap = slices.Grow(s.remap[:0], 2*n)[:n]
+	for i := range s.remap {
+		s.remap[i] = int32(i)
+	}
+	slices.SortFunc(s.remap, func(a, b int32) int {
+		return strings.Compare(s.streams[a].labels.String(), s.streams[b].labels.String())
+	})
+	rank := s.remap[n : 2*n]
+	for r, sid := range s.remap[:n] {
+		rank[sid] = int32(r)
+	}
+	for i := range s.items {
+		s.items[i].stream = rank[s.items[i].stream]
+	}
+	cmpItem := func(a, b item) int {
+		if c := cmp.Compare(a.stream, b.stream); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.ns, b.ns); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.idx, b.idx)
+	}
+	if !slices.IsSortedFunc(s.items, cmpItem) {
+		slices.SortFunc(s.items, cmpItem)
+	}
+}
+
+// labels returns the label set of the stream ranked r.
+func (p *push) labels(r int32) *Labels { return &p.s.streams[p.s.remap[r]].labels }

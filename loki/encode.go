@@ -1,0 +1,504 @@
+package loki
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/golang/snappy"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Encoding selects the request body format.
+type Encoding int
+
+const (
+	// EncodingProtobuf is Loki's native format: a logproto.PushRequest,
+	// snappy block-compressed. The default.
+	EncodingProtobuf Encoding = iota
+	// EncodingJSON is the debug format: Loki's v1 JSON push body, optionally
+	// gzipped (Options.Gzip).
+	EncodingJSON
+)
+
+// String returns "protobuf" or "json".
+func (e Encoding) String() string {
+	if e == EncodingJSON {
+		return "json"
+	}
+	return "protobuf"
+}
+
+// Field numbers of logproto.PushRequest and its messages (reference/loki.md §1.3).
+const (
+	fieldPushStreams   protowire.Number = 1 // PushRequest.streams
+	fieldStreamLabels  protowire.Number = 1 // StreamAdapter.labels
+	fieldStreamEntries protowire.Number = 2 // StreamAdapter.entries
+	fieldEntryTime     protowire.Number = 1 // EntryAdapter.timestamp
+	fieldEntryLine     protowire.Number = 2 // EntryAdapter.line
+	fieldEntryMetadata protowire.Number = 3 // EntryAdapter.structuredMetadata
+	fieldPairName      protowire.Number = 1 // LabelPairAdapter.name
+	fieldPairValue     protowire.Number = 2 // LabelPairAdapter.value
+	fieldTimeSeconds   protowire.Number = 1 // google.protobuf.Timestamp.seconds
+	fieldTimeNanos     protowire.Number = 2 // google.protobuf.Timestamp.nanos
+)
+
+// item is one entry on its way to the wire; items are sorted by stream, then
+// time, then input position, so every request is a contiguous range of them.
+type item struct {
+	ns     int64 // Unix nanoseconds
+	idx    int32 // position in the caller's slice
+	stream int32 // index into scratch.streams, then (after sorting) the stream's rank
+	line   int   // line length after the cap
+	body   int   // protobuf EntryAdapter length (without tag and length prefix)
+	size   int   // full encoded size in the client's encoding
+}
+
+// stream is one distinct label set within a push.
+type stream struct {
+	labels Labels
+	err    error // label guard verdict
+}
+
+// scratch holds a push's reusable working memory.
+type scratch struct {
+	items   []item
+	streams []stream
+	index   map[string]int32
+	remap   []int32
+	raw     []byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{index: make(map[string]int32)} }}
+
+const maxPooledBuffer = 16 << 20
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+func putScratch(s *scratch) {
+	if cap(s.raw) > maxPooledBuffer || cap(s.items) > 1<<20 {
+		return
+	}
+	clear(s.items)
+	s.items = s.items[:0]
+	clear(s.streams)
+	s.streams = s.streams[:0]
+	clear(s.index)
+	s.remap = s.remap[:0]
+	s.raw = s.raw[:0]
+	scratchPool.Put(s)
+}
+
+// splitNanos converts Unix nanoseconds to a protobuf Timestamp's seconds and
+// non-negative nanos.
+func splitNanos(ns int64) (sec int64, nsec int64) {
+	sec, nsec = ns/1e9, ns%1e9
+	if nsec < 0 {
+		sec--
+		nsec += 1e9
+	}
+	return sec, nsec
+}
+
+func timestampBodySize(ns int64) int {
+	sec, nsec := splitNanos(ns)
+	n := 0
+	if sec != 0 {
+		n += protowire.SizeTag(fieldTimeSeconds) + protowire.SizeVarint(uint64(sec))
+	}
+	if nsec != 0 {
+		n += protowire.SizeTag(fieldTimeNanos) + protowire.SizeVarint(uint64(nsec))
+	}
+	return n
+}
+
+func pairBodySize(name, value string) int {
+	n := 0
+	if name != "" {
+		n += protowire.SizeTag(fieldPairName) + protowire.SizeBytes(len(name))
+	}
+	if value != "" {
+		n += protowire.SizeTag(fieldPairValue) + protowire.SizeBytes(len(value))
+	}
+	return n
+}
+
+func decimalLen(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}
+
+// entryBodySize returns the length of e's EntryAdapter message with its line
+// cut to lineLen bytes.
+func entryBodySize(e *Entry, ns int64, lineLen int) int {
+	n := protowire.SizeTag(fieldEntryTime) + protowire.SizeBytes(timestampBodySize(ns))
+	if lineLen > 0 {
+		n += protowire.SizeTag(fieldEntryLine) + protowire.SizeBytes(lineLen)
+	}
+	for _, p := range e.Metadata {
+		n += protowire.SizeTag(fieldEntryMetadata) + protowire.SizeBytes(pairBodySize(p.Name, p.Value))
+	}
+	if lineLen < len(e.Line) {
+		vl := decimalLen(len(e.Line))
+		pb := protowire.SizeTag(fieldPairName) + protowire.SizeBytes(len(TruncatedMetadataName)) +
+			protowire.SizeTag(fieldPairValue) + protowire.SizeBytes(vl)
+		n += protowire.SizeTag(fieldEntryMetadata) + protowire.SizeBytes(pb)
+	}
+	return n
+}
+
+// jsonEntrySize returns the length of e's JSON value array plus a separator.
+func jsonEntrySize(e *Entry, ns int64, lineLen int) int {
+	n := len(`["",,{}],`) + decimalLenSigned(ns)
+	n += jsonStringLen(e.Line[:lineLen])
+	for i, p := range e.Metadata {
+		if i > 0 {
+			n++
+		}
+		n += jsonStringLen(p.Name) + 1 + jsonStringLen(p.Value)
+	}
+	if lineLen < len(e.Line) {
+		if len(e.Metadata) > 0 {
+			n++
+		}
+		n += len(TruncatedMetadataName) + 2 + 1 + decimalLen(len(e.Line)) + 2
+	}
+	return n
+}
+
+func decimalLenSigned(n int64) int {
+	if n < 0 {
+		if n == -n { // math.MinInt64
+			return 20
+		}
+		return 1 + decimalLen(int(-n))
+	}
+	return decimalLen(int(n))
+}
+
+// streamOverhead is the encoded size a stream adds to a request besides its
+// entries (an upper bound for protobuf: the length prefix is counted at its
+// largest plausible width).
+func streamOverhead(enc Encoding, l *Labels) int {
+	if enc == EncodingJSON {
+		n := len(`{"stream":{},"values":[]},`)
+		for i, p := range l.pairs {
+			if i > 0 {
+				n++
+			}
+			n += jsonStringLen(p.Name) + 1 + jsonStringLen(p.Value)
+		}
+		return n
+	}
+	s := l.String()
+	return protowire.SizeTag(fieldPushStreams) + 5 + protowire.SizeTag(fieldStreamLabels) + protowire.SizeBytes(len(s))
+}
+
+// appendProto appends the PushRequest for items to dst.
+func (p *push) appendProto(dst []byte, items []item) []byte {
+	for i := 0; i < len(items); {
+		sid := items[i].stream
+		j, sum := i, 0
+		for ; j < len(items) && items[j].stream == sid; j++ {
+			sum += items[j].size
+		}
+		labels := p.labels(sid).String()
+		streamLen := protowire.SizeTag(fieldStreamLabels) + protowire.SizeBytes(len(labels)) + sum
+		dst = protowire.AppendTag(dst, fieldPushStreams, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(streamLen))
+		dst = protowire.AppendTag(dst, fieldStreamLabels, protowire.BytesType)
+		dst = protowire.AppendString(dst, labels)
+		for k := i; k < j; k++ {
+			dst = p.appendProtoEntry(dst, &items[k])
+		}
+		i = j
+	}
+	return dst
+}
+
+func (p *push) appendProtoEntry(dst []byte, it *item) []byte {
+	e := &p.entries[it.idx]
+	dst = protowire.AppendTag(dst, fieldStreamEntries, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(it.body))
+
+	sec, nsec := splitNanos(it.ns)
+	dst = protowire.AppendTag(dst, fieldEntryTime, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(timestampBodySize(it.ns)))
+	if sec != 0 {
+		dst = protowire.AppendTag(dst, fieldTimeSeconds, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(sec))
+	}
+	if nsec != 0 {
+		dst = protowire.AppendTag(dst, fieldTimeNanos, protowire.VarintType)
+		dst = protowire.AppendVarint(dst, uint64(nsec))
+	}
+	if it.line > 0 {
+		dst = protowire.AppendTag(dst, fieldEntryLine, protowire.BytesType)
+		dst = protowire.AppendString(dst, e.Line[:it.line])
+	}
+	for _, m := range e.Metadata {
+		dst = appendProtoPair(dst, m.Name, m.Value)
+	}
+	if it.line < len(e.Line) {
+		var num [20]byte
+		v := strconv.AppendInt(num[:0], int64(len(e.Line)), 10)
+		dst = protowire.AppendTag(dst, fieldEntryMetadata, protowire.BytesType)
+		dst = protowire.AppendVarint(dst, uint64(protowire.SizeTag(fieldPairName)+protowire.SizeBytes(len(TruncatedMetadataName))+
+			protowire.SizeTag(fieldPairValue)+protowire.SizeBytes(len(v))))
+		dst = protowire.AppendTag(dst, fieldPairName, protowire.BytesType)
+		dst = protowire.AppendString(dst, TruncatedMetadataName)
+		dst = protowire.AppendTag(dst, fieldPairValue, protowire.BytesType)
+		dst = protowire.AppendBytes(dst, v)
+	}
+	return dst
+}
+
+func appendProtoPair(dst []byte, name, value string) []byte {
+	dst = protowire.AppendTag(dst, fieldEntryMetadata, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(pairBodySize(name, value)))
+	if name != "" {
+		dst = protowire.AppendTag(dst, fieldPairName, protowire.BytesType)
+		dst = protowire.AppendString(dst, name)
+	}
+	if value != "" {
+		dst = protowire.AppendTag(dst, fieldPairValue, protowire.BytesType)
+		dst = protowire.AppendString(dst, value)
+	}
+	return dst
+}
+
+// appendJSON appends Loki's v1 JSON push body for items to dst.
+func (p *push) appendJSON(dst []byte, items []item) []byte {
+	dst = append(dst, `{"streams":[`...)
+	for i := 0; i < len(items); {
+		sid := items[i].stream
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"stream":{`...)
+		for k, l := range p.labels(sid).pairs {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, l.Name)
+			dst = append(dst, ':')
+			dst = appendJSONString(dst, l.Value)
+		}
+		dst = append(dst, `},"values":[`...)
+		j := i
+		for ; j < len(items) && items[j].stream == sid; j++ {
+			if j > i {
+				dst = append(dst, ',')
+			}
+			dst = p.appendJSONEntry(dst, &items[j])
+		}
+		dst = append(dst, "]}"...)
+		i = j
+	}
+	return append(dst, "]}"...)
+}
+
+func (p *push) appendJSONEntry(dst []byte, it *item) []byte {
+	e := &p.entries[it.idx]
+	dst = append(dst, `["`...)
+	dst = strconv.AppendInt(dst, it.ns, 10)
+	dst = append(dst, `",`...)
+	dst = appendJSONString(dst, e.Line[:it.line])
+	dst = append(dst, ",{"...)
+	for i, m := range e.Metadata {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, m.Name)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, m.Value)
+	}
+	if it.line < len(e.Line) {
+		if len(e.Metadata) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"`+TruncatedMetadataName+`":"`...)
+		dst = strconv.AppendInt(dst, int64(len(e.Line)), 10)
+		dst = append(dst, '"')
+	}
+	return append(dst, "}]"...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe marks ASCII bytes that need no escaping inside a JSON string.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD
+// (JSON text must be UTF-8); U+2028 and U+2029 are escaped like encoding/json
+// does; '<', '>' and '&' are kept as they are.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// jsonStringLen returns len(appendJSONString(nil, s)) without building it.
+func jsonStringLen(s string) int {
+	n := 2 + len(s)
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if !jsonSafe[c] {
+				switch c {
+				case '"', '\\', '\n', '\r', '\t':
+					n++
+				default:
+					n += 5
+				}
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 5
+		case r == '\u2028' || r == '\u2029':
+			n += 3
+		}
+		i += size
+	}
+	return n
+}
+
+// wireBuf is a request body shared by every attempt of a request. The HTTP
+// transport may still read a body after the round trip returns, so the buffer
+// goes back to the pool only when the owner and every reader have let go.
+type wireBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+var wirePool = sync.Pool{New: func() any { return new(wireBuf) }}
+
+func getWire() *wireBuf {
+	w := wirePool.Get().(*wireBuf)
+	w.refs.Store(1)
+	return w
+}
+
+func (w *wireBuf) release() {
+	if w.refs.Add(-1) != 0 {
+		return
+	}
+	if cap(w.b) > maxPooledBuffer {
+		return
+	}
+	w.b = w.b[:0]
+	wirePool.Put(w)
+}
+
+// reader returns a new reader over the body; closing it releases its hold.
+func (w *wireBuf) reader() io.ReadCloser {
+	w.refs.Add(1)
+	r := &wireReader{w: w}
+	r.Reset(w.b)
+	return r
+}
+
+type wireReader struct {
+	bytes.Reader
+	w      *wireBuf
+	closed atomic.Bool
+}
+
+func (r *wireReader) Close() error {
+	if r.closed.CompareAndSwap(false, true) {
+		r.w.release()
+	}
+	return nil
+}
+
+// gzipPool recycles gzip writers for the JSON encoding.
+var gzipPool = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) }}
+
+type appendWriter struct{ b []byte }
+
+func (a *appendWriter) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
+}
+
+// compress fills w with the wire form of raw for the client's encoding.
+func compress(w *wireBuf, raw []byte, enc Encoding, gz bool) {
+	switch {
+	case enc == EncodingProtobuf:
+		need := snappy.MaxEncodedLen(len(raw))
+		if cap(w.b) < need {
+			w.b = make([]byte, need)
+		}
+		w.b = snappy.Encode(w.b[:need], raw)
+	case gz:
+		zw := gzipPool.Get().(*gzip.Writer)
+		aw := appendWriter{b: w.b[:0]}
+		zw.Reset(&aw)
+		_, _ = zw.Write(raw) // appendWriter never fails
+		_ = zw.Close()
+		zw.Reset(io.Discard)
+		gzipPool.Put(zw)
+		w.b = aw.b
+	default:
+		w.b = append(w.b[:0], raw...)
+	}
+}

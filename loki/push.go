@@ -1,0 +1,186 @@
+package loki
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// verdict is the client's reading of one request's final answer.
+type verdict int
+
+const (
+	vAccepted    verdict = iota
+	vSplit               // 413, 400 or repeated 429: split, or reject a single entry
+	vUndelivered         // not stored: the push stops, the rest is NotDelivered
+)
+
+type answer struct {
+	verdict verdict
+	status  int
+	body    string
+	err     error
+}
+
+const bodyExcerptBytes = 1024
+
+// encode builds the wire body for items[lo:hi].
+func (p *push) encode(lo, hi int) *wireBuf {
+	items := p.s.items[lo:hi]
+	raw := p.s.raw[:0]
+	if p.c.opts.Encoding == EncodingJSON {
+		raw = p.appendJSON(raw, items)
+	} else {
+		raw = p.appendProto(raw, items)
+	}
+	p.s.raw = raw
+	w := getWire()
+	compress(w, raw, p.c.opts.Encoding, p.c.opts.Gzip)
+	p.res.EncodedBytes += int64(len(raw))
+	if len(raw) > 0 && (p.c.opts.Encoding == EncodingProtobuf || p.c.opts.Gzip) {
+		p.c.storeRatio(0.7*p.c.ratio() + 0.3*float64(len(w.b))/float64(len(raw)))
+	}
+	return w
+}
+
+// send pushes items[lo:hi], splitting on 413, 400 and repeated 429s. A
+// non-nil error means the receiver cannot take more now: the caller stops and
+// everything not yet marked stays NotDelivered.
+func (p *push) send(ctx context.Context, lo, hi int) error {
+	w := p.encode(lo, hi)
+	a := p.c.do(ctx, w, hi-lo > 1, p.res)
+	w.release()
+	switch a.verdict {
+	case vAccepted:
+		for _, it := range p.s.items[lo:hi] {
+			p.res.Outcomes[it.idx] = Accepted
+		}
+		return nil
+	case vSplit:
+		if hi-lo == 1 {
+			reason := ReasonBadRequest
+			if a.status == http.StatusRequestEntityTooLarge {
+				reason = ReasonTooLarge
+			}
+			p.reject(int(p.s.items[lo].idx), reason, a.status, a.body)
+			return nil
+		}
+		p.res.Splits++
+		mid := lo + (hi-lo)/2
+		p.c.log.Debug("loki push: splitting request", "status", a.status, "entries", hi-lo)
+		if err := p.send(ctx, lo, mid); err != nil {
+			return err
+		}
+		return p.send(ctx, mid, hi)
+	default:
+		p.c.log.Warn("loki push: entries not delivered", "url", p.c.url, "entries", hi-lo, "error", a.err)
+		return a.err
+	}
+}
+
+// do sends one request body with the retry policy and classifies the answer.
+func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Result) answer {
+	att := c.policy.newAttempt(splittable)
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, c.url,
+		retryablehttp.ReaderFunc(func() (io.Reader, error) { return w.reader(), nil }))
+	if err != nil {
+		return answer{verdict: vUndelivered, err: fmt.Errorf("%w: building request: %w", ErrUnexpectedStatus, err)}
+	}
+	req.Header = c.headers
+	req.ContentLength = int64(len(w.b))
+	resp, err := att.client(c.http).Do(req)
+	res.Requests += att.attempts
+	res.Retries += att.retries
+	res.WireBytes += int64(att.attempts) * int64(len(w.b))
+	if err != nil {
+		if resp != nil {
+			drain(resp.Body)
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, ctxErr)}
+		}
+		return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
+	}
+	status := resp.StatusCode
+	if status == http.StatusOK || status == http.StatusNoContent {
+		drain(resp.Body)
+		return answer{verdict: vAccepted, status: status}
+	}
+	body := excerpt(resp.Body)
+	se := &StatusError{StatusCode: status, Body: body}
+	switch {
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+		return answer{verdict: vSplit, status: status, body: body}
+	case status == http.StatusTooManyRequests && att.split:
+		return answer{verdict: vSplit, status: status, body: body}
+	case status >= 200 && status < 300:
+		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrNotIngested, se)}
+	case status == http.StatusTooManyRequests || status >= 500:
+		why := "retries exhausted"
+		if att.outOfTime {
+			why = "no time left for another retry"
+		}
+		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w (%s after %d attempts): %w", ErrUnavailable, why, att.attempts, se)}
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrAuth, se)}
+	default:
+		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrUnexpectedStatus, se)}
+	}
+}
+
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 4096))
+	_ = body.Close()
+}
+
+func excerpt(body io.ReadCloser) string {
+	buf := make([]byte, bodyExcerptBytes)
+	n, _ := io.ReadFull(body, buf)
+	drain(body)
+	return strings.TrimSpace(strings.ToValidUTF8(string(buf[:n]), "\uFFFD"))
+}
+
+func (p *push) reject(idx int, reason Reason, status int, detail string) {
+	p.res.Outcomes[idx] = Rejected
+	p.res.Rejected = append(p.res.Rejected, Rejection{Index: idx, Ref: p.entries[idx].Ref, Reason: reason, Status: status, Detail: detail})
+}
+
+// finish fills the per-outcome slices in input order.
+func (p *push) finish() {
+	r := p.res
+	na, nn := 0, 0
+	for _, o := range r.Outcomes {
+		switch o {
+		case Accepted:
+			na++
+		case NotDelivered:
+			nn++
+		}
+	}
+	if na > 0 {
+		r.Accepted = make([]uint64, 0, na)
+	}
+	if nn > 0 {
+		r.NotDelivered = make([]uint64, 0, nn)
+	}
+	for i, o := range r.Outcomes {
+		switch o {
+		case Accepted:
+			r.Accepted = append(r.Accepted, p.entries[i].Ref)
+		case NotDelivered:
+			r.NotDelivered = append(r.NotDelivered, p.entries[i].Ref)
+		}
+	}
+	if len(r.Rejected) > 1 {
+		sortRejections(r.Rejected)
+	}
+	if nn == 0 {
+		r.Err = nil
+	} else if r.Err == nil {
+		r.Err = fmt.Errorf("%w: push ended before every entry was sent", ErrUnavailable)
+	}
+}

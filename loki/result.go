@@ -1,0 +1,136 @@
+package loki
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Outcome is what happened to one entry of a push.
+type Outcome uint8
+
+const (
+	// NotDelivered means the entry may not have been stored: push it again
+	// later. It is the zero value, so an entry never reads as accepted by
+	// accident.
+	NotDelivered Outcome = iota
+	// Accepted means the receiver answered 200 or 204 for a request holding
+	// the entry.
+	Accepted
+	// Rejected means the receiver (or the client's own guard) refused the
+	// entry permanently; resending it unchanged cannot succeed.
+	Rejected
+)
+
+// String returns the outcome's name.
+func (o Outcome) String() string {
+	switch o {
+	case Accepted:
+		return "accepted"
+	case Rejected:
+		return "rejected"
+	default:
+		return "not_delivered"
+	}
+}
+
+// Reason classifies a permanent rejection; values are stable and suitable as
+// a metric label.
+type Reason string
+
+const (
+	// ReasonInvalidLabels: the entry's stream labels failed the label guard;
+	// nothing was sent.
+	ReasonInvalidLabels Reason = "invalid_labels"
+	// ReasonInvalidTimestamp: the timestamp is zero or outside the int64
+	// Unix-nanosecond range; nothing was sent.
+	ReasonInvalidTimestamp Reason = "invalid_timestamp"
+	// ReasonBadRequest: the receiver answered 400 for a request holding only
+	// this entry (too old, too far in the future, disallowed or too large
+	// structured metadata, …); the body says which.
+	ReasonBadRequest Reason = "bad_request"
+	// ReasonTooLarge: the receiver answered 413 for a request holding only
+	// this entry.
+	ReasonTooLarge Reason = "too_large"
+)
+
+// Rejection describes one permanently rejected entry.
+type Rejection struct {
+	// Index is the entry's position in the slice given to Push.
+	Index int
+	// Ref is the entry's Ref.
+	Ref uint64
+	// Reason classifies the rejection.
+	Reason Reason
+	// Status is the HTTP status of the rejecting answer, 0 when the client
+	// refused the entry itself.
+	Status int
+	// Detail is the guard's error text or an excerpt of the response body.
+	Detail string
+}
+
+// Result reports a push, entry by entry and in total.
+type Result struct {
+	// Outcomes holds one outcome per input entry, in input order.
+	Outcomes []Outcome
+	// Accepted lists the Refs of accepted entries, in input order.
+	Accepted []uint64
+	// Rejected lists the permanently rejected entries, in input order.
+	Rejected []Rejection
+	// NotDelivered lists the Refs of entries to push again later, in input
+	// order.
+	NotDelivered []uint64
+	// Err says why entries were not delivered; nil when NotDelivered is empty.
+	// It wraps ErrNotIngested, ErrUnavailable, ErrAuth, ErrUnexpectedStatus or
+	// the context's error, and a *StatusError when the receiver answered.
+	Err error
+	// Requests counts HTTP attempts, retries included.
+	Requests int
+	// Retries counts attempts that repeated an earlier one.
+	Retries int
+	// Splits counts requests cut in halves after a 413, a 400 or repeated 429s.
+	Splits int
+	// WireBytes sums the request body bytes over all attempts.
+	WireBytes int64
+	// EncodedBytes sums the uncompressed encoded size of the requests built.
+	EncodedBytes int64
+	// Truncated counts lines cut by the line cap.
+	Truncated int
+}
+
+// OK reports whether every entry was accepted.
+func (r *Result) OK() bool { return len(r.Accepted) == len(r.Outcomes) }
+
+var (
+	// ErrNotIngested: the receiver answered a 2xx other than 200/204 (Loki's
+	// 260 "ingestion blocked"): nothing was stored, try again later.
+	ErrNotIngested = errors.New("loki: receiver answered 2xx but did not ingest")
+	// ErrUnavailable: transport errors, 5xx or 429 persisted through the
+	// retries, or the context deadline left no time for the next one.
+	ErrUnavailable = errors.New("loki: receiver unavailable")
+	// ErrAuth: the receiver answered 401 or 403 (credentials or tenant).
+	ErrAuth = errors.New("loki: authentication or authorization failed")
+	// ErrUnexpectedStatus: any other status (404, 3xx, 409, 422, …), most
+	// likely a configuration error; the entries are held, never dropped.
+	ErrUnexpectedStatus = errors.New("loki: unexpected response status")
+)
+
+// StatusError carries the receiver's answer to a failed request.
+type StatusError struct {
+	StatusCode int
+	// Body is an excerpt of the response body.
+	Body string
+}
+
+// Error implements error.
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("HTTP %d", e.StatusCode)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.StatusCode, e.Body)
+}
+
+func sortRejections(rs []Rejection) {
+	slices.SortFunc(rs, func(a, b Rejection) int { return cmp.Compare(a.Index, b.Index) })
+}

@@ -1,0 +1,156 @@
+package loki
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// retryPolicy is the one place where the client decides whether and when a
+// request is tried again. It plugs into go-retryablehttp through a per-request
+// attempt (CheckRetry and Backoff), which also records what the caller needs
+// to know afterwards: attempts made and whether the request should be split.
+//
+//   - transport errors and 5xx (except 501): retried with capped exponential
+//     backoff and jitter;
+//   - 429: retried, waiting at least Retry-After (delta-seconds or HTTP date,
+//     capped by maxRetryAfter); after splitAfter429 consecutive 429s a request
+//     of more than one entry is handed back to be split, because a request
+//     larger than the receiver's burst is refused forever;
+//   - anything else (2xx, 400, 401, 403, 404, 413, …): not retried here; the
+//     caller classifies it;
+//   - no retry is started when its wait would pass the context deadline, and
+//     never more than maxRetries per request.
+type retryPolicy struct {
+	maxRetries    int
+	minBackoff    time.Duration
+	maxBackoff    time.Duration
+	maxRetryAfter time.Duration
+	splitAfter429 int
+	now           func() time.Time
+	log           *slog.Logger
+}
+
+// attempt tracks one request through its retries.
+type attempt struct {
+	p              *retryPolicy
+	splittable     bool
+	attempts       int
+	retries        int
+	consecutive429 int
+	split          bool // stopped after repeated 429s so the caller splits
+	outOfTime      bool // stopped because the next wait passes the deadline
+	wait           time.Duration
+}
+
+func (p *retryPolicy) newAttempt(splittable bool) *attempt {
+	return &attempt{p: p, splittable: splittable}
+}
+
+// client returns a retryablehttp client bound to this attempt.
+func (a *attempt) client(hc *http.Client) *retryablehttp.Client {
+	return &retryablehttp.Client{
+		HTTPClient:   hc,
+		RetryMax:     a.p.maxRetries,
+		RetryWaitMin: a.p.minBackoff,
+		RetryWaitMax: a.p.maxBackoff,
+		CheckRetry:   a.checkRetry,
+		Backoff:      a.backoff,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+}
+
+func (a *attempt) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	a.attempts++
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	status := 0
+	if err != nil {
+		a.consecutive429 = 0
+		// retryablehttp knows the transport errors that never heal
+		// (bad scheme, untrusted certificate, too many redirects).
+		if ok, perr := retryablehttp.ErrorPropagatedRetryPolicy(ctx, nil, err); !ok {
+			return false, perr
+		}
+	} else {
+		status = resp.StatusCode
+		switch {
+		case status == http.StatusTooManyRequests:
+			a.consecutive429++
+			if a.splittable && a.consecutive429 >= a.p.splitAfter429 {
+				a.split = true
+				return false, nil
+			}
+		case status >= 500 && status != http.StatusNotImplemented:
+			a.consecutive429 = 0
+		default:
+			return false, nil
+		}
+	}
+	if a.retries >= a.p.maxRetries {
+		return false, nil
+	}
+	a.wait = a.p.backoff(a.retries, resp)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < a.wait {
+		a.outOfTime = true
+		return false, nil
+	}
+	a.p.log.Debug("loki push: retrying", "status", status, "error", err, "wait", a.wait, "retry", a.retries+1)
+	return true, nil
+}
+
+// backoff is called by retryablehttp right before it waits; the wait was
+// decided (and checked against the deadline) in checkRetry.
+func (a *attempt) backoff(_, _ time.Duration, _ int, _ *http.Response) time.Duration {
+	a.retries++
+	return a.wait
+}
+
+// backoff returns the wait before retry number n+1: exponential from
+// minBackoff, capped at maxBackoff, with jitter over its upper half, and at
+// least the response's Retry-After (capped at maxRetryAfter).
+func (p *retryPolicy) backoff(n int, resp *http.Response) time.Duration {
+	wait := p.minBackoff
+	for i := 0; i < n && wait < p.maxBackoff; i++ {
+		wait *= 2
+	}
+	wait = min(wait, p.maxBackoff)
+	if half := wait / 2; half > 0 {
+		wait = half + rand.N(half+1)
+	}
+	if resp != nil {
+		if ra, ok := parseRetryAfter(resp.Header.Get("Retry-After"), p.now()); ok {
+			wait = max(wait, min(ra, p.maxRetryAfter))
+		}
+	}
+	return wait
+}
+
+// parseRetryAfter reads a Retry-After value: delta-seconds or an HTTP date
+// (relative to now). Negative or past values mean zero.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, true
+		}
+		if secs > int64(24*time.Hour/time.Second) {
+			secs = int64(24 * time.Hour / time.Second)
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}

@@ -1,0 +1,277 @@
+package salesforce
+
+import (
+	"context"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Session is an authenticated Salesforce session, as minted by the token
+// endpoint. The Pub/Sub client uses it for its gRPC metadata.
+type Session struct {
+	// AccessToken is the bearer token. Never log it.
+	AccessToken string
+	// InstanceURL is the base of every REST call (and the Pub/Sub
+	// "instanceurl" header); Options.InstanceURL replaces it when set.
+	InstanceURL string
+	// OrgID and UserID are the 18-character ids read from the identity URL of
+	// the token response; empty when that URL did not carry them.
+	OrgID  string
+	UserID string
+	// IssuedAt is the local time the token was received.
+	IssuedAt time.Time
+}
+
+const (
+	jwtGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+	// jwtLifetime is the assertion's exp offset; Salesforce accepts at most a
+	// few minutes.
+	jwtLifetime = 180 * time.Second
+	// maxRefreshSkew is how long before the assumed expiry a token is renewed
+	// (less for short lifetimes: min(60s, lifetime/4)).
+	maxRefreshSkew = 60 * time.Second
+	// authFailureTTL is how long a refused grant is remembered, so that many
+	// concurrent callers do not each hammer the token endpoint with a grant
+	// that cannot succeed.
+	authFailureTTL = time.Minute
+)
+
+var (
+	orgIDRE = regexp.MustCompile(`^00D[A-Za-z0-9]{15}$`)
+	idRE    = regexp.MustCompile(`^[A-Za-z0-9]{18}$`)
+)
+
+// tokenSource caches one session per Client, mints it single-flight and
+// clears it only when the token that failed is still the cached one.
+type tokenSource struct {
+	c   *Client
+	key *rsa.PrivateKey // JWT bearer only
+
+	// mintSlot is a one-slot semaphore: whoever holds it mints; others wait
+	// (or give up when their context ends) and then reuse the result.
+	mintSlot chan struct{}
+
+	mu        sync.Mutex
+	cur       *Session
+	lastErr   error // a refused grant, remembered for authFailureTTL
+	lastErrAt time.Time
+}
+
+func newTokenSource(c *Client, key *rsa.PrivateKey) *tokenSource {
+	return &tokenSource{c: c, key: key, mintSlot: make(chan struct{}, 1)}
+}
+
+// cached returns the cached session if it is still considered valid, or the
+// remembered grant refusal.
+func (t *tokenSource) cached() (*Session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.c.opts.Now()
+	if t.cur != nil {
+		ttl := t.c.opts.TokenLifetime
+		skew := min(maxRefreshSkew, ttl/4)
+		if now.Before(t.cur.IssuedAt.Add(ttl - skew)) {
+			return t.cur, nil
+		}
+		t.cur = nil
+	}
+	if t.lastErr != nil && now.Sub(t.lastErrAt) < authFailureTTL {
+		return nil, t.lastErr
+	}
+	return nil, nil
+}
+
+// session returns a valid session, minting one if needed. Concurrent callers
+// share one mint.
+func (t *tokenSource) session(ctx context.Context) (*Session, error) {
+	if s, err := t.cached(); s != nil || err != nil {
+		return s, err
+	}
+	select {
+	case t.mintSlot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-t.mintSlot }()
+	if s, err := t.cached(); s != nil || err != nil {
+		return s, err // minted (or refused) while we waited
+	}
+	s, err := t.mint(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		var authErr *AuthError
+		if errors.As(err, &authErr) && authErr.StatusCode < 500 {
+			t.lastErr, t.lastErrAt = err, t.c.opts.Now()
+		}
+		return nil, err
+	}
+	t.cur, t.lastErr = s, nil
+	return s, nil
+}
+
+// invalidate drops the cached session only if it still holds accessToken: a
+// 401 seen by a request that used an older token must not discard a newer one.
+func (t *tokenSource) invalidate(accessToken string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cur != nil && t.cur.AccessToken == accessToken {
+		t.cur = nil
+		return true
+	}
+	return false
+}
+
+func (t *tokenSource) mint(ctx context.Context) (*Session, error) {
+	o := t.c.opts
+	form := url.Values{}
+	switch o.AuthMode {
+	case AuthJWTBearer:
+		assertion, err := t.assertion()
+		if err != nil {
+			return nil, err
+		}
+		form.Set("grant_type", jwtGrantType)
+		form.Set("assertion", assertion)
+	case AuthClientCredentials:
+		form.Set("grant_type", "client_credentials")
+		form.Set("client_id", o.ClientID)
+		form.Set("client_secret", o.ClientSecret)
+	}
+	var tr tokenResponse
+	hdr := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Accept": {"application/json"}}
+	err := t.c.callJSON(ctx, request{
+		kind: KindToken, method: http.MethodPost, url: o.LoginURL + "/services/oauth2/token",
+		header: hdr, body: []byte(form.Encode()),
+	}, func(b []byte) error {
+		tr = tokenResponse{}
+		if err := json.Unmarshal(b, &tr); err != nil {
+			return err
+		}
+		if tr.AccessToken == "" || tr.InstanceURL == "" {
+			return errors.New("token response lacks access_token or instance_url")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("salesforce: token request to %s (%s): %w", o.LoginURL, o.AuthMode, err)
+	}
+	s := &Session{AccessToken: tr.AccessToken, InstanceURL: strings.TrimRight(tr.InstanceURL, "/"), IssuedAt: o.Now()}
+	if o.InstanceURL != "" {
+		s.InstanceURL = o.InstanceURL
+	}
+	s.OrgID, s.UserID = parseIdentityURL(tr.ID)
+	t.c.log.Debug("salesforce: new session", "auth_mode", string(o.AuthMode), "instance_url", s.InstanceURL, "org_id", s.OrgID)
+	return s, nil
+}
+
+// assertion builds the RS256 JWT for the bearer flow: iss = consumer key,
+// sub = username, aud = the login URL exactly as POSTed to, exp = now+180s.
+func (t *tokenSource) assertion() (string, error) {
+	o := t.c.opts
+	claims := jwt.MapClaims{
+		"iss": o.ClientID,
+		"sub": o.Username,
+		"aud": o.LoginURL, // a plain string: Salesforce does not take an array
+		"exp": o.Now().Add(jwtLifetime).Unix(),
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodRS256, claims).SignedString(t.key)
+	if err != nil {
+		return "", fmt.Errorf("salesforce: signing the JWT assertion: %w", err)
+	}
+	return s, nil
+}
+
+type tokenResponse struct {
+	AccessToken string `json:"access_token"`
+	InstanceURL string `json:"instance_url"`
+	ID          string `json:"id"`
+	TokenType   string `json:"token_type"`
+	IssuedAt    string `json:"issued_at"`
+	Scope       string `json:"scope"`
+}
+
+// parseIdentityURL reads the org and user ids out of an identity URL
+// (https://login.salesforce.com/id/<orgId18>/<userId18>).
+func parseIdentityURL(raw string) (orgID, userID string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", ""
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) < 3 || parts[len(parts)-3] != "id" {
+		return "", ""
+	}
+	org, user := parts[len(parts)-2], parts[len(parts)-1]
+	if !orgIDRE.MatchString(org) {
+		return "", ""
+	}
+	if !idRE.MatchString(user) {
+		user = ""
+	}
+	return org, user
+}
+
+// Session returns the current session, minting a token if none is cached or
+// the cached one is past its assumed lifetime. Concurrent callers share one
+// token request.
+func (c *Client) Session(ctx context.Context) (Session, error) {
+	s, err := c.auth.session(ctx)
+	if err != nil {
+		return Session{}, err
+	}
+	return *s, nil
+}
+
+// InvalidateSession reports that accessToken was rejected (for example a gRPC
+// UNAUTHENTICATED). The cached session is dropped only if it still holds that
+// token, so a stale rejection never discards a newer token. It reports
+// whether the cache was cleared.
+func (c *Client) InvalidateSession(accessToken string) bool {
+	return c.auth.invalidate(accessToken)
+}
+
+// OrgID returns the org's 18-character id: Options.OrgID when set, else the
+// id from the token response's identity URL (no extra call), else the
+// organization_id of /services/oauth2/userinfo (one call, cached).
+func (c *Client) OrgID(ctx context.Context) (string, error) {
+	if c.opts.OrgID != "" {
+		return c.opts.OrgID, nil
+	}
+	s, err := c.auth.session(ctx)
+	if err != nil {
+		return "", err
+	}
+	if s.OrgID != "" {
+		return s.OrgID, nil
+	}
+	c.orgMu.Lock()
+	defer c.orgMu.Unlock()
+	if c.orgID != "" {
+		return c.orgID, nil
+	}
+	var ui struct {
+		OrganizationID string `json:"organization_id"`
+	}
+	err = c.authorizedJSON(ctx, KindUserinfo, "/services/oauth2/userinfo", nil, func(b []byte) error {
+		return json.Unmarshal(b, &ui)
+	})
+	if err != nil {
+		return "", fmt.Errorf("salesforce: reading the org id from userinfo: %w", err)
+	}
+	if !orgIDRE.MatchString(ui.OrganizationID) {
+		return "", fmt.Errorf("%w: userinfo organization_id %q is not an 18-character org id", ErrBadResponse, ui.OrganizationID)
+	}
+	c.orgID = ui.OrganizationID
+	return c.orgID, nil
+}

@@ -1,0 +1,137 @@
+package salesforce
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Download is a streamed response body (an EventLogFile CSV or an ApexLog
+// debug log). Read it to the end and Close it; nothing is buffered beyond
+// the transport's and gzip's small windows. A read error mid-stream (the
+// connection broke off, the server stalled for Options.HTTPTimeout) is
+// ErrUnavailable; the caller may download again.
+type Download struct {
+	body io.Reader
+	raw  io.ReadCloser
+	gz   *gzip.Reader
+	url  string
+
+	// ContentLength is the length of the (possibly compressed) body as
+	// announced, or -1.
+	ContentLength int64
+	// ContentType is the response Content-Type (text/csv, text/plain, …).
+	ContentType string
+	// Compressed reports that the body came gzip-encoded and is decompressed
+	// on the fly.
+	Compressed bool
+	// ServerDate is the response's Date header (Salesforce's clock), zero if
+	// absent.
+	ServerDate time.Time
+}
+
+// Read reads the decompressed body.
+func (d *Download) Read(p []byte) (int, error) {
+	n, err := d.body.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, ErrBodyTooLarge) && !errors.Is(err, ErrUnavailable) {
+		err = unavailable(fmt.Errorf("salesforce: reading %s: %w", d.url, err))
+	}
+	return n, err
+}
+
+// Close releases the connection.
+func (d *Download) Close() error {
+	if d.gz != nil {
+		_ = d.gz.Close()
+	}
+	return d.raw.Close()
+}
+
+// DownloadEventLogFile opens the CSV blob of the EventLogFile with the given
+// id as a stream (one API call). It asks for gzip and decompresses
+// transparently when the server honours it.
+func (c *Client) DownloadEventLogFile(ctx context.Context, id string) (*Download, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	return c.download(ctx, KindEventLogFile, c.dataPath("sobjects/EventLogFile/"+id+"/LogFile"), -1)
+}
+
+// DownloadApexLog opens the debug log body of the ApexLog with the given id
+// (Tooling API) as a stream. With maxBytes > 0, a body announced larger is
+// refused with ErrBodyTooLarge before reading, and a body that turns out
+// larger yields its first maxBytes bytes and then ErrBodyTooLarge.
+func (c *Client) DownloadApexLog(ctx context.Context, id string, maxBytes int64) (*Download, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	return c.download(ctx, KindApexLogBody, c.dataPath("tooling/sobjects/ApexLog/"+id+"/Body"), maxBytes)
+}
+
+func (c *Client) download(ctx context.Context, kind Kind, path string, maxBytes int64) (*Download, error) {
+	// Setting Accept-Encoding ourselves turns off the transport's transparent
+	// decompression, so BytesRead counts what crossed the network.
+	hdr := http.Header{"Accept-Encoding": {"gzip"}}
+	resp, err := c.authorizedStream(ctx, kind, path, hdr)
+	if err != nil {
+		return nil, err
+	}
+	u := *resp.Request.URL
+	u.RawQuery = ""
+	d := &Download{
+		body:          resp.Body,
+		raw:           resp.Body,
+		url:           u.String(),
+		ContentLength: resp.ContentLength,
+		ContentType:   resp.Header.Get("Content-Type"),
+	}
+	if t, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		d.ServerDate = t
+	}
+	if strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
+		gz, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			_ = resp.Body.Close()
+			return nil, unavailable(fmt.Errorf("salesforce: %s: gzip header: %w", d.url, err))
+		}
+		d.gz, d.body, d.Compressed = gz, gz, true
+	}
+	if maxBytes > 0 {
+		if !d.Compressed && resp.ContentLength > maxBytes {
+			_ = d.Close()
+			return nil, fmt.Errorf("%w: %s is %d bytes, cap %d", ErrBodyTooLarge, d.url, resp.ContentLength, maxBytes)
+		}
+		d.body = &cappedReader{r: d.body, left: maxBytes, max: maxBytes}
+	}
+	return d, nil
+}
+
+// cappedReader yields at most max bytes, then ErrBodyTooLarge if more follow.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+	max  int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		// Probe for one more byte to tell "exactly max" from "more".
+		var one [1]byte
+		n, err := c.r.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, c.max)
+		}
+		return 0, err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}

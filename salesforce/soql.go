@@ -1,0 +1,148 @@
+package salesforce
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// This file is the only place where values become SOQL text. Identifiers
+// (object, field and event-type names) are validated, never quoted or
+// escaped; values are formatted as literals. Anything that reaches a query
+// from configuration or from a checkpoint must go through one of these.
+
+// ErrInvalidSOQLValue marks a value refused by the SOQL helpers.
+var ErrInvalidSOQLValue = errors.New("salesforce: invalid SOQL value")
+
+// identRE is one API name segment: a letter, then letters, digits and
+// underscores (which covers Custom__c, ns__Obj__c, My_Event__e, Rel__r,
+// EventType names such as ApexExecution). Salesforce API names never start
+// with a digit or underscore and never contain other characters.
+var identRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+
+const (
+	maxIdentLen = 255
+	// maxPathSegments: SOQL allows five levels of child-to-parent
+	// relationship, i.e. up to six names in a path.
+	maxPathSegments = 6
+)
+
+// ValidateIdentifier checks that name is a single Salesforce API name
+// (object, field or EventLogFile event type, including Custom__c, ns__Obj__c
+// and Platform_Event__e) safe to splice into SOQL as is.
+func ValidateIdentifier(name string) error {
+	if len(name) > maxIdentLen || !identRE.MatchString(name) || strings.HasSuffix(name, "_") {
+		return fmt.Errorf("%w: %q is not a Salesforce API name (letters, digits and underscores, starting with a letter)", ErrInvalidSOQLValue, excerpt([]byte(name)))
+	}
+	return nil
+}
+
+// ValidateFieldPath checks a field reference that may walk relationships,
+// such as "LogUser.Username" or "Account__r.Owner.Name".
+func ValidateFieldPath(path string) error {
+	segs := strings.Split(path, ".")
+	if len(segs) > maxPathSegments {
+		return fmt.Errorf("%w: field path %q has more than %d segments", ErrInvalidSOQLValue, excerpt([]byte(path)), maxPathSegments)
+	}
+	for _, s := range segs {
+		if err := ValidateIdentifier(s); err != nil {
+			return fmt.Errorf("%w: in field path %q", err, excerpt([]byte(path)))
+		}
+	}
+	return nil
+}
+
+var sfIDRE = regexp.MustCompile(`^[A-Za-z0-9]{15}([A-Za-z0-9]{3})?$`)
+
+// ValidateID checks that id is a 15- or 18-character Salesforce record id.
+// Ids read back from checkpoints must pass this before reaching a query or a
+// download path.
+func ValidateID(id string) error {
+	if !sfIDRE.MatchString(id) {
+		return fmt.Errorf("%w: %q is not a 15- or 18-character Salesforce id", ErrInvalidSOQLValue, excerpt([]byte(id)))
+	}
+	return nil
+}
+
+// QuoteID validates id and returns it as a SOQL string literal ('0AT…').
+func QuoteID(id string) (string, error) {
+	if err := ValidateID(id); err != nil {
+		return "", err
+	}
+	return "'" + id + "'", nil
+}
+
+// soqlEscaper escapes the characters SOQL string literals treat specially.
+var soqlEscaper = strings.NewReplacer(
+	`\`, `\\`,
+	`'`, `\'`,
+	`"`, `\"`,
+	"\n", `\n`,
+	"\r", `\r`,
+	"\t", `\t`,
+	"\b", `\b`,
+	"\f", `\f`,
+)
+
+// QuoteString returns s as a SOQL string literal: single-quoted, with
+// backslash, quotes and control characters escaped. Any string is safe.
+func QuoteString(s string) string {
+	return "'" + soqlEscaper.Replace(s) + "'"
+}
+
+// QuoteStrings returns the literals of values joined for an IN list:
+// ('a','b'). It returns "" for no values (an empty IN list is a syntax
+// error; callers must leave the clause out).
+func QuoteStrings(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = QuoteString(v)
+	}
+	return "(" + strings.Join(q, ",") + ")"
+}
+
+// dateTimeLayout is the literal form: UTC, milliseconds, Z. Salesforce
+// answers "+0000", which is not a legal literal.
+const dateTimeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatDateTime returns t as an unquoted SOQL dateTime literal in UTC with
+// milliseconds: 2026-06-30T01:00:00.000Z.
+func FormatDateTime(t time.Time) string {
+	return t.UTC().Format(dateTimeLayout)
+}
+
+// parseLayouts are the datetime forms Salesforce answers or users write.
+var parseLayouts = []string{
+	"2006-01-02T15:04:05.999999999Z0700", // Salesforce: 2026-06-30T01:00:00.000+0000
+	time.RFC3339Nano,                     // ...Z and ±hh:mm
+	"2006-01-02T15:04:05.999999999Z07",
+}
+
+// ParseDateTime parses a datetime as Salesforce returns it
+// (2026-06-30T01:00:00.000+0000) or as an ISO-8601 literal (…Z, ±hh:mm), with
+// or without fractional seconds. The result is in UTC. Pass a persisted
+// watermark through ParseDateTime and FormatDateTime before putting it into
+// SOQL.
+func ParseDateTime(s string) (time.Time, error) {
+	for _, l := range parseLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%w: %q is not a Salesforce datetime", ErrInvalidSOQLValue, excerpt([]byte(s)))
+}
+
+// NormalizeDateTime turns any datetime ParseDateTime accepts into a SOQL
+// literal, or returns an error (never the input unchanged).
+func NormalizeDateTime(s string) (string, error) {
+	t, err := ParseDateTime(s)
+	if err != nil {
+		return "", err
+	}
+	return FormatDateTime(t), nil
+}

@@ -31,7 +31,9 @@ func TestValidateAuth(t *testing.T) {
 		{"missing client id", with(jwtOK, func(o *Options) { o.ClientID = "" }), "ClientID"},
 		{"jwt missing username", with(jwtOK, func(o *Options) { o.Username = "" }), "Username"},
 		{"jwt missing key", with(jwtOK, func(o *Options) { o.PrivateKeyPEM = nil }), "PrivateKeyPEM"},
-		{"jwt garbage key", with(jwtOK, func(o *Options) { o.PrivateKeyPEM = []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n") }), "PrivateKeyPEM"},
+		{"jwt garbage key", with(jwtOK, func(o *Options) {
+			o.PrivateKeyPEM = []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+		}), "PrivateKeyPEM"},
 		{"plain http to a remote host", with(jwtOK, func(o *Options) { o.LoginURL = "http://acme.my.salesforce.com" }), "LoginURL"},
 		{"login url with a path", with(jwtOK, func(o *Options) { o.LoginURL = "https://acme.my.salesforce.com/services" }), "LoginURL"},
 		{"bad instance url", with(jwtOK, func(o *Options) { o.InstanceURL = "ftp://x" }), "InstanceURL"},
@@ -154,11 +156,11 @@ func TestClientCredentialsForm(t *testing.T) {
 
 func TestTokenEndpointErrors(t *testing.T) {
 	tests := []struct {
-		name       string
-		status     int
-		body       string
-		wantCalls  int64
-		wantCode   string
+		name        string
+		status      int
+		body        string
+		wantCalls   int64
+		wantCode    string
 		wantUnavail bool
 	}{
 		{"invalid grant fails fast", 400, `{"error":"invalid_grant","error_description":"audience is invalid"}`, 1, "invalid_grant", false},

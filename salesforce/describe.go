@@ -10,15 +10,15 @@ import (
 
 // Field is one field of a describe answer.
 type Field struct {
-	Name       string   `json:"name"`
-	Type       string   `json:"type"` // id, string, datetime, double, reference, picklist, base64, address, …
-	Label      string   `json:"label"`
-	Length     int      `json:"length"`
-	Nillable   bool     `json:"nillable"`
-	Filterable bool     `json:"filterable"`
-	Sortable   bool     `json:"sortable"`
-	Groupable  bool     `json:"groupable"`
-	Custom     bool     `json:"custom"`
+	Name       string `json:"name"`
+	Type       string `json:"type"` // id, string, datetime, double, reference, picklist, base64, address, …
+	Label      string `json:"label"`
+	Length     int    `json:"length"`
+	Nillable   bool   `json:"nillable"`
+	Filterable bool   `json:"filterable"`
+	Sortable   bool   `json:"sortable"`
+	Groupable  bool   `json:"groupable"`
+	Custom     bool   `json:"custom"`
 	// RelationshipName names the parent relationship of a reference field
 	// (LogUserId → LogUser).
 	RelationshipName string   `json:"relationshipName"`

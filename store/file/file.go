@@ -1,0 +1,259 @@
+// Package file keeps the checkpoint document in a local (or shared-volume) file.
+//
+// The version of the document is a hash of its bytes (every write carries a unique writer
+// stamp, so versions never repeat). A write takes an exclusive flock on "<path>.lock" only
+// for the read-compare-write section — never for the life of the process — then writes a
+// temporary file, fsyncs it, renames it over the document and fsyncs the directory. An
+// existing document keeps its mode and owner; if the owner cannot be kept (a different
+// non-root user writing), the write is refused rather than silently changing ownership.
+//
+// Across hosts the lock is only as good as the shared filesystem's flock (NFS and friends
+// vary): prefer an object store or a ConfigMap there.
+package file
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// Options configures the file backend. Zero values mean the defaults.
+type Options struct {
+	// Path of the document, e.g. /var/lib/sf2loki/state.json. Required.
+	Path string
+	// Mode of a newly created document. Default 0600. An existing document keeps its mode.
+	Mode os.FileMode
+	// DirMode of a parent directory created on the first write. Default 0750.
+	DirMode os.FileMode
+	// LockWait bounds how long a write waits for "<path>.lock". Default 10s.
+	LockWait time.Duration
+	// MaxSize is the largest document written, in bytes. Default 16 MiB.
+	MaxSize int
+}
+
+// Backend is a store.Backend over one file.
+type Backend struct {
+	o Options
+}
+
+// New returns a file backend.
+func New(o Options) (*Backend, error) {
+	if o.Path == "" {
+		return nil, errors.New("file store: path is required")
+	}
+	abs, err := filepath.Abs(o.Path)
+	if err != nil {
+		return nil, fmt.Errorf("file store: path %q: %w", o.Path, err)
+	}
+	o.Path = abs
+	if o.Mode == 0 {
+		o.Mode = 0o600
+	}
+	if o.DirMode == 0 {
+		o.DirMode = 0o750
+	}
+	if o.LockWait <= 0 {
+		o.LockWait = 10 * time.Second
+	}
+	if o.MaxSize <= 0 {
+		o.MaxSize = 16 << 20
+	}
+	return &Backend{o: o}, nil
+}
+
+// Path returns the document's absolute path.
+func (b *Backend) Path() string { return b.o.Path }
+
+// LockPath returns the path of the lock file guarding writes.
+func (b *Backend) LockPath() string { return b.o.Path + ".lock" }
+
+// String implements store.Backend.
+func (b *Backend) String() string { return "file " + b.o.Path }
+
+// MaxSize implements store.Backend.
+func (b *Backend) MaxSize() int { return b.o.MaxSize }
+
+func version(data []byte) store.Version {
+	sum := sha256.Sum256(data)
+	return store.Version(hex.EncodeToString(sum[:16]))
+}
+
+// classify wraps err with the store sentinel for its kind, naming the path.
+func classify(what, path string, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%w: %s %s: %w (check the owner and mode of the file and its directory)", store.ErrPermission, what, path, err)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%w: %s %s: %w", store.ErrPermission, what, path, err)
+	default:
+		return fmt.Errorf("%w: %s %s: %w", store.ErrUnavailable, what, path, err)
+	}
+}
+
+// Load implements store.Backend. Reading needs no lock: rename is atomic, so the bytes are
+// always one complete version, and the version is computed from exactly those bytes.
+func (b *Backend) Load(ctx context.Context) ([]byte, store.Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	data, err := os.ReadFile(b.o.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", store.ErrAbsent
+	}
+	if err != nil {
+		return nil, "", classify("reading", b.o.Path, err)
+	}
+	return data, version(data), nil
+}
+
+// Store implements store.Backend.
+func (b *Backend) Store(ctx context.Context, data []byte, expect store.Version) (store.Version, error) {
+	if len(data) > b.o.MaxSize {
+		return "", fmt.Errorf("%w: %d bytes exceeds %d", store.ErrTooLarge, len(data), b.o.MaxSize)
+	}
+	unlock, err := b.lock(ctx, expect == "")
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	cur, err := os.ReadFile(b.o.Path)
+	var st os.FileInfo
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if expect != "" {
+			return "", fmt.Errorf("%w: %s does not exist (expected version %s)", store.ErrConflict, b.o.Path, expect)
+		}
+	case err != nil:
+		return "", classify("reading", b.o.Path, err)
+	default:
+		if expect == "" || version(cur) != expect {
+			return "", fmt.Errorf("%w: %s changed (expected version %q, found %s)", store.ErrConflict, b.o.Path, expect, version(cur))
+		}
+		if st, err = os.Stat(b.o.Path); err != nil {
+			return "", classify("inspecting", b.o.Path, err)
+		}
+	}
+	if err := b.replace(data, st); err != nil {
+		return "", err
+	}
+	return version(data), nil
+}
+
+// replace writes data to a temporary file in the same directory, with the mode and owner of
+// the current document (st, nil when creating), and renames it into place durably.
+func (b *Backend) replace(data []byte, st os.FileInfo) (err error) {
+	dir := filepath.Dir(b.o.Path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(b.o.Path)+".tmp-*")
+	if err != nil {
+		return classify("creating a temporary file in", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	mode := b.o.Mode
+	if st != nil {
+		mode = st.Mode().Perm()
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && (int(sys.Uid) != os.Geteuid() || int(sys.Gid) != os.Getegid()) {
+			if err := tmp.Chown(int(sys.Uid), int(sys.Gid)); err != nil {
+				return fmt.Errorf("%w: %s is owned by uid %d gid %d and replacing it as uid %d would change its owner: %w "+
+					"(run as the owner, or fix ownership)", store.ErrPermission, b.o.Path, sys.Uid, sys.Gid, os.Geteuid(), err)
+			}
+		}
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return classify("setting the mode of", tmp.Name(), err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return classify("writing", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return classify("syncing", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return classify("closing", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), b.o.Path); err != nil {
+		return classify("renaming over", b.o.Path, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return classify("opening directory", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return classify("syncing directory", dir, err)
+	}
+	return nil
+}
+
+// Delete implements store.Backend.
+func (b *Backend) Delete(ctx context.Context) error {
+	unlock, err := b.lock(ctx, false)
+	if errors.Is(err, store.ErrAbsent) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := os.Remove(b.o.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return classify("removing", b.o.Path, err)
+	}
+	return syncDir(filepath.Dir(b.o.Path))
+}
+
+// lock takes the exclusive write lock, polling until LockWait or ctx ends. create allows
+// creating the parent directory.
+func (b *Backend) lock(ctx context.Context, create bool) (func(), error) {
+	path := b.LockPath()
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if !create {
+			return nil, store.ErrAbsent
+		}
+		if err := os.MkdirAll(filepath.Dir(path), b.o.DirMode); err != nil {
+			return nil, classify("creating directory", filepath.Dir(path), err)
+		}
+		f, err = os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
+	}
+	if err != nil {
+		return nil, classify("opening lock file", path, err)
+	}
+	deadline := time.Now().Add(b.o.LockWait)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			_ = f.Close()
+			return nil, classify("locking", path, err)
+		}
+		if time.Now().After(deadline) {
+			_ = f.Close()
+			return nil, fmt.Errorf("%w: %s is locked by another process for more than %s", store.ErrUnavailable, path, b.o.LockWait)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("%w: waiting for %s: %w", store.ErrUnavailable, path, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}

@@ -352,21 +352,25 @@ func (c *Client) Push(ctx context.Context, entries []Entry) Result {
 	} else {
 		limit = min(limit, c.opts.TargetCompressedBytes)
 	}
+	envelope := 0
+	if c.opts.Encoding == EncodingJSON {
+		envelope = len(`{"streams":[]}`)
+	}
 	items := p.s.items
-	lo, size, prev := 0, 0, int32(-1)
+	lo, size, prev := 0, envelope, int32(-1)
 	for i := range items {
-		add := items[i].size
+		overhead := 0
 		if items[i].stream != prev {
-			add += streamOverhead(c.opts.Encoding, p.labels(items[i].stream))
+			overhead = streamOverhead(c.opts.Encoding, p.labels(items[i].stream))
 		}
-		if i > lo && (size+add > limit || i-lo >= c.opts.MaxEntriesPerRequest) {
+		if i > lo && (size+overhead+items[i].size > limit || i-lo >= c.opts.MaxEntriesPerRequest) {
 			if res.Err = p.send(ctx, lo, i); res.Err != nil {
 				break
 			}
-			lo, size = i, streamOverhead(c.opts.Encoding, p.labels(items[i].stream))+items[i].size
-		} else {
-			size += add
+			// The next request starts with this entry's stream.
+			lo, size, overhead = i, envelope, streamOverhead(c.opts.Encoding, p.labels(items[i].stream))
 		}
+		size += overhead + items[i].size
 		prev = items[i].stream
 	}
 	if res.Err == nil && lo < len(items) {

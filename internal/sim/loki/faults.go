@@ -46,6 +46,8 @@ func (s *Server) FailNext(n int, status int, retryAfter string) {
 
 func forcedBody(status int) string {
 	switch status {
+	case http.StatusNoContent, http.StatusNotModified:
+		return ""
 	case 260:
 		return "ingestion blocked for user fake until '2099-01-01 00:00:00 +0000 UTC' with status code '260'"
 	case http.StatusTooManyRequests:

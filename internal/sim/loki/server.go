@@ -176,7 +176,8 @@ type Request struct {
 	Method      string
 	Path        string
 	Header      http.Header
-	BodyBytes   int
+	BodyBytes   int // as received
+	RawBytes    int // after decompression
 	Status      int
 	Streams     int
 	Entries     int
@@ -317,7 +318,7 @@ func (s *Server) handle(r *http.Request) (resp response) {
 		}
 		return resp
 	}
-	streams, resp, ok := s.decode(r, body)
+	streams, resp, ok := s.decode(r, body, &rec)
 	if !ok {
 		return resp
 	}
@@ -353,7 +354,7 @@ func (s *Server) checkAuth(r *http.Request) (response, bool) {
 }
 
 // decode applies Content-Encoding and Content-Type in Loki's order.
-func (s *Server) decode(r *http.Request, body []byte) ([]wireStream, response, bool) {
+func (s *Server) decode(r *http.Request, body []byte, rec *Request) ([]wireStream, response, bool) {
 	limit := s.opts.MaxRecvBytes
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	var err error
@@ -382,6 +383,7 @@ func (s *Server) decode(r *http.Request, body []byte) ([]wireStream, response, b
 	}
 	var streams []wireStream
 	if mt == "application/json" {
+		rec.RawBytes = len(body)
 		streams, err = decodeJSON(body)
 	} else {
 		if s.opts.RejectCompressedProtobuf && (enc == "gzip" || enc == "deflate") {
@@ -396,6 +398,7 @@ func (s *Server) decode(r *http.Request, body []byte) ([]wireStream, response, b
 		}
 		var raw []byte
 		if raw, err = snappy.Decode(nil, body); err == nil {
+			rec.RawBytes = len(raw)
 			streams, err = decodeProto(raw)
 		} else {
 			err = fmt.Errorf("snappy: %w", err)

@@ -231,7 +231,7 @@ func (c *Client) giveUp(resp *http.Response, err error, attempts int) (*http.Res
 		err = errors.New("salesforce: request failed")
 	}
 	if classify(context.Background(), nil, err) == actBackoff {
-		return nil, unavailable(fmt.Errorf("giving up after %d attempt(s): %w", attempts, err))
+		return nil, unavailable(fmt.Errorf("%w (gave up after %d attempts)", err, attempts))
 	}
 	return nil, err
 }

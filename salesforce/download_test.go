@@ -1,0 +1,373 @@
+package salesforce
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const elfPath = "GET /services/data/v60.0/sobjects/EventLogFile/{id}/LogFile"
+
+var csvBody = "\"EVENT_TYPE\",\"TIMESTAMP_DERIVED\",\"QUERY\"\n\"API\",\"2026-06-30T01:00:00.123Z\",\"SELECT a,\nb\"\n"
+
+func TestDownloadEventLogFilePlainAndGzip(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		t.Run("gzip="+strconv.FormatBool(gz), func(t *testing.T) {
+			org := newTestOrg(t)
+			var acceptEnc string
+			org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+				acceptEnc = r.Header.Get("Accept-Encoding")
+				if r.PathValue("id") != "0AT5g000000AbCdEAA" {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "text/csv")
+				w.Header().Set("Date", "Tue, 30 Jun 2026 02:00:00 GMT")
+				if gz {
+					w.Header().Set("Content-Encoding", "gzip")
+					zw := gzip.NewWriter(w)
+					_, _ = io.WriteString(zw, csvBody)
+					_ = zw.Close()
+					return
+				}
+				_, _ = io.WriteString(w, csvBody)
+			})
+			c := org.client(t)
+			d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = d.Close() }()
+			got, err := io.ReadAll(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != csvBody || d.Compressed != gz || d.ContentType != "text/csv" {
+				t.Fatalf("body %q compressed=%v type=%q", got, d.Compressed, d.ContentType)
+			}
+			if acceptEnc != "gzip" {
+				t.Errorf("Accept-Encoding = %q, want gzip", acceptEnc)
+			}
+			if d.ServerDate.IsZero() || d.ServerDate.UTC().Hour() != 2 {
+				t.Errorf("ServerDate = %v", d.ServerDate)
+			}
+			st := c.Stats()
+			if st.Calls[KindEventLogFile] != 1 || st.BytesRead == 0 {
+				t.Errorf("stats = %+v", st)
+			}
+		})
+	}
+}
+
+func TestDownloadRejectsBadIDWithoutCall(t *testing.T) {
+	org := newTestOrg(t)
+	c := org.client(t)
+	for _, id := range []string{"", "../../limits", "0AT5g000000AbCdEAA/x"} {
+		if _, err := c.DownloadEventLogFile(context.Background(), id); !errors.Is(err, ErrInvalidSOQLValue) {
+			t.Errorf("DownloadEventLogFile(%q) = %v", id, err)
+		}
+		if _, err := c.DownloadApexLog(context.Background(), id, 0); !errors.Is(err, ErrInvalidSOQLValue) {
+			t.Errorf("DownloadApexLog(%q) = %v", id, err)
+		}
+	}
+	if n := c.Stats().TotalCalls(); n != 0 {
+		t.Fatalf("%d calls for invalid ids", n)
+	}
+}
+
+func TestDownloadErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		status    int
+		body      string
+		wantCalls int64
+		want      error
+	}{
+		{"not ready 404", 404, `[{"errorCode":"NOT_FOUND","message":"The requested resource does not exist"}]`, 1, nil},
+		{"throttled", 403, `[{"errorCode":"REQUEST_LIMIT_EXCEEDED","message":"TotalRequests Limit exceeded."}]`, 1, ErrRequestLimit},
+		{"5xx", 502, `bad gateway`, 4, ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			org := newTestOrg(t)
+			var calls atomic.Int64
+			org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			})
+			c := org.client(t)
+			_, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.StatusCode != tt.status {
+				t.Fatalf("err = %v, want APIError %d", err, tt.status)
+			}
+			if tt.want != nil && !errors.Is(err, tt.want) {
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+			if calls.Load() != tt.wantCalls {
+				t.Errorf("calls = %d, want %d", calls.Load(), tt.wantCalls)
+			}
+		})
+	}
+}
+
+func TestDownloadReauthOn401(t *testing.T) {
+	org := newTestOrg(t)
+	org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+		if bearer(r) == "tok-1" {
+			writeSFError(w, 401, CodeInvalidSession, "Session expired or invalid")
+			return
+		}
+		_, _ = io.WriteString(w, csvBody)
+	})
+	c := org.client(t)
+	d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	if b, _ := io.ReadAll(d); string(b) != csvBody || org.tokens.Load() != 2 {
+		t.Fatalf("body %q after %d token requests", b, org.tokens.Load())
+	}
+}
+
+// TestDownloadResetMidStream: the server drops the connection after part of
+// the body; Read reports ErrUnavailable (the caller re-downloads).
+func TestDownloadResetMidStream(t *testing.T) {
+	org := newTestOrg(t)
+	org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		_, _ = io.WriteString(w, strings.Repeat("x", 5000))
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	})
+	c := org.client(t)
+	d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	n, err := io.Copy(io.Discard, d)
+	if !errors.Is(err, ErrUnavailable) || n != 5000 {
+		t.Fatalf("read %d bytes, err = %v; want 5000 and ErrUnavailable", n, err)
+	}
+}
+
+// TestDownloadStallIsDetected: the server stops sending mid-body; the idle
+// guard (HTTPTimeout) ends the read instead of hanging forever.
+func TestDownloadStallIsDetected(t *testing.T) {
+	org := newTestOrg(t)
+	stop := make(chan struct{})
+	defer close(stop)
+	org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
+		w.(http.Flusher).Flush()
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	})
+	c := org.client(t, func(o *Options) { o.HTTPTimeout = 100 * time.Millisecond })
+	d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	n, err := io.Copy(io.Discard, d)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errBodyIdle) || n != 1000 {
+		t.Fatalf("read %d bytes, err = %v; want 1000 and a stall error", n, err)
+	}
+}
+
+// TestSlowConsumerIsNotAStall: a caller that takes longer than HTTPTimeout
+// between reads must not trip the idle guard (it only times server waits).
+func TestSlowConsumerIsNotAStall(t *testing.T) {
+	org := newTestOrg(t)
+	org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, csvBody)
+	})
+	c := org.client(t, func(o *Options) { o.HTTPTimeout = 20 * time.Millisecond })
+	d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	var got bytes.Buffer
+	buf := make([]byte, 8)
+	for {
+		time.Sleep(30 * time.Millisecond) // slower than the idle timeout
+		n, err := d.Read(buf)
+		got.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+	}
+	if got.String() != csvBody {
+		t.Fatalf("body = %q", got.String())
+	}
+}
+
+func TestDownloadApexLogCap(t *testing.T) {
+	body := strings.Repeat("DEBUG|line\n", 100) // 1100 bytes
+	tests := []struct {
+		name      string
+		chunked   bool
+		max       int64
+		wantOpen  error // error from DownloadApexLog
+		wantBytes int
+		wantRead  error // error from reading
+	}{
+		{"no cap", false, 0, nil, len(body), nil},
+		{"cap above size", false, 5000, nil, len(body), nil},
+		{"cap exactly size, chunked", true, int64(len(body)), nil, len(body), nil},
+		{"announced too large", false, 1000, ErrBodyTooLarge, 0, nil},
+		{"chunked too large", true, 1000, nil, 1000, ErrBodyTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			org := newTestOrg(t)
+			org.handle("GET /services/data/v60.0/tooling/sobjects/ApexLog/{id}/Body", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				if !tt.chunked {
+					w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				}
+				for i := 0; i < len(body); i += 100 {
+					_, _ = io.WriteString(w, body[i:i+100])
+					w.(http.Flusher).Flush()
+				}
+			})
+			c := org.client(t)
+			d, err := c.DownloadApexLog(context.Background(), "07L5g000000AbCdEAA", tt.max)
+			if tt.wantOpen != nil {
+				if !errors.Is(err, tt.wantOpen) {
+					t.Fatalf("open = %v, want %v", err, tt.wantOpen)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = d.Close() }()
+			got, err := io.ReadAll(d)
+			if len(got) != tt.wantBytes || got == nil && tt.wantBytes > 0 || string(got) != body[:tt.wantBytes] {
+				t.Errorf("read %d bytes, want %d", len(got), tt.wantBytes)
+			}
+			if (tt.wantRead == nil) != (err == nil) || (tt.wantRead != nil && !errors.Is(err, tt.wantRead)) {
+				t.Errorf("read err = %v, want %v", err, tt.wantRead)
+			}
+			if n := c.Stats().Calls[KindApexLogBody]; n != 1 {
+				t.Errorf("calls = %d", n)
+			}
+		})
+	}
+}
+
+// patternReader yields left bytes of a repeating pattern without holding them.
+type patternReader struct{ left int64 }
+
+func (p *patternReader) Read(b []byte) (int, error) {
+	if p.left <= 0 {
+		return 0, io.EOF
+	}
+	n := min(int64(len(b)), p.left)
+	for i := range n {
+		b[i] = "0123456789abcdef\n"[i%17]
+	}
+	p.left -= n
+	return int(n), nil
+}
+
+// TestDownloadStreamsWithFlatMemory downloads 200 MiB (gzip and plain) and
+// asserts, by sampling the Go heap during the transfer, that the client
+// never holds more than a small, size-independent amount of it.
+func TestDownloadStreamsWithFlatMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 MiB transfer")
+	}
+	const size = 200 << 20
+	for _, gz := range []bool{false, true} {
+		t.Run("gzip="+strconv.FormatBool(gz), func(t *testing.T) {
+			org := newTestOrg(t)
+			org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/csv")
+				src := &patternReader{left: size}
+				if gz {
+					w.Header().Set("Content-Encoding", "gzip")
+					zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+					_, _ = io.Copy(zw, src)
+					_ = zw.Close()
+					return
+				}
+				w.Header().Set("Content-Length", strconv.Itoa(size))
+				_, _ = io.Copy(w, src)
+			})
+			c := org.client(t)
+			peak := measureHeapPeak(t, func() {
+				d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = d.Close() }()
+				n, err := io.Copy(io.Discard, d)
+				if err != nil || n != size {
+					t.Fatalf("copied %d, %v", n, err)
+				}
+			})
+			t.Logf("peak heap growth during a %d MiB download: %.1f MiB", size>>20, float64(peak)/(1<<20))
+			if peak > 24<<20 {
+				t.Fatalf("heap grew by %d MiB while streaming %d MiB: the body is being buffered", peak>>20, size>>20)
+			}
+		})
+	}
+}
+
+// measureHeapPeak runs f while sampling runtime.MemStats.HeapAlloc and
+// returns the peak growth over the baseline taken after a GC.
+func measureHeapPeak(t *testing.T, f func()) uint64 {
+	t.Helper()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapAlloc > base && m.HeapAlloc-base > peak.Load() {
+				peak.Store(m.HeapAlloc - base)
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-sampled
+	return peak.Load()
+}

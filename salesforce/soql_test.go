@@ -1,0 +1,149 @@
+package salesforce
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+func TestQuoteString(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"Login", `'Login'`},
+		{"", `''`},
+		{"O'Brien", `'O\'Brien'`},
+		{`a\b`, `'a\\b'`},
+		{`\'`, `'\\\''`},
+		{"x' OR Id != '", `'x\' OR Id != \''`},
+		{"line\nbreak\r\ttab", `'line\nbreak\r\ttab'`},
+		{`say "hi"`, `'say \"hi\"'`},
+		{"ünïcødé", `'ünïcødé'`},
+	}
+	for _, tt := range tests {
+		if got := QuoteString(tt.in); got != tt.want {
+			t.Errorf("QuoteString(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+	if got := QuoteStrings([]string{"a@x.com", "b'c"}); got != `('a@x.com','b\'c')` {
+		t.Errorf("QuoteStrings = %s", got)
+	}
+	if QuoteStrings(nil) != "" {
+		t.Error("QuoteStrings(nil) not empty")
+	}
+}
+
+// TestQuoteStringCannotBreakOut checks, for hostile inputs, that the literal
+// ends exactly at its last character: scanning it as SOQL finds no
+// unescaped quote before the end.
+func TestQuoteStringCannotBreakOut(t *testing.T) {
+	inputs := []string{`'`, `\`, `\'`, `'\`, `'' OR ''='`, "\\\\'", strings.Repeat(`\'`, 50), "a'\n) OR (Id != '"}
+	for _, in := range inputs {
+		q := QuoteString(in)
+		end := literalEnd(q)
+		if end != len(q)-1 {
+			t.Errorf("QuoteString(%q) = %s: literal closes at %d of %d", in, q, end, len(q))
+		}
+	}
+}
+
+// literalEnd returns the index of the quote that closes the literal starting
+// at s[0], following SOQL's backslash escapes.
+func literalEnd(s string) int {
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '\'':
+			return i
+		}
+	}
+	return -1
+}
+
+func TestFormatAndParseDateTime(t *testing.T) {
+	tm := time.Date(2026, 6, 30, 3, 4, 5, 678_900_000, time.FixedZone("CEST", 2*3600))
+	if got := FormatDateTime(tm); got != "2026-06-30T01:04:05.678Z" {
+		t.Errorf("FormatDateTime = %s", got)
+	}
+	tests := []struct {
+		in   string
+		want string // normalized literal; "" = error
+	}{
+		{"2026-06-30T01:00:00.000+0000", "2026-06-30T01:00:00.000Z"},
+		{"2026-06-30T01:00:00.000Z", "2026-06-30T01:00:00.000Z"},
+		{"2026-06-30T01:00:00Z", "2026-06-30T01:00:00.000Z"},
+		{"2026-06-30T03:00:00+02:00", "2026-06-30T01:00:00.000Z"},
+		{"2026-06-30T03:00:00.5+0200", "2026-06-30T01:00:00.500Z"},
+		{"2026-06-30T01:00:00.123456Z", "2026-06-30T01:00:00.123Z"},
+		{"2026-06-30", ""},
+		{"yesterday", ""},
+		{"2026-06-30T01:00:00.000+0000' OR Id != '", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		got, err := NormalizeDateTime(tt.in)
+		if tt.want == "" {
+			if err == nil || !errors.Is(err, ErrInvalidSOQLValue) {
+				t.Errorf("NormalizeDateTime(%q) = %q, %v; want ErrInvalidSOQLValue", tt.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("NormalizeDateTime(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestValidateIdentifier(t *testing.T) {
+	good := []string{"Account", "LoginHistory", "EventLogFile", "API", "ApexExecution", "My_Object__c",
+		"ns__Widget__c", "Order_Event__e", "LoginEventStream", "Account__r", "X1"}
+	bad := []string{"", "1Account", "_Account", "Account_", "Acc ount", "Account;", "Account'", "Account)",
+		"LogUser.Username", "Acc-ount", "Accöunt", "Account\n", "FIELDS(ALL)", strings.Repeat("a", 256)}
+	for _, s := range good {
+		if err := ValidateIdentifier(s); err != nil {
+			t.Errorf("ValidateIdentifier(%q) = %v", s, err)
+		}
+	}
+	for _, s := range bad {
+		if err := ValidateIdentifier(s); !errors.Is(err, ErrInvalidSOQLValue) {
+			t.Errorf("ValidateIdentifier(%q) = %v, want ErrInvalidSOQLValue", s, err)
+		}
+	}
+}
+
+func TestValidateFieldPath(t *testing.T) {
+	good := []string{"Id", "LogUser.Username", "Account__r.Owner.Name", "a.b.c.d.e.f"}
+	bad := []string{"", ".Id", "Id.", "LogUser..Username", "LogUser.User name", "a.b.c.d.e.f.g", "LogUser.Username'"}
+	for _, s := range good {
+		if err := ValidateFieldPath(s); err != nil {
+			t.Errorf("ValidateFieldPath(%q) = %v", s, err)
+		}
+	}
+	for _, s := range bad {
+		if err := ValidateFieldPath(s); !errors.Is(err, ErrInvalidSOQLValue) {
+			t.Errorf("ValidateFieldPath(%q) = %v, want ErrInvalidSOQLValue", s, err)
+		}
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	for _, s := range []string{"0AT5g000000AbCd", "0AT5g000000AbCdEAA"} {
+		if err := ValidateID(s); err != nil {
+			t.Errorf("ValidateID(%q) = %v", s, err)
+		}
+		if q, err := QuoteID(s); err != nil || q != "'"+s+"'" {
+			t.Errorf("QuoteID(%q) = %s, %v", s, q, err)
+		}
+	}
+	for _, s := range []string{"", "0AT5g000000AbC", "0AT5g000000AbCdE", "0AT5g000000AbCdEAAA", "0AT5g000000AbC'", "0AT5g000000AbCdE/A", "../../../limits"} {
+		if err := ValidateID(s); !errors.Is(err, ErrInvalidSOQLValue) {
+			t.Errorf("ValidateID(%q) = %v, want ErrInvalidSOQLValue", s, err)
+		}
+		if _, err := QuoteID(s); err == nil {
+			t.Errorf("QuoteID(%q) accepted", s)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+// Package job is one sf2loki invocation (SPEC.md §3): read the checkpoint document, acquire the
+// lease, claim the document with the new epoch, pull one bounded batch from the sources fairly,
+// push it to Loki, commit after each push the contiguous pushed prefix of every key through the
+// epoch-conditioned writer, release, and report. run-once, schedule, demo and backfill all call
+// Run.
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// Coordinator performs steps 2-4 of an invocation: read the document, acquire the lease with the
+// document's fence as floor, and claim the document with the new epoch.
+type Coordinator interface {
+	// Begin returns a claimed session. Errors are classified with errors.Is against the
+	// sentinels of package lease (ErrBusy) and store (ErrFenced, ErrForeignLease, ErrCorrupt,
+	// ErrIntegrity, ErrPermission, ErrNoLocation, ErrUnavailable).
+	Begin(ctx context.Context, invocation string) (Session, error)
+	// Peek reads the document's checkpoints without acquiring or claiming (dry runs).
+	Peek(ctx context.Context) (map[string]json.RawMessage, error)
+}
+
+// Session is a claimed document under a held lease.
+type Session interface {
+	Epoch() uint64
+	Holder() string
+	// Fresh reports that the document did not exist before this claim.
+	Fresh() bool
+	// Checkpoints are the cursors of the claimed version: the only checkpoints a run reads.
+	Checkpoints() map[string]json.RawMessage
+	// Commit writes cursor updates through the epoch-conditioned writer.
+	Commit(ctx context.Context, updates map[string]json.RawMessage) error
+	// Lost is closed when the lease is lost or its validity has passed.
+	Lost() <-chan struct{}
+	// Release gives the lease up (keeping the epoch). Called once, last.
+	Release(ctx context.Context) error
+	// Stats reports how long the lease took and how many CAS retries the writes needed.
+	Stats() SessionStats
+}
+
+// SessionStats is the coordination cost of a session.
+type SessionStats struct {
+	LeaseWait  time.Duration
+	CASRetries int
+}
+
+// Pusher pushes entries to Loki; *loki.Client implements it.
+type Pusher interface {
+	Push(ctx context.Context, entries []loki.Entry) loki.Result
+}
+
+// Binding is one configured source of one org.
+type Binding struct {
+	// Org is the org's name: keys get the prefix "org=<Org>:". Empty for the single-org form.
+	Org string
+	// LegacyFallback makes the binding read a key's unprefixed cursor when its prefixed one is
+	// absent (the first org of a multi-org config migrating from single-org state).
+	LegacyFallback bool
+	Source         source.Source
+	// APICalls reports the Salesforce calls made so far by kind (optional, for the report).
+	APICalls func() map[string]int64
+}
+
+// KeyPrefix returns the checkpoint key prefix of the binding's org.
+func (b Binding) KeyPrefix() string {
+	if b.Org == "" {
+		return ""
+	}
+	return "org=" + b.Org + ":"
+}
+
+// ReportName is how the binding is named in the run report.
+func (b Binding) ReportName() string { return b.KeyPrefix() + b.Source.Name() }
+
+// RejectPolicy says what happens to entries the receiver rejects for good.
+type RejectPolicy int
+
+const (
+	// RejectDrop counts the entry by reason, writes it to the dead letter, and advances.
+	RejectDrop RejectPolicy = iota
+	// RejectFreeze stops the key at the entry until an operator acts.
+	RejectFreeze
+)
+
+// Step names a point in the invocation where a test hook may run (fault injection).
+type Step string
+
+// Steps at which Options.Hook is called.
+const (
+	StepAfterClaim    Step = "after_claim"
+	StepMidPull       Step = "mid_pull"
+	StepAfterPush     Step = "after_push"
+	StepBeforeCommit  Step = "before_commit"
+	StepAfterCommit   Step = "after_commit"
+	StepBeforeRelease Step = "before_release"
+)
+
+// Options configures one invocation. Zero values take the documented defaults.
+type Options struct {
+	// MaxRecords and MaxBytes bound the batch (records pulled, line bytes). Ignored with Drain.
+	MaxRecords int
+	MaxBytes   int64
+	// MaxDuration is the internal deadline D of the whole invocation.
+	MaxDuration time.Duration
+	// PushReserve (P), CommitReserve (C) and ReleaseReserve (Rel) are kept free at the end of
+	// the run: intake stops at D - (P + C + Rel).
+	PushReserve, CommitReserve, ReleaseReserve time.Duration
+	// Drain repeats pull, push and commit until every source is caught up or time is out.
+	Drain bool
+	// DryRun pulls and shapes one batch and writes the entries to DryRunOut as JSON lines,
+	// without acquiring, claiming, pushing or committing.
+	DryRun    bool
+	DryRunOut io.Writer
+	// PushEntries and PushBytes bound one push (and so the work between two commits).
+	PushEntries int
+	PushBytes   int64
+	// Quantum is how many records one key may yield before the next key's turn.
+	Quantum int
+	// OnPermanentReject is the policy for entries the receiver rejects for good.
+	OnPermanentReject RejectPolicy
+	// DeadLetter receives dropped entries as JSON lines (optional).
+	DeadLetter io.Writer
+	// Invocation is this run's id (random when empty).
+	Invocation string
+	// Hook is called at each Step (tests inject crashes there). Nil in production.
+	Hook func(Step)
+	Log  *slog.Logger
+	Now  func() time.Time
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxRecords  = 100_000
+	DefaultMaxBytes    = 256 << 20
+	DefaultMaxDuration = 3 * time.Minute
+	DefaultPushEntries = 20_000
+	DefaultPushBytes   = 4 << 20
+	DefaultQuantum     = 1000
+)
+
+func (o Options) withDefaults() Options {
+	if o.MaxRecords <= 0 {
+		o.MaxRecords = DefaultMaxRecords
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxDuration <= 0 {
+		o.MaxDuration = DefaultMaxDuration
+	}
+	if o.PushReserve <= 0 {
+		o.PushReserve = 30 * time.Second
+	}
+	if o.CommitReserve <= 0 {
+		o.CommitReserve = 15 * time.Second
+	}
+	if o.ReleaseReserve <= 0 {
+		o.ReleaseReserve = 2 * time.Second
+	}
+	if o.PushEntries <= 0 {
+		o.PushEntries = DefaultPushEntries
+	}
+	if o.PushBytes <= 0 {
+		o.PushBytes = DefaultPushBytes
+	}
+	if o.Quantum <= 0 {
+		o.Quantum = DefaultQuantum
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.DryRunOut == nil {
+		o.DryRunOut = io.Discard
+	}
+	return o
+}
+
+// Deps are the parts an invocation works with.
+type Deps struct {
+	Coordinator Coordinator
+	Bindings    []Binding
+	Sink        Pusher
+}

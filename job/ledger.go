@@ -1,0 +1,139 @@
+package job
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// keyState tracks one checkpoint key through a run: the cursor of its contiguous pushed prefix,
+// what is committed, and whether the key is frozen.
+type keyState struct {
+	key     string // full key, org prefix included
+	binding int    // index into Deps.Bindings
+	before  json.RawMessage
+	// candidate is the cursor of the longest prefix of pulled records that are all pushed,
+	// skipped or dropped; committed is the last one written.
+	candidate json.RawMessage
+	committed json.RawMessage
+	dirty     bool
+	// pendingAccepted counts accepted entries whose cursor is not committed yet.
+	pendingAccepted int64
+	frozen          bool
+}
+
+// item is one pulled record on its way through a push and a commit.
+type item struct {
+	ks  *keyState
+	rec source.Record
+}
+
+// batch is the unit of one push and one commit.
+type batch struct {
+	items   []item
+	entries int
+	bytes   int64
+}
+
+// frozenSet is shared by the puller (which stops pulling frozen keys) and the pusher.
+type frozenSet struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (f *frozenSet) add(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.keys == nil {
+		f.keys = map[string]bool{}
+	}
+	f.keys[key] = true
+}
+
+func (f *frozenSet) has(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.keys[key]
+}
+
+// settled is what applying one push to the ledger produced.
+type settled struct {
+	updates  map[string]json.RawMessage
+	accepted int64
+	bytes    int64
+}
+
+// settle walks the batch in pull order and advances each key's candidate cursor over records
+// that are done (accepted, skipped, or dropped under RejectDrop). The first record that is not
+// done freezes its key: nothing after it on that key is ever committed in this run.
+// outcomes[i] is the push outcome of the i-th non-skip item; dropped reports whether a rejected
+// entry was disposed of (counted and dead-lettered) and may be passed.
+func (r *run) settle(items []item, outcomes []loki.Outcome, rejected map[int]loki.Rejection, dropped func(it item, rej loki.Rejection) bool) settled {
+	s := settled{updates: map[string]json.RawMessage{}}
+	n := 0
+	for _, it := range items {
+		ks := it.ks
+		if it.rec.Skip {
+			if !ks.frozen {
+				ks.candidate, ks.dirty = it.rec.Cursor, true
+				r.sourceReport(ks).Skipped++
+			}
+			continue
+		}
+		idx := n
+		n++
+		if ks.frozen {
+			continue
+		}
+		switch outcomes[idx] {
+		case loki.Accepted:
+			ks.candidate, ks.dirty = it.rec.Cursor, true
+			ks.pendingAccepted++
+			s.accepted++
+			s.bytes += int64(len(it.rec.Entry.Line))
+			sr := r.sourceReport(ks)
+			sr.Records++
+			sr.Bytes += int64(len(it.rec.Entry.Line))
+		case loki.Rejected:
+			rej := rejected[idx]
+			if dropped(it, rej) {
+				ks.candidate, ks.dirty = it.rec.Cursor, true
+				r.sourceReport(ks).Dropped++
+				continue
+			}
+			r.freeze(ks, it, "rejected by the receiver ("+string(rej.Reason)+"): "+rej.Detail)
+		default:
+			r.freeze(ks, it, "not delivered")
+		}
+	}
+	for _, ks := range r.keysInOrder {
+		if ks.dirty {
+			s.updates[ks.key] = ks.candidate
+		}
+	}
+	return s
+}
+
+// committedAll marks every dirty key as committed.
+func (r *run) committedAll() {
+	for _, ks := range r.keysInOrder {
+		if ks.dirty {
+			ks.committed, ks.dirty, ks.pendingAccepted = ks.candidate, false, 0
+		}
+	}
+}
+
+func (r *run) freeze(ks *keyState, it item, reason string) {
+	ks.frozen = true
+	r.frozen.add(ks.key)
+	line := it.rec.Entry.Line
+	if len(line) > 200 {
+		line = line[:200] + "…"
+	}
+	r.rep.Frozen = append(r.rep.Frozen, FrozenKey{
+		Key: ks.key, Reason: reason, Timestamp: it.rec.Entry.Timestamp,
+		Stream: it.rec.Entry.Labels.String(), Line: line,
+	})
+}

@@ -1,0 +1,239 @@
+package job
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// keyStream is an open stream and its key's state.
+type keyStream struct {
+	ks     *keyState
+	stream source.Stream
+	closed bool
+}
+
+func (k *keyStream) close() {
+	if !k.closed {
+		k.closed = true
+		_ = k.stream.Close()
+	}
+}
+
+// bindingCursors returns the stored cursors a binding's source sees: its org's keys with the
+// prefix removed and, for the legacy fallback, unprefixed keys where no prefixed one exists.
+func bindingCursors(b Binding, all map[string]json.RawMessage) map[string]json.RawMessage {
+	prefix := b.KeyPrefix()
+	out := map[string]json.RawMessage{}
+	for k, v := range all {
+		if prefix == "" {
+			if !strings.HasPrefix(k, "org=") {
+				out[k] = v
+			}
+			continue
+		}
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			out[rest] = v
+		}
+	}
+	if prefix != "" && b.LegacyFallback {
+		for k, v := range all {
+			if strings.HasPrefix(k, "org=") {
+				continue
+			}
+			if _, has := out[k]; !has {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// open opens every binding's streams. A source that cannot open is reported; the others run.
+func (r *run) open(ctx context.Context, checkpoints map[string]json.RawMessage) []*keyStream {
+	var out []*keyStream
+	for i, b := range r.deps.Bindings {
+		name := b.ReportName()
+		r.sourceReportByBinding(i)
+		cursors := bindingCursors(b, checkpoints)
+		streams, err := b.Source.Open(ctx, source.OpenRequest{
+			Cursors: cursors,
+			Budget:  source.Budget{MaxRecords: r.opts.MaxRecords, MaxBytes: r.opts.MaxBytes, Deadline: r.deadline},
+			Log:     r.log.With("source", name),
+			Count:   func(event string, n int64) { r.count(name+"."+event, n) },
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.addErr(fmt.Errorf("%s: %w", name, err))
+				r.log.Error("source failed to open", "source", name, "err", err)
+			}
+			continue
+		}
+		for _, s := range streams {
+			key := b.KeyPrefix() + s.Key()
+			if _, dup := r.keys[key]; dup {
+				r.addErr(fmt.Errorf("%s: key %s is also produced by another source; it is skipped", name, key))
+				_ = s.Close()
+				continue
+			}
+			ks := &keyState{key: key, binding: i, before: cursors[s.Key()]}
+			r.keys[key] = ks
+			r.keysInOrder = append(r.keysInOrder, ks)
+			r.sourceReportByBinding(i).Keys++
+			out = append(out, &keyStream{ks: ks, stream: s})
+		}
+	}
+	return out
+}
+
+// pull serves the streams round-robin, Quantum records per turn, and sends batches until the
+// budget is spent, every stream is caught up, or intake stops. It closes out when done.
+func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch) {
+	defer close(out)
+	defer func() {
+		for _, s := range streams {
+			s.close()
+		}
+	}()
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("internal error in a source", "panic", p, "stack", string(debug.Stack()))
+			r.addErr(fmt.Errorf("internal error in a source: %v", p))
+		}
+	}()
+	cur := &batch{}
+	send := func() {
+		if len(cur.items) > 0 {
+			out <- cur
+			cur = &batch{}
+		}
+	}
+	defer send()
+	var records int
+	var bytes int64
+	hooked := false
+	failed := false
+	active := streams
+	for len(active) > 0 {
+		next := active[:0]
+		for _, ks := range active {
+			if ctx.Err() != nil {
+				return
+			}
+			if r.frozen.has(ks.ks.key) {
+				ks.close()
+				continue
+			}
+			done := false
+			for range r.opts.Quantum {
+				rec, err := ks.stream.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					done = true
+					break
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					failed = true
+					name := r.deps.Bindings[ks.ks.binding].ReportName()
+					r.log.Error("source failed; its key stops for this run", "key", ks.ks.key, "err", err)
+					r.addErr(fmt.Errorf("%s: %s: %w", name, ks.ks.key, err))
+					if fatalForRun(err) {
+						return
+					}
+					done = true
+					break
+				}
+				cur.items = append(cur.items, item{ks: ks.ks, rec: rec})
+				if !rec.Skip {
+					records++
+					cur.entries++
+					n := int64(len(rec.Entry.Line))
+					bytes += n
+					cur.bytes += n
+				}
+				if !hooked {
+					hooked = true
+					r.hook(StepMidPull)
+				}
+				if cur.entries >= r.opts.PushEntries || cur.bytes >= r.opts.PushBytes {
+					send()
+				}
+				if !r.opts.Drain && (records >= r.opts.MaxRecords || bytes >= r.opts.MaxBytes) {
+					r.budgetHit = true
+					return
+				}
+			}
+			if done {
+				ks.close()
+				continue
+			}
+			next = append(next, ks)
+		}
+		active = next
+	}
+	r.caughtUp = !failed
+}
+
+// count adds to a named event counter of the run report (sources call it from the puller).
+func (r *run) count(name string, n int64) {
+	r.eventsMu.Lock()
+	defer r.eventsMu.Unlock()
+	if r.rep.Events == nil {
+		r.rep.Events = map[string]int64{}
+	}
+	r.rep.Events[name] += n
+}
+
+func (r *run) sourceReportByBinding(i int) *SourceReport {
+	name := r.deps.Bindings[i].ReportName()
+	sr := r.rep.Sources[name]
+	if sr == nil {
+		sr = &SourceReport{}
+		r.rep.Sources[name] = sr
+	}
+	return sr
+}
+
+func (r *run) sourceReport(ks *keyState) *SourceReport { return r.sourceReportByBinding(ks.binding) }
+
+// deadLetter is one dropped entry as written to the dead-letter file.
+type deadLetter struct {
+	Time      time.Time         `json:"time"`
+	Key       string            `json:"key"`
+	Reason    loki.Reason       `json:"reason"`
+	Status    int               `json:"status,omitempty"`
+	Detail    string            `json:"detail,omitempty"`
+	Timestamp time.Time         `json:"timestamp"`
+	Labels    string            `json:"labels"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Line      string            `json:"line"`
+}
+
+func writeDeadLetter(w io.Writer, it item, rej loki.Rejection) error {
+	dl := deadLetter{
+		Time: time.Now().UTC(), Key: it.ks.key, Reason: rej.Reason, Status: rej.Status, Detail: rej.Detail,
+		Timestamp: it.rec.Entry.Timestamp, Labels: it.rec.Entry.Labels.String(), Line: it.rec.Entry.Line,
+	}
+	if len(it.rec.Entry.Metadata) > 0 {
+		dl.Metadata = map[string]string{}
+		for _, m := range it.rec.Entry.Metadata {
+			dl.Metadata[m.Name] = m.Value
+		}
+	}
+	b, err := json.Marshal(dl)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,88 @@
+package job
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Outcome names how an invocation ended. The CLI maps each to an exit code in one table.
+type Outcome string
+
+// Outcomes of an invocation (SPEC.md §3).
+const (
+	OutcomeOK           Outcome = "ok"           // shipped, or nothing new
+	OutcomeBusy         Outcome = "busy"         // a live holder has the lease; nothing written
+	OutcomeFenced       Outcome = "fenced"       // superseded by a newer epoch; stopped writing
+	OutcomeUnavailable  Outcome = "unavailable"  // nothing shipped: Salesforce, Loki, store or lease down
+	OutcomePartial      Outcome = "partial"      // something shipped, then the run ended early
+	OutcomeIntegrity    Outcome = "integrity"    // needs a human: corrupt document, impossible state
+	OutcomeConfig       Outcome = "config_error" // configuration or permission problem
+	OutcomeInternal     Outcome = "internal_error"
+	OutcomeBudgetPaused Outcome = "budget_paused" // the daily egress budget is spent; resumes next day
+	OutcomeDryRun       Outcome = "dry_run"       // pulled and shaped, pushed nothing
+)
+
+// Report is the result of one invocation, printed as one JSON line on stdout.
+type Report struct {
+	Outcome    Outcome   `json:"outcome"`
+	ExitCode   int       `json:"exit_code"`
+	Error      string    `json:"error,omitempty"`
+	Invocation string    `json:"invocation"`
+	Holder     string    `json:"holder,omitempty"`
+	Epoch      uint64    `json:"epoch,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	Duration   Millis    `json:"duration_ms"`
+	LeaseWait  Millis    `json:"lease_wait_ms"`
+	CASRetries int       `json:"cas_retries"`
+	CaughtUp   bool      `json:"caught_up"`
+	// Records counts entries the receiver accepted; Bytes their line bytes.
+	Records int64 `json:"records"`
+	Bytes   int64 `json:"bytes"`
+	// Pushes and Commits count successful pushes and checkpoint commits.
+	Pushes  int `json:"pushes"`
+	Commits int `json:"commits"`
+	// Uncommitted counts entries accepted by the receiver whose cursor could not be committed:
+	// they will be shipped again by the next run.
+	Uncommitted int64                    `json:"uncommitted,omitempty"`
+	Sources     map[string]*SourceReport `json:"sources"`
+	Cursors     map[string]CursorChange  `json:"cursors,omitempty"`
+	Dropped     map[string]int64         `json:"dropped,omitempty"`
+	Frozen      []FrozenKey              `json:"frozen,omitempty"`
+	Events      map[string]int64         `json:"events,omitempty"`
+	Errors      []string                 `json:"errors,omitempty"`
+	Notes       []string                 `json:"notes,omitempty"`
+}
+
+// SourceReport is one source's share of a run (sources of several orgs are reported apart).
+type SourceReport struct {
+	Records  int64            `json:"records"`
+	Bytes    int64            `json:"bytes"`
+	Skipped  int64            `json:"skipped,omitempty"`
+	Dropped  int64            `json:"dropped,omitempty"`
+	Pushes   int              `json:"pushes"`
+	Keys     int              `json:"keys"`
+	APICalls map[string]int64 `json:"api_calls,omitempty"`
+}
+
+// CursorChange is a key's cursor before the run (as claimed) and after it (as committed).
+type CursorChange struct {
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
+}
+
+// FrozenKey is a key that stopped advancing in this run, and the record it stopped at.
+type FrozenKey struct {
+	Key       string    `json:"key"`
+	Reason    string    `json:"reason"`
+	Timestamp time.Time `json:"timestamp,omitzero"`
+	Stream    string    `json:"stream,omitempty"`
+	Line      string    `json:"line,omitempty"` // excerpt
+}
+
+// Millis is a duration printed as whole milliseconds.
+type Millis time.Duration
+
+// MarshalJSON prints the duration in milliseconds.
+func (m Millis) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(m).Milliseconds())
+}

@@ -1,0 +1,400 @@
+package job
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// Lease-side sentinels until package lease lands (TEMP: replace with lease.ErrBusy / lease.ErrForbidden).
+var (
+	ErrBusy      = errors.New("lease held by a live holder")
+	ErrForbidden = errors.New("lease API forbidden")
+)
+
+var (
+	errIntakeDeadline = errors.New("intake window is over (run.max_duration minus the push, commit and release reserves)")
+	errLeaseLost      = errors.New("the lease was lost")
+	errBudget         = errors.New("batch budget reached")
+	errStopped        = errors.New("the run stopped")
+)
+
+// run is the state of one invocation. Everything in it is per invocation.
+type run struct {
+	deps Deps
+	opts Options
+	log  *slog.Logger
+	rep  *Report
+
+	start    time.Time // monotonic
+	deadline time.Time
+
+	sess        Session
+	keys        map[string]*keyState
+	keysInOrder []*keyState
+	frozen      frozenSet
+
+	eventsMu sync.Mutex
+	errMu    sync.Mutex
+
+	// Facts the outcome is decided from.
+	shipped      bool  // the receiver accepted at least one entry
+	policyFrozen bool  // a key was frozen by on_permanent_reject: freeze
+	pushErr      error // a push left entries not delivered
+	commitErr    error
+	sourceErrs   []error
+	leaseLost    bool
+	interrupted  bool // the caller's context was cancelled (SIGTERM/SIGINT)
+	budgetHit    bool
+	caughtUp     bool
+}
+
+// Run performs one invocation and returns its report. It never panics: an internal error is
+// reported as OutcomeInternal.
+func Run(ctx context.Context, deps Deps, opts Options) (rep *Report) {
+	opts = opts.withDefaults()
+	if opts.Invocation == "" {
+		opts.Invocation = NewInvocationID()
+	}
+	r := &run{
+		deps: deps, opts: opts,
+		log: opts.Log.With("invocation", opts.Invocation),
+		rep: &Report{
+			Invocation: opts.Invocation, StartedAt: opts.Now().UTC(),
+			Sources: map[string]*SourceReport{},
+		},
+		keys:  map[string]*keyState{},
+		start: time.Now(),
+	}
+	r.deadline = r.start.Add(opts.MaxDuration)
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("internal error", "panic", p, "stack", string(debug.Stack()))
+			r.rep.Outcome, r.rep.Error = OutcomeInternal, fmt.Sprint("panic: ", p)
+			if r.sess != nil {
+				r.release(ctx)
+			}
+		}
+		r.rep.Duration = Millis(time.Since(r.start))
+		rep = r.rep
+	}()
+	if opts.DryRun {
+		r.dryRun(ctx)
+		return r.rep
+	}
+	r.invoke(ctx)
+	return r.rep
+}
+
+// NewInvocationID returns a random id for one invocation.
+func NewInvocationID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (r *run) hook(s Step) {
+	if r.opts.Hook != nil {
+		r.opts.Hook(s)
+	}
+}
+
+func (r *run) invoke(ctx context.Context) {
+	beginCtx, cancel := context.WithDeadline(ctx, r.deadline)
+	sess, err := r.deps.Coordinator.Begin(beginCtx, r.opts.Invocation)
+	cancel()
+	if err != nil {
+		r.end(classifyBegin(err), err)
+		return
+	}
+	r.sess = sess
+	st := sess.Stats()
+	r.rep.Epoch, r.rep.Holder, r.rep.LeaseWait = sess.Epoch(), sess.Holder(), Millis(st.LeaseWait)
+	r.hook(StepAfterClaim)
+	if sess.Fresh() {
+		r.note("the checkpoint document did not exist: every source starts from its configured lookback")
+	}
+
+	// intake stops on the caller's cancellation (signals), the intake deadline, lease loss, a
+	// budget, or a failure; pushes are aborted only by the caller or lease loss.
+	intakeCtx, stopIntake := context.WithCancelCause(ctx)
+	pushBase, abortPushes := context.WithCancelCause(ctx)
+	defer stopIntake(errStopped)
+	defer abortPushes(errStopped)
+	intakeStop := r.deadline.Add(-(r.opts.PushReserve + r.opts.CommitReserve + r.opts.ReleaseReserve))
+	timer := time.AfterFunc(time.Until(intakeStop), func() { stopIntake(errIntakeDeadline) })
+	defer timer.Stop()
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go func() {
+		select {
+		case <-sess.Lost():
+			r.log.Warn("lease lost: stopping intake and in-flight pushes; what is pushed is still committed if no newer epoch claimed the document")
+			stopIntake(errLeaseLost)
+			abortPushes(errLeaseLost)
+		case <-watchDone:
+		}
+	}()
+
+	streams := r.open(intakeCtx, sess.Checkpoints())
+	batches := make(chan *batch, 1)
+	go r.pull(intakeCtx, streams, batches)
+	stopped := false
+	for b := range batches {
+		if stopped {
+			continue // drain: the puller sees the cancelled intake soon
+		}
+		if !r.pushAndCommit(ctx, pushBase, b) {
+			stopped = true
+			stopIntake(errStopped)
+		}
+	}
+	if ctx.Err() != nil {
+		r.interrupted = true
+	}
+	if errors.Is(context.Cause(pushBase), errLeaseLost) {
+		r.leaseLost = true
+	}
+	r.hook(StepBeforeRelease)
+	r.release(ctx)
+	r.decide()
+}
+
+// pushAndCommit pushes one batch and commits what it settled. It returns false when the run
+// must stop pulling.
+func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
+	items := b.items[:0:0]
+	var entries []loki.Entry
+	for _, it := range b.items {
+		if it.ks.frozen {
+			continue // pulled before its key froze: never pushed, never committed
+		}
+		items = append(items, it)
+		if !it.rec.Skip {
+			it.rec.Entry.Ref = uint64(len(entries))
+			entries = append(entries, it.rec.Entry)
+		}
+	}
+	if len(items) == 0 {
+		return true
+	}
+	var res loki.Result
+	rejected := map[int]loki.Rejection{}
+	if len(entries) > 0 {
+		pushCtx, cancel := context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
+			r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
+		res = r.deps.Sink.Push(pushCtx, entries)
+		cancel()
+		r.hook(StepAfterPush)
+		for _, rej := range res.Rejected {
+			rejected[rej.Index] = rej
+		}
+		if len(res.Accepted) > 0 {
+			r.rep.Pushes++
+			r.shipped = true
+		}
+	}
+	s := r.settle(items, res.Outcomes, rejected, r.dispose)
+	for _, ks := range r.touched(items) {
+		if len(res.Accepted) > 0 {
+			r.sourceReport(ks).Pushes++
+		}
+	}
+	r.rep.Records += s.accepted
+	r.rep.Bytes += s.bytes
+	ok := true
+	if len(res.NotDelivered) > 0 {
+		r.pushErr = res.Err
+		r.log.Warn("push failed: the affected keys are frozen for this run and intake stops", "not_delivered", len(res.NotDelivered), "err", res.Err)
+		ok = false
+	}
+	if len(s.updates) > 0 && !r.commit(ctx, s.updates) {
+		ok = false
+	}
+	return ok
+}
+
+// touched returns the distinct keys of items, in order.
+func (r *run) touched(items []item) []*keyState {
+	seen := map[*keyState]bool{}
+	var out []*keyState
+	for _, it := range items {
+		if !seen[it.ks] {
+			seen[it.ks] = true
+			out = append(out, it.ks)
+		}
+	}
+	return out
+}
+
+// dispose applies the permanent-rejection policy to one entry; true means the key may advance.
+func (r *run) dispose(it item, rej loki.Rejection) bool {
+	if r.opts.OnPermanentReject == RejectFreeze {
+		r.policyFrozen = true
+		return false
+	}
+	if r.opts.DeadLetter != nil {
+		if err := writeDeadLetter(r.opts.DeadLetter, it, rej); err != nil {
+			r.log.Error("cannot write the dead letter: the key is frozen instead of dropping the entry", "key", it.ks.key, "err", err)
+			r.addErr(fmt.Errorf("dead letter: %w", err))
+			return false
+		}
+	}
+	if r.rep.Dropped == nil {
+		r.rep.Dropped = map[string]int64{}
+	}
+	r.rep.Dropped[string(rej.Reason)]++
+	r.log.Warn("entry rejected by the receiver for good: dropped", "key", it.ks.key, "reason", rej.Reason, "status", rej.Status, "detail", rej.Detail)
+	return true
+}
+
+func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bool {
+	r.hook(StepBeforeCommit)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CommitReserve)
+	err := r.sess.Commit(cctx, updates)
+	cancel()
+	r.hook(StepAfterCommit)
+	if err != nil {
+		r.commitErr = err
+		for _, ks := range r.keysInOrder {
+			r.rep.Uncommitted += ks.pendingAccepted
+		}
+		r.log.Error("commit failed: stopping", "err", err)
+		return false
+	}
+	r.rep.Commits++
+	r.committedAll()
+	return true
+}
+
+func (r *run) release(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.ReleaseReserve)
+	defer cancel()
+	if err := r.sess.Release(rctx); err != nil {
+		r.log.Warn("lease release failed; it expires on its own", "err", err)
+	}
+	st := r.sess.Stats()
+	r.rep.CASRetries = st.CASRetries
+	for _, ks := range r.keysInOrder {
+		if ks.committed != nil {
+			if r.rep.Cursors == nil {
+				r.rep.Cursors = map[string]CursorChange{}
+			}
+			r.rep.Cursors[ks.key] = CursorChange{Before: ks.before, After: ks.committed}
+		}
+	}
+	for i, b := range r.deps.Bindings {
+		if b.APICalls != nil {
+			r.sourceReportByBinding(i).APICalls = b.APICalls()
+		}
+	}
+}
+
+// decide names the outcome from the facts gathered during the run.
+func (r *run) decide() {
+	switch {
+	case r.commitErr != nil:
+		r.end(classifyCommit(r.commitErr, r.shipped), r.commitErr)
+	case r.interrupted:
+		r.end(OutcomePartial, errors.New("interrupted by a signal before the batch finished; the pushed prefix is committed"))
+	case r.leaseLost:
+		r.end(r.partialOr(OutcomeUnavailable), errLeaseLost)
+	case r.pushErr != nil:
+		r.end(r.partialOr(OutcomeUnavailable), r.pushErr)
+	case len(r.sourceErrs) > 0:
+		r.end(r.partialOr(OutcomeUnavailable), errors.Join(r.sourceErrs...))
+	case r.policyFrozen:
+		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))
+	default:
+		r.caughtUpNote()
+		r.end(OutcomeOK, nil)
+	}
+}
+
+func (r *run) partialOr(o Outcome) Outcome {
+	if r.shipped {
+		return OutcomePartial
+	}
+	return o
+}
+
+func (r *run) caughtUpNote() {
+	r.rep.CaughtUp = r.caughtUp
+}
+
+func (r *run) end(o Outcome, err error) {
+	r.rep.Outcome = o
+	if err != nil {
+		r.rep.Error = err.Error()
+	}
+	for _, e := range r.sourceErrs {
+		r.rep.Errors = append(r.rep.Errors, e.Error())
+	}
+}
+
+// addErr records an error of a source (or the dead letter); safe from the puller goroutine.
+func (r *run) addErr(err error) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	r.sourceErrs = append(r.sourceErrs, err)
+}
+
+func (r *run) note(s string) {
+	r.rep.Notes = append(r.rep.Notes, s)
+	r.log.Info(s)
+}
+
+// classifyBegin maps a failure of read/acquire/claim to an outcome.
+func classifyBegin(err error) Outcome {
+	switch {
+	case errors.Is(err, ErrBusy):
+		return OutcomeBusy
+	case errors.Is(err, store.ErrFenced):
+		return OutcomeFenced
+	case errors.Is(err, store.ErrForeignLease), errors.Is(err, store.ErrPermission),
+		errors.Is(err, store.ErrNoLocation), errors.Is(err, ErrForbidden):
+		return OutcomeConfig
+	case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrIntegrity):
+		return OutcomeIntegrity
+	}
+	return OutcomeUnavailable
+}
+
+// classifyCommit maps a failed commit to an outcome.
+func classifyCommit(err error, shipped bool) Outcome {
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		return OutcomeFenced
+	case errors.Is(err, store.ErrIntegrity), errors.Is(err, store.ErrCorrupt):
+		return OutcomeIntegrity
+	case errors.Is(err, store.ErrPermission), errors.Is(err, store.ErrTooLarge):
+		return OutcomeConfig
+	}
+	if shipped {
+		return OutcomePartial
+	}
+	return OutcomeUnavailable
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// fatalForRun reports source errors after which no source should keep pulling.
+func fatalForRun(err error) bool {
+	return errors.Is(err, salesforce.ErrRequestLimit)
+}

@@ -1,0 +1,178 @@
+// Package sourcetest holds a deterministic Source for tests of the job: every key yields records
+// numbered 1, 2, 3, … whose line names the key and the number, so a test can check that no
+// record is lost, count duplicates, and verify that no cursor ever moves backwards.
+package sourcetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// Numbered is a Source whose keys yield records 1..Total. Safe for concurrent Opens.
+type Numbered struct {
+	// SourceName is the name reported (default "numbered").
+	SourceName string
+	// Totals is the number of records of each key; the map may be grown between runs to
+	// simulate new data (use SetTotal while a run may be open).
+	Totals map[string]int
+	// Base is the timestamp of record 0; record n is Base + n ms.
+	Base time.Time
+	// LineBytes pads each line to at least this size.
+	LineBytes int
+	// FailAt makes Next of key return an error instead of record n.
+	FailAt map[string]int
+	// SkipEvery makes every n-th record a Skip record (no entry).
+	SkipEvery int
+	// Delay is slept before each record (respecting the context).
+	Delay time.Duration
+
+	mu    sync.Mutex
+	opens int
+}
+
+// Cursor is the Numbered source's cursor: the number of the last record done.
+type Cursor struct {
+	V int `json:"v"`
+	N int `json:"n"`
+}
+
+// EncodeCursor returns the cursor value for record n.
+func EncodeCursor(n int) json.RawMessage {
+	b, _ := json.Marshal(Cursor{V: 1, N: n})
+	return b
+}
+
+// DecodeCursor returns the record number of a stored cursor (0 when absent).
+func DecodeCursor(raw json.RawMessage) (int, error) {
+	var c Cursor
+	ok, err := source.DecodeCursor(raw, 1, &c)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return c.N, nil
+}
+
+// ParseLine returns the key and number of a line written by Numbered.
+func ParseLine(line string) (key string, n int, ok bool) {
+	var v struct {
+		Key string `json:"key"`
+		N   int    `json:"n"`
+	}
+	if json.Unmarshal([]byte(line), &v) != nil || v.Key == "" {
+		return "", 0, false
+	}
+	return v.Key, v.N, true
+}
+
+// SetTotal changes the number of records of key.
+func (s *Numbered) SetTotal(key string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Totals == nil {
+		s.Totals = map[string]int{}
+	}
+	s.Totals[key] = n
+}
+
+// Opens counts how often the source was opened.
+func (s *Numbered) Opens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opens
+}
+
+// Name implements source.Source.
+func (s *Numbered) Name() string {
+	if s.SourceName == "" {
+		return "numbered"
+	}
+	return s.SourceName
+}
+
+// Open implements source.Source.
+func (s *Numbered) Open(_ context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opens++
+	var out []source.Stream
+	keys := make([]string, 0, len(s.Totals))
+	for k := range s.Totals {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		from, err := DecodeCursor(req.Cursors[k])
+		if err != nil {
+			req.Log.Warn("garbage cursor; starting from 0", "key", k, "err", err)
+			req.Count("cursor_reset", 1)
+			from = 0
+		}
+		fail := 0
+		if s.FailAt != nil {
+			fail = s.FailAt[k]
+		}
+		out = append(out, &stream{src: s, key: k, next: from + 1, total: s.Totals[k], failAt: fail})
+	}
+	return out, nil
+}
+
+type stream struct {
+	src    *Numbered
+	key    string
+	next   int
+	total  int
+	failAt int
+}
+
+func (st *stream) Key() string { return st.key }
+
+func (st *stream) Next(ctx context.Context) (source.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return source.Record{}, err
+	}
+	if st.next > st.total {
+		return source.Record{}, io.EOF
+	}
+	n := st.next
+	if n == st.failAt {
+		return source.Record{}, fmt.Errorf("numbered: injected failure at %s #%d", st.key, n)
+	}
+	if d := st.src.Delay; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return source.Record{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	st.next++
+	rec := source.Record{Cursor: EncodeCursor(n)}
+	if st.src.SkipEvery > 0 && n%st.src.SkipEvery == 0 {
+		rec.Skip, rec.SkipReason = true, "skip_every"
+		return rec, nil
+	}
+	line := `{"key":` + strconv.Quote(st.key) + `,"n":` + strconv.Itoa(n) + `}`
+	if pad := st.src.LineBytes - len(line); pad > 0 {
+		line = line[:len(line)-1] + `,"pad":"` + strings.Repeat("x", max(0, pad-9)) + `"}`
+	}
+	rec.Entry = loki.Entry{
+		Timestamp: st.src.Base.Add(time.Duration(n) * time.Millisecond),
+		Labels:    loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: st.src.Name()}, loki.Label{Name: "event_type", Value: st.key}),
+		Line:      line,
+		Metadata:  []loki.Label{{Name: "n", Value: strconv.Itoa(n)}},
+	}
+	return rec, nil
+}
+
+func (st *stream) Close() error { return nil }

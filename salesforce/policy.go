@@ -119,16 +119,16 @@ func isPermanentTransportError(err error) bool {
 // backoff is the wait before retry number attempt (0-based): exponential from
 // min, capped at max, with full jitter over the upper half so that clients
 // that failed together do not come back together.
-func backoff(min, max time.Duration, attempt int, _ *http.Response) time.Duration {
-	if max <= 0 {
+func backoff(lo, hi time.Duration, attempt int, _ *http.Response) time.Duration {
+	if hi <= 0 {
 		return 0
 	}
-	d := min
-	for i := 0; i < attempt && d < max; i++ {
+	d := lo
+	for i := 0; i < attempt && d < hi; i++ {
 		d *= 2
 	}
-	if d > max || d <= 0 {
-		d = max
+	if d > hi || d <= 0 {
+		d = hi
 	}
 	half := d / 2
 	if half <= 0 {

@@ -200,3 +200,35 @@ func TestRecordAccessors(t *testing.T) {
 		t.Error("Flatten modified the record")
 	}
 }
+
+func TestCounterAttributesCallsPerCaller(t *testing.T) {
+	org := newTestOrg(t)
+	org.handle("GET /services/data/v60.0/query", func(w http.ResponseWriter, r *http.Request) {
+		queryPage(w, 1, "", map[string]any{"Id": "001000000000001AAA"})
+	})
+	org.handle("GET "+limitsPath, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{})
+	})
+	c := org.client(t)
+	var a, b Counter
+	ctxA := WithCounter(context.Background(), &a)
+	ctxB := WithCounter(context.Background(), &b)
+	for range 2 {
+		if _, err := c.Query(ctxA, "SELECT Id FROM Account"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Limits(ctxB); err != nil {
+		t.Fatal(err)
+	}
+	// The first request (A's) minted the token, so A carries it.
+	if got := a.Calls(); got[KindQuery] != 2 || got[KindToken] != 1 || got[KindLimits] != 0 || a.BytesRead() == 0 {
+		t.Errorf("counter A = %v, %d bytes", got, a.BytesRead())
+	}
+	if got := b.Calls(); b.Total() != 1 || got[KindLimits] != 1 {
+		t.Errorf("counter B = %v", got)
+	}
+	if st := c.Stats(); st.TotalCalls() != 4 {
+		t.Errorf("client stats = %v, want 4 calls", st.Calls)
+	}
+}

@@ -145,6 +145,53 @@ func parseLimitInfo(v string) (APIUsage, bool) {
 	return APIUsage{}, false
 }
 
+// Counter attributes requests to one caller (a source) while the Client and
+// its token are shared: every request made with a context from
+// WithCounter is counted both in the Client's Stats and in the Counter.
+// The zero value is ready to use; it is safe for concurrent use.
+type Counter struct {
+	mu    sync.Mutex
+	calls map[Kind]int64
+	bytes atomic.Int64
+}
+
+// WithCounter returns a context whose requests are also counted in c.
+func WithCounter(ctx context.Context, c *Counter) context.Context {
+	return context.WithValue(ctx, counterKey{}, c)
+}
+
+// Calls returns the requests counted so far per kind (retries included).
+func (c *Counter) Calls() map[Kind]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.calls)
+}
+
+// Total returns the number of requests counted so far.
+func (c *Counter) Total() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, v := range c.calls {
+		n += v
+	}
+	return n
+}
+
+// BytesRead returns the response body bytes read by the counted requests.
+func (c *Counter) BytesRead() int64 { return c.bytes.Load() }
+
+func (c *Counter) count(k Kind) {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[Kind]int64{}
+	}
+	c.calls[k]++
+	c.mu.Unlock()
+}
+
+type counterKey struct{}
+
 type kindKey struct{}
 
 func withKind(ctx context.Context, k Kind) context.Context {
@@ -161,8 +208,12 @@ type countingTransport struct {
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	k, _ := req.Context().Value(kindKey{}).(Kind)
+	ctr, _ := req.Context().Value(counterKey{}).(*Counter)
 	if k != "" {
 		t.rec.countCall(k)
+		if ctr != nil {
+			ctr.count(k)
+		}
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
@@ -171,7 +222,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return nil, err
 	}
 	t.rec.observe(resp)
-	resp.Body = &watchedBody{rc: resp.Body, cancel: cancel, idle: t.idle, rec: t.rec}
+	resp.Body = &watchedBody{rc: resp.Body, cancel: cancel, idle: t.idle, rec: t.rec, ctr: ctr}
 	return resp, nil
 }
 
@@ -187,6 +238,7 @@ type watchedBody struct {
 	cancel context.CancelFunc
 	idle   time.Duration
 	rec    *recorder
+	ctr    *Counter // nil unless the request carried one
 
 	timer *time.Timer
 	fired atomic.Bool
@@ -205,6 +257,9 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 		b.timer.Stop()
 	}
 	b.rec.bytes.Add(int64(n))
+	if b.ctr != nil {
+		b.ctr.bytes.Add(int64(n))
+	}
 	if err != nil && err != io.EOF && b.fired.Load() {
 		err = fmt.Errorf("%w: no data for %s", errBodyIdle, b.idle)
 	}

@@ -20,7 +20,9 @@ package config
 // Config is the whole configuration of sf2loki.
 type Config struct {
 	Salesforce Salesforce `yaml:"salesforce" desc:"Connection to the single Salesforce org (use orgs for several)."`
-	Orgs       []Org      `yaml:"orgs" desc:"Several orgs, each with its own auth; entries get an org label and checkpoint keys an org=<name>: prefix."`
+	Sources    Sources    `yaml:"sources" desc:"What the single org ships (with orgs, each entry has its own sources)."`
+	Orgs       []Org      `yaml:"orgs" desc:"Several orgs, each with its own auth and sources; entries get an org label and checkpoint keys an org=<name>: prefix."`
+	Shape      Shape      `yaml:"shape" desc:"How records become Loki entries: transforms, sampling, labels and structured metadata."`
 	Sink       Sink       `yaml:"sink" desc:"Where records go."`
 	State      State      `yaml:"state" desc:"The checkpoint document: where it lives and how it is written (always compare-and-swap)."`
 	Lease      Lease      `yaml:"lease" desc:"The lease that keeps two invocations from shipping at once and hands out the fencing epoch."`
@@ -52,6 +54,7 @@ type Salesforce struct {
 type Org struct {
 	Name       string     `yaml:"name" example:"prod" desc:"Short name: the org label and the org=<name>: checkpoint key prefix."`
 	Salesforce Salesforce `yaml:"salesforce" desc:"Connection to this org."`
+	Sources    Sources    `yaml:"sources" desc:"What this org ships."`
 }
 
 // TLS holds client TLS options.

@@ -31,6 +31,8 @@ func (c *Config) Validate() Errors {
 	var errs Errors
 	validateTree(reflect.ValueOf(c).Elem(), schema(), "", &errs)
 	c.validateOrgs(&errs)
+	c.validateSources(&errs)
+	c.validateShape(&errs)
 	c.validateSink(&errs)
 	c.validateState(&errs)
 	c.validateLease(&errs)
@@ -72,6 +74,7 @@ type OrgEntry struct {
 	Name       string // empty for the single-org shorthand: no org label, no key prefix
 	Path       string // config path of its salesforce section
 	Salesforce Salesforce
+	Sources    Sources
 }
 
 // OrgList returns the configured orgs: the orgs list, or the single salesforce section.
@@ -79,11 +82,11 @@ func (c *Config) OrgList() []OrgEntry {
 	if len(c.Orgs) > 0 {
 		out := make([]OrgEntry, len(c.Orgs))
 		for i, o := range c.Orgs {
-			out[i] = OrgEntry{Name: o.Name, Path: fmt.Sprintf("orgs[%d].salesforce", i), Salesforce: o.Salesforce}
+			out[i] = OrgEntry{Name: o.Name, Path: fmt.Sprintf("orgs[%d].salesforce", i), Salesforce: o.Salesforce, Sources: o.Sources}
 		}
 		return out
 	}
-	return []OrgEntry{{Path: "salesforce", Salesforce: c.Salesforce}}
+	return []OrgEntry{{Path: "salesforce", Salesforce: c.Salesforce, Sources: c.Sources}}
 }
 
 // Configured reports whether any credential of the section is set.
@@ -110,7 +113,7 @@ func (c *Config) validateOrgs(errs *Errors) {
 		seen[o.Name] = i
 	}
 	for _, o := range c.OrgList() {
-		validateSalesforce(o.Salesforce, o.Path, len(c.Orgs) > 0, errs)
+		validateSalesforce(o.Salesforce, o.Path, len(c.Orgs) > 0 || o.Sources.Enabled(), errs)
 	}
 }
 

@@ -42,6 +42,10 @@ func writeExample(b *bytes.Buffer, f *field, depth int, prefix, path string) {
 	}
 	switch f.kind {
 	case kindStruct:
+		if len(f.children) == 0 {
+			line(f.key + ": {}")
+			break
+		}
 		line(f.key + ":")
 		for _, c := range f.children {
 			writeExample(b, c, depth+1, prefix, path+"."+c.key)

@@ -21,6 +21,7 @@ type Download struct {
 	raw  io.ReadCloser
 	gz   *gzip.Reader
 	url  string
+	ctx  context.Context
 
 	// ContentLength is the length of the (possibly compressed) body as
 	// announced, or -1.
@@ -38,7 +39,12 @@ type Download struct {
 // Read reads the decompressed body.
 func (d *Download) Read(p []byte) (int, error) {
 	n, err := d.body.Read(p)
-	if err != nil && err != io.EOF && !errors.Is(err, ErrBodyTooLarge) && !errors.Is(err, ErrUnavailable) {
+	switch {
+	case err == nil || err == io.EOF || errors.Is(err, ErrBodyTooLarge) || errors.Is(err, ErrUnavailable):
+	case d.ctx.Err() != nil:
+		// The caller gave up: that is not the org being unavailable.
+		err = fmt.Errorf("salesforce: reading %s: %w", d.url, d.ctx.Err())
+	default:
 		err = unavailable(fmt.Errorf("salesforce: reading %s: %w", d.url, err))
 	}
 	return n, err
@@ -87,6 +93,7 @@ func (c *Client) download(ctx context.Context, kind Kind, path string, maxBytes 
 		body:          resp.Body,
 		raw:           resp.Body,
 		url:           u.String(),
+		ctx:           ctx,
 		ContentLength: resp.ContentLength,
 		ContentType:   resp.Header.Get("Content-Type"),
 	}

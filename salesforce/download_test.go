@@ -371,3 +371,28 @@ func measureHeapPeak(t *testing.T, f func()) uint64 {
 	<-sampled
 	return peak.Load()
 }
+
+func TestDownloadCanceledIsNotUnavailable(t *testing.T) {
+	org := newTestOrg(t)
+	org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, strings.Repeat("x", 1000))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	c := org.client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := c.DownloadEventLogFile(ctx, "0AT5g000000AbCdEAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	buf := make([]byte, 1000)
+	if _, err := io.ReadFull(d, buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_, err = d.Read(buf)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read after cancel = %v, want context.Canceled and not ErrUnavailable", err)
+	}
+}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
@@ -310,4 +312,21 @@ func TestDryRunWritesEntriesAndCommitsNothing(t *testing.T) {
 	if srv.Count() != 0 || len(coord.checkpoints(t)) != 0 {
 		t.Error("dry run pushed or committed")
 	}
+}
+
+func TestNeedsHumanSourceErrorIsIntegrity(t *testing.T) {
+	coord, _ := newMemCoord(t)
+	_, sink := receiver(t, simloki.Options{})
+	src := &failingOpen{err: fmt.Errorf("replay id expired: %w", source.ErrNeedsHuman)}
+	rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
+	if rep.Outcome != job.OutcomeIntegrity || !strings.Contains(rep.Error, "replay id expired") {
+		t.Fatalf("outcome %s (%s), want integrity naming the cause", rep.Outcome, rep.Error)
+	}
+}
+
+type failingOpen struct{ err error }
+
+func (f *failingOpen) Name() string { return "failing" }
+func (f *failingOpen) Open(context.Context, source.OpenRequest) ([]source.Stream, error) {
+	return nil, f.err
 }

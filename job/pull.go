@@ -69,6 +69,7 @@ func (r *run) open(ctx context.Context, checkpoints map[string]json.RawMessage) 
 			Budget:  source.Budget{MaxRecords: r.opts.MaxRecords, MaxBytes: r.opts.MaxBytes, Deadline: r.deadline},
 			Log:     r.log.With("source", name),
 			Count:   func(event string, n int64) { r.count(name+"."+event, n) },
+			Note:    func(s string) { r.noteSafe(name + ": " + s) },
 		})
 		if err != nil {
 			if ctx.Err() == nil {

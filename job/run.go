@@ -14,6 +14,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/store"
 )
 
@@ -312,6 +313,8 @@ func (r *run) decide() {
 		r.end(r.partialOr(OutcomeUnavailable), errLeaseLost)
 	case r.pushErr != nil:
 		r.end(r.partialOr(OutcomeUnavailable), r.pushErr)
+	case r.needsHuman():
+		r.end(OutcomeIntegrity, errors.Join(r.sourceErrs...))
 	case len(r.sourceErrs) > 0:
 		r.end(r.partialOr(OutcomeUnavailable), errors.Join(r.sourceErrs...))
 	case r.policyFrozen:
@@ -348,6 +351,22 @@ func (r *run) addErr(err error) {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
 	r.sourceErrs = append(r.sourceErrs, err)
+}
+
+func (r *run) needsHuman() bool {
+	for _, err := range r.sourceErrs {
+		if errors.Is(err, source.ErrNeedsHuman) {
+			return true
+		}
+	}
+	return false
+}
+
+// noteSafe is note for sources (called from the puller goroutine).
+func (r *run) noteSafe(s string) {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	r.note(s)
 }
 
 func (r *run) note(s string) {

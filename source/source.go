@@ -65,6 +65,9 @@ type OpenRequest struct {
 	// Count records a named event (late_rows, cursor_reset, file_abandoned, ...) for the run
 	// report and metrics. Never nil when the job calls Open.
 	Count func(event string, n int64)
+	// Note adds a sentence to the run report's notes (for what an operator must know, such as
+	// "events may have been missed"). Never nil when the job calls Open.
+	Note func(string)
 }
 
 // Budget bounds one invocation's pull.
@@ -78,6 +81,11 @@ type Budget struct {
 // they fall back to the lookback, log a warning and count "cursor_reset". It exists so that
 // cursor decoders share one error to wrap.
 var ErrCursor = errors.New("unusable cursor")
+
+// ErrNeedsHuman marks a source error that no retry can fix and that must page someone (for
+// example a Pub/Sub replay position lost under replay_lost: fail). The run ends with the
+// integrity outcome (exit 7) and nothing more is committed for the key.
+var ErrNeedsHuman = errors.New("needs a human")
 
 // Cursor is the envelope every cursor value starts with: a version number, so a source can
 // change its cursor format and still read (or deliberately reset) old values.

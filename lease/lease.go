@@ -1,0 +1,195 @@
+// Package lease hands out epochs: before an invocation ships anything it acquires a lease,
+// and the epoch of that grant is what the checkpoint store fences on (package store).
+//
+// The lease only bounds contention and duplicate pushes; safety comes from the store. Epochs
+// never go backwards: Acquire computes max(lease counter, floor) + 1, where the floor is the
+// fence epoch read from the checkpoint document, and writes it back to the lease, so even a
+// deleted and recreated lease continues above every epoch the document has seen.
+//
+// Backends: lease/kubernetes (a coordination.k8s.io/v1 Lease, epoch in leaseTransitions) and
+// lease/store (the lease kept inside the checkpoint document's fence, so acquiring and claiming
+// are one write). Jobs use neither directly: Start acquires, claims and starts the renewer, and
+// the returned Session is the one API the job commits through, identical for both backends.
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// Sentinel errors. Lease backends also return store.ErrUnavailable (API unreachable),
+// store.ErrPermission (RBAC forbidden) and store.ErrIntegrity (epoch overflow), so a job maps
+// one set of sentinels to outcomes.
+var (
+	// ErrBusy means a live holder has the lease (or won the race for it); nothing was written.
+	ErrBusy = errors.New("lease is held by another holder")
+	// ErrLost means the grant is no longer ours: another holder took it, it was deleted, or its
+	// validity passed without a successful renewal.
+	ErrLost = errors.New("lease lost")
+	// ErrAbsent is returned by Inspect when the lease does not exist.
+	ErrAbsent = errors.New("lease does not exist")
+	// ErrReleased is returned by Session.Commit after Session.Release.
+	ErrReleased = errors.New("session already released")
+)
+
+// Record is the lease state every backend maps onto its storage (the Lease spec, or the fence
+// of the checkpoint document).
+type Record struct {
+	Holder     string // empty when released or never held
+	Epoch      uint64
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	Duration   time.Duration
+	Released   bool
+	Ref        store.LeaseRef
+	UID        string
+	Version    string // backend version token (resourceVersion, document version)
+}
+
+// Grant is a successful acquisition.
+type Grant struct {
+	Epoch      uint64
+	Holder     string // "<pod-or-host>/<invocation id>"
+	Invocation string
+	Ref        store.LeaseRef
+	UID        string // Kubernetes Lease uid (empty for lease/store)
+	Duration   time.Duration
+	// ValidUntil is on the monotonic clock: the send time of the last successful write plus
+	// the duration minus the allowed skew. Compare with time.Now(), never with wall times.
+	ValidUntil time.Time
+	// Token is the backend's version of the lease record after the last write.
+	Token string
+	// Writer is set by leases whose acquisition already claimed the checkpoint document
+	// (lease/store); it owns the document's version chain. Nil for other leases.
+	Writer *store.Writer
+}
+
+// Valid reports whether the grant's validity has not passed.
+func (g Grant) Valid() bool { return time.Now().Before(g.ValidUntil) }
+
+// ClaimRequest is the store claim that records this grant in the document's fence.
+func (g Grant) ClaimRequest() store.ClaimRequest {
+	return store.ClaimRequest{Epoch: g.Epoch, Invocation: g.Invocation, Holder: g.Holder, Lease: g.Ref, LeaseUID: g.UID}
+}
+
+// Lease is one lease backend.
+type Lease interface {
+	// Acquire takes the lease with epoch max(lease counter, floor) + 1, waiting up to wait
+	// for a live holder per the takeover rule (TakeoverRule). A live holder after wait, or a
+	// lost race, is ErrBusy.
+	Acquire(ctx context.Context, floor uint64, wait time.Duration) (Grant, error)
+	// Renew extends g without changing its epoch. ErrLost when the lease is no longer ours;
+	// any other error leaves the outcome unknown (retry until g.ValidUntil).
+	Renew(ctx context.Context, g Grant) (Grant, error)
+	// Release gives the lease up if we still hold it, keeping the epoch. ErrLost when it is
+	// no longer ours (nothing written).
+	Release(ctx context.Context, g Grant) error
+	// Inspect reads the lease without changing it (doctor, `sf2loki lease show`).
+	Inspect(ctx context.Context) (Record, error)
+}
+
+// Config holds what every lease backend needs. Zero values mean the defaults.
+type Config struct {
+	// Duration is the lease duration L. Default 30s.
+	Duration time.Duration
+	// Skew is the clock skew K allowed between hosts: a record is expired by wall clock only
+	// once renewed_at + L + K has passed, and a grant is valid until send time + L - K.
+	// Default min(5s, Duration/6); a negative value means none.
+	Skew time.Duration
+	// Poll is how often Acquire re-reads a live lease while waiting. Default L/10, at most 1s.
+	Poll time.Duration
+	// Host is the pod or host part of the holder identity. Default DefaultHost().
+	Host string
+	// Invocation is this run's id, shared with the store's writer stamps. Default a random id.
+	Invocation string
+	// Now is the wall clock (timestamps, expiry by wall clock). Default time.Now. Validity and
+	// waiting use the monotonic clock.
+	Now func() time.Time
+	// Logger receives lease events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Duration <= 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.Skew < 0 {
+		c.Skew = 0
+	} else if c.Skew == 0 {
+		c.Skew = min(5*time.Second, c.Duration/6)
+	}
+	if c.Poll <= 0 {
+		c.Poll = min(c.Duration/10, time.Second)
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost()
+	}
+	if c.Invocation == "" {
+		c.Invocation = NewInvocation()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Holder is the identity written to the lease: "<pod-or-host>/<invocation id>". The
+// invocation part differs on every run, so a container restarted in the same pod never
+// mistakes the previous run's lease for its own.
+func (c Config) Holder() string { return c.Host + "/" + c.Invocation }
+
+// ValidUntil is the validity of a write sent at sent (monotonic).
+func (c Config) ValidUntil(sent time.Time) time.Time { return sent.Add(c.Duration - c.Skew) }
+
+// DefaultHost returns $POD_NAME, else $HOSTNAME, else the kernel hostname.
+func DefaultHost() string {
+	for _, env := range []string{"POD_NAME", "HOSTNAME"} {
+		if v := os.Getenv(env); v != "" {
+			return v
+		}
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "unknown-host"
+}
+
+// NewInvocation returns a fresh random invocation id.
+func NewInvocation() string { return strings.ToLower(rand.Text()[:16]) }
+
+// PairingWarning returns the startup warning for a lease type paired with a store type, or
+// "" when the pairing is fine. The CLI logs it at WARN and doctor reports it.
+func PairingWarning(leaseType, storeType string) string {
+	if leaseType == "kubernetes" && storeType == "file" {
+		return "lease.type kubernetes with state.store file: fencing between hosts relies on the " +
+			"shared filesystem honouring flock (NFS and similar filesystems vary); prefer state.store " +
+			"configmap, s3 or gcs when more than one host can run sf2loki"
+	}
+	return ""
+}
+
+// errOverflow reports an epoch that does not fit the backend's counter.
+func errOverflow(what string, epoch uint64) error {
+	return fmt.Errorf("%w: epoch %d does not fit %s; refusing to wrap around", store.ErrIntegrity, epoch, what)
+}
+
+// NextEpoch returns max(counter, floor) + 1, or an integrity error if it would exceed limit.
+func NextEpoch(counter, floor, limit uint64, what string) (uint64, error) {
+	e := max(counter, floor)
+	if e >= limit {
+		return 0, errOverflow(what, e+1)
+	}
+	return e + 1, nil
+}

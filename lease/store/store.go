@@ -1,0 +1,156 @@
+// Package store is the store-embedded lease: the lease record lives in the fence of the
+// checkpoint document itself (renewed_at, duration, released), so acquiring the lease and
+// claiming the document are one conditional write, and a renewal is a commit without
+// checkpoint changes.
+//
+// The grant carries the store.Writer made by that claim; renewals, the job's commits (through
+// lease.Session) and the release all go through it. The Writer serialises them on one version
+// chain, so the holder never conflicts with itself. It works on every store backend and is
+// the default outside Kubernetes (systemd timers, ECS tasks, Cloud Run jobs, local use). Each
+// renewal costs one document write.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sf2loki/sf2loki/lease"
+	ckpt "github.com/sf2loki/sf2loki/store"
+)
+
+// Kind is the lease kind recorded in the fence.
+const Kind = "store"
+
+// Options configures the embedded lease. Zero values mean the defaults.
+type Options struct {
+	lease.Config
+	// Name is recorded in the fence; a document fenced under another name is refused as a
+	// configuration error (two deployments pointed at one document). Default "sf2loki".
+	Name string
+}
+
+// Lease is a lease.Lease kept in the checkpoint document.
+type Lease struct {
+	st   *ckpt.Store
+	c    lease.Config
+	name string
+}
+
+var _ lease.Lease = (*Lease)(nil)
+
+// New returns the embedded lease of the document in st.
+func New(st *ckpt.Store, o Options) *Lease {
+	if o.Name == "" {
+		o.Name = "sf2loki"
+	}
+	return &Lease{st: st, c: o.Config.WithDefaults(), name: o.Name}
+}
+
+// Ref is the lease reference recorded in the fence.
+func (l *Lease) Ref() ckpt.LeaseRef { return ckpt.LeaseRef{Kind: Kind, Name: l.name} }
+
+func observe(s ckpt.Snapshot) lease.Observed {
+	if s.Absent || s.Doc.Fence == nil {
+		return lease.Observed{Absent: true}
+	}
+	f := s.Doc.Fence
+	return lease.Observed{Record: lease.Record{
+		Holder: f.Holder, Epoch: f.Epoch, AcquiredAt: f.ClaimedAt, RenewedAt: f.RenewedAt,
+		Duration: time.Duration(f.Duration), Released: f.Released, Ref: f.Lease, UID: f.LeaseUID,
+		Version: string(s.Version),
+	}}
+}
+
+// Acquire claims the document when its embedded lease is absent, released or expired by the
+// takeover rule, with epoch max(fence, floor) + 1. Losing the race is ErrBusy.
+func (l *Lease) Acquire(ctx context.Context, floor uint64, wait time.Duration) (lease.Grant, error) {
+	var snap ckpt.Snapshot
+	_, err := lease.TakeoverRule(ctx, l.c, wait, func(ctx context.Context) (lease.Observed, error) {
+		s, err := l.st.Read(ctx)
+		if err != nil {
+			return lease.Observed{}, err
+		}
+		snap = s
+		return observe(s), nil
+	})
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	epoch, err := lease.NextEpoch(snap.Floor(), floor, math.MaxUint64, "the document's fence")
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	if floor > snap.Floor() {
+		l.c.Logger.Info("epoch continues from the given floor", "floor", floor, "fence", snap.Floor(), "epoch", epoch)
+	}
+	sent := time.Now()
+	req := ckpt.ClaimRequest{
+		Epoch: epoch, Invocation: l.c.Invocation, Holder: l.c.Holder(), Lease: l.Ref(),
+		Embedded: &ckpt.LeaseState{RenewedAt: l.c.Now(), Duration: l.c.Duration},
+		Admit: func(cur ckpt.Snapshot) error {
+			if cur.Version == snap.Version {
+				return nil
+			}
+			// The document changed since it was judged claimable (a renewal, a release, a
+			// commit): judge the version we would overwrite again.
+			if o := observe(cur); !o.Absent && !lease.Expired(o.Record, l.c.Now(), l.c.Skew) {
+				return fmt.Errorf("%w: %s renewed the lease while we claimed it", lease.ErrBusy, o.Record.Holder)
+			}
+			return nil
+		},
+	}
+	w, err := l.st.Claim(ctx, req, snap)
+	if errors.Is(err, ckpt.ErrFenced) {
+		return lease.Grant{}, fmt.Errorf("%w: another invocation claimed the document first: %w", lease.ErrBusy, err)
+	}
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	return lease.Grant{
+		Epoch: epoch, Holder: l.c.Holder(), Invocation: l.c.Invocation, Ref: l.Ref(), Duration: l.c.Duration,
+		ValidUntil: l.c.ValidUntil(sent), Token: string(w.Version()), Writer: w,
+	}, nil
+}
+
+// Renew writes a new renewed_at through the grant's Writer.
+func (l *Lease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
+	sent := time.Now()
+	if err := l.write(ctx, g, false); err != nil {
+		return g, err
+	}
+	g.ValidUntil = l.c.ValidUntil(sent)
+	g.Token = string(g.Writer.Version())
+	return g, nil
+}
+
+// Release marks the embedded lease released (keeping the epoch) through the grant's Writer.
+func (l *Lease) Release(ctx context.Context, g lease.Grant) error {
+	return l.write(ctx, g, true)
+}
+
+func (l *Lease) write(ctx context.Context, g lease.Grant, released bool) error {
+	if g.Writer == nil {
+		return errors.New("store lease: grant has no writer (not acquired by this lease)")
+	}
+	err := g.Writer.Commit(ctx, ckpt.Change{Lease: &ckpt.LeaseState{RenewedAt: l.c.Now(), Duration: l.c.Duration, Released: released}})
+	if errors.Is(err, ckpt.ErrFenced) || errors.Is(err, ckpt.ErrIntegrity) {
+		return fmt.Errorf("%w: %w", lease.ErrLost, err)
+	}
+	return err
+}
+
+// Inspect reads the embedded lease.
+func (l *Lease) Inspect(ctx context.Context) (lease.Record, error) {
+	s, err := l.st.Read(ctx)
+	if err != nil {
+		return lease.Record{}, err
+	}
+	o := observe(s)
+	if o.Absent {
+		return lease.Record{}, fmt.Errorf("%w: %s has no fence", lease.ErrAbsent, l.st.Object())
+	}
+	return o.Record, nil
+}

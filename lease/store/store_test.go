@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sf2loki/sf2loki/lease"
+	"github.com/sf2loki/sf2loki/lease/leasetest"
+	leasestore "github.com/sf2loki/sf2loki/lease/store"
+	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/file"
+	"github.com/sf2loki/sf2loki/store/storetest"
+)
+
+func env(b store.Backend, bytesOf func() []byte) leasetest.Env {
+	st := storetest.NewStore(b)
+	return leasetest.Env{
+		Store: st,
+		New:   func(c lease.Config) lease.Lease { return leasestore.New(st, leasestore.Options{Config: c}) },
+		Bytes: bytesOf,
+	}
+}
+
+func memoryEnv(*testing.T) leasetest.Env {
+	m := storetest.NewMemory()
+	return env(m, m.Bytes)
+}
+
+func fileEnv(t *testing.T) leasetest.Env {
+	b, err := file.New(file.Options{Path: filepath.Join(t.TempDir(), "state.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env(b, func() []byte {
+		data, _, _ := b.Load(context.Background())
+		return data
+	})
+}
+
+func TestLeaseBehaviourMemory(t *testing.T) { leasetest.Run(t, memoryEnv) }
+
+func TestLeaseBehaviourFile(t *testing.T) { leasetest.Run(t, fileEnv) }
+
+// Acquire and claim are one write: the grant's writer owns the claimed version.
+func TestAcquireIsTheClaim(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	e := env(m, m.Bytes)
+	s, err := lease.Start(ctx, e.New(leasetest.Cfg("a", time.Minute, 0)), e.Store, lease.SessionOptions{Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Release(ctx) }()
+	if n := len(m.History()); n != 1 {
+		t.Fatalf("%d writes to acquire and claim, want 1", n)
+	}
+	f := s.Document().Fence
+	if f.Epoch != 1 || f.Lease.Kind != leasestore.Kind || f.RenewedAt.IsZero() || f.Duration != store.Duration(time.Minute) {
+		t.Fatalf("fence %+v", f)
+	}
+}
+
+// A document fenced by another deployment's lease name is a configuration error, not busy.
+func TestForeignLeaseNameIsConfigError(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	st := storetest.NewStore(m)
+	a := leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", time.Minute, 0), Name: "deploy-a"})
+	g, err := a.Acquire(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	b := leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("b", time.Minute, 0), Name: "deploy-b"})
+	if _, err := b.Acquire(ctx, 0, 0); !errors.Is(err, store.ErrForeignLease) {
+		t.Fatalf("got %v, want ErrForeignLease", err)
+	}
+}
+
+// With a renew interval ten times shorter than the time between commits, renewals and
+// commits share one writer and never conflict with each other over a long run.
+func TestSoakRenewalsNeverConflictWithCommits(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		run        time.Duration // simulated
+		newBackend func(t *testing.T) store.Backend
+	}{
+		{"memory", 2 * time.Hour, func(*testing.T) store.Backend { return storetest.NewMemory() }},
+		{"file", 15 * time.Minute, func(t *testing.T) store.Backend { // every write fsyncs: keep it short
+			b, err := file.New(file.Options{Path: filepath.Join(t.TempDir(), "state.json")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.newBackend(t)
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				st := storetest.NewStore(b)
+				const (
+					l     = 30 * time.Second
+					renew = time.Second
+					every = 10 * renew
+				)
+				s, err := lease.Start(ctx, leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", l, 0)}), st,
+					lease.SessionOptions{RenewEvery: renew, Logger: leasetest.Quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				commits := int(tc.run / every)
+				for i := range commits {
+					time.Sleep(every)
+					if err := s.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(int64(i))}}); err != nil {
+						t.Fatalf("commit %d: %v", i, err)
+					}
+				}
+				stats := s.Stats()
+				if err := s.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if stats.Conflicts != 0 || stats.Retries != 0 {
+					t.Fatalf("self-conflicts over %d commits: %+v", commits, stats)
+				}
+				if renewals := stats.Commits - commits; renewals < commits*8 {
+					t.Fatalf("only %d renewals happened beside %d commits", renewals, commits)
+				}
+			})
+		})
+	}
+}

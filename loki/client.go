@@ -340,20 +340,29 @@ func (c *Client) Push(ctx context.Context, entries []Entry) Result {
 		return res
 	}
 	if len(entries) > math.MaxInt32 {
-		res.Err = fmt.Errorf("%w: %d entries in one push", ErrUnexpectedStatus, len(entries))
+		res.Err = fmt.Errorf("loki: %d entries in one push, at most %d", len(entries), math.MaxInt32)
 		return res
 	}
 	p := &push{c: c, entries: entries, res: &res, s: getScratch()}
 	defer putScratch(p.s)
 	p.prepare()
-	limit := c.opts.MaxRequestBytes
-	if c.opts.Encoding == EncodingProtobuf || c.opts.Gzip {
-		limit = min(limit, int(float64(c.opts.TargetCompressedBytes)/c.ratio()))
+	res.Err = p.run(func(lo, hi int) error { return p.send(ctx, lo, hi) })
+	p.finish()
+	return res
+}
+
+// run cuts the prepared items into requests by the size and count caps and
+// calls send for each, in order, until one fails.
+func (p *push) run(send func(lo, hi int) error) error {
+	o := &p.c.opts
+	limit := o.MaxRequestBytes
+	if o.Encoding == EncodingProtobuf || o.Gzip {
+		limit = min(limit, int(float64(o.TargetCompressedBytes)/p.c.ratio()))
 	} else {
-		limit = min(limit, c.opts.TargetCompressedBytes)
+		limit = min(limit, o.TargetCompressedBytes)
 	}
 	envelope := 0
-	if c.opts.Encoding == EncodingJSON {
+	if o.Encoding == EncodingJSON {
 		envelope = len(`{"streams":[]}`)
 	}
 	items := p.s.items
@@ -361,23 +370,22 @@ func (c *Client) Push(ctx context.Context, entries []Entry) Result {
 	for i := range items {
 		overhead := 0
 		if items[i].stream != prev {
-			overhead = streamOverhead(c.opts.Encoding, p.labels(items[i].stream))
+			overhead = streamOverhead(o.Encoding, p.labels(items[i].stream))
 		}
-		if i > lo && (size+overhead+items[i].size > limit || i-lo >= c.opts.MaxEntriesPerRequest) {
-			if res.Err = p.send(ctx, lo, i); res.Err != nil {
-				break
+		if i > lo && (size+overhead+items[i].size > limit || i-lo >= o.MaxEntriesPerRequest) {
+			if err := send(lo, i); err != nil {
+				return err
 			}
 			// The next request starts with this entry's stream.
-			lo, size, overhead = i, envelope, streamOverhead(c.opts.Encoding, p.labels(items[i].stream))
+			lo, size, overhead = i, envelope, streamOverhead(o.Encoding, p.labels(items[i].stream))
 		}
 		size += overhead + items[i].size
 		prev = items[i].stream
 	}
-	if res.Err == nil && lo < len(items) {
-		res.Err = p.send(ctx, lo, len(items))
+	if lo < len(items) {
+		return send(lo, len(items))
 	}
-	p.finish()
-	return res
+	return nil
 }
 
 // prepare checks labels and timestamps, applies the line cap, and fills the
@@ -428,20 +436,40 @@ func (p *push) prepare() {
 	for r, sid := range s.remap[:n] {
 		rank[sid] = int32(r)
 	}
+	// Bucket the items by stream rank, keeping input order (a counting sort),
+	// then sort each stream by time only where the caller's order was not
+	// already oldest first, which is the common case.
+	counts := slices.Grow(s.counts[:0], n+1)[:n+1]
+	clear(counts)
 	for i := range s.items {
-		s.items[i].stream = rank[s.items[i].stream]
+		r := rank[s.items[i].stream]
+		s.items[i].stream = r
+		counts[r+1]++
 	}
-	cmpItem := func(a, b item) int {
-		if c := cmp.Compare(a.stream, b.stream); c != 0 {
-			return c
-		}
+	for r := 1; r <= n; r++ {
+		counts[r] += counts[r-1]
+	}
+	sorted := slices.Grow(s.spare[:0], len(s.items))[:len(s.items)]
+	for _, it := range s.items {
+		sorted[counts[it.stream]] = it
+		counts[it.stream]++
+	}
+	s.items, s.spare, s.counts = sorted, s.items, counts
+	byTime := func(a, b item) int {
 		if c := cmp.Compare(a.ns, b.ns); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.idx, b.idx)
 	}
-	if !slices.IsSortedFunc(s.items, cmpItem) {
-		slices.SortFunc(s.items, cmpItem)
+	for lo := 0; lo < len(sorted); {
+		hi := lo + 1
+		for hi < len(sorted) && sorted[hi].stream == sorted[lo].stream {
+			hi++
+		}
+		if seg := sorted[lo:hi]; !slices.IsSortedFunc(seg, byTime) {
+			slices.SortFunc(seg, byTime)
+		}
+		lo = hi
 	}
 }
 

@@ -70,6 +70,8 @@ type scratch struct {
 	streams []stream
 	index   map[string]int32
 	remap   []int32
+	counts  []int32
+	spare   []item
 	raw     []byte
 }
 
@@ -80,7 +82,7 @@ const maxPooledBuffer = 16 << 20
 func getScratch() *scratch { return scratchPool.Get().(*scratch) }
 
 func putScratch(s *scratch) {
-	if cap(s.raw) > maxPooledBuffer || cap(s.items) > 1<<20 {
+	if cap(s.raw) > maxPooledBuffer || cap(s.items) > 1<<20 || cap(s.spare) > 1<<20 {
 		return
 	}
 	clear(s.items)
@@ -89,6 +91,8 @@ func putScratch(s *scratch) {
 	s.streams = s.streams[:0]
 	clear(s.index)
 	s.remap = s.remap[:0]
+	clear(s.spare)
+	s.spare = s.spare[:0]
 	s.raw = s.raw[:0]
 	scratchPool.Put(s)
 }

@@ -12,16 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/store"
-)
-
-// Lease-side sentinels until package lease lands (TEMP: replace with lease.ErrBusy / lease.ErrForbidden).
-var (
-	ErrBusy      = errors.New("lease held by a live holder")
-	ErrForbidden = errors.New("lease API forbidden")
 )
 
 var (
@@ -112,9 +107,10 @@ func (r *run) hook(s Step) {
 }
 
 func (r *run) invoke(ctx context.Context) {
-	beginCtx, cancel := context.WithDeadline(ctx, r.deadline)
-	sess, err := r.deps.Coordinator.Begin(beginCtx, r.opts.Invocation)
-	cancel()
+	// The session (and its renewer) lives until the run's deadline or the caller's cancellation.
+	sessCtx, cancel := context.WithDeadline(ctx, r.deadline)
+	defer cancel()
+	sess, err := r.deps.Coordinator.Begin(sessCtx, r.opts.Invocation)
 	if err != nil {
 		r.end(classifyBegin(err), err)
 		return
@@ -377,12 +373,12 @@ func (r *run) note(s string) {
 // classifyBegin maps a failure of read/acquire/claim to an outcome.
 func classifyBegin(err error) Outcome {
 	switch {
-	case errors.Is(err, ErrBusy):
+	case errors.Is(err, lease.ErrBusy):
 		return OutcomeBusy
 	case errors.Is(err, store.ErrFenced):
 		return OutcomeFenced
 	case errors.Is(err, store.ErrForeignLease), errors.Is(err, store.ErrPermission),
-		errors.Is(err, store.ErrNoLocation), errors.Is(err, ErrForbidden):
+		errors.Is(err, store.ErrNoLocation):
 		return OutcomeConfig
 	case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrIntegrity):
 		return OutcomeIntegrity

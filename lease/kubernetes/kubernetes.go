@@ -113,7 +113,9 @@ func RESTConfig(cfg *rest.Config, kubeconfig string) (*rest.Config, error) {
 }
 
 // Ref is the lease reference recorded in the checkpoint document.
-func (l *Lease) Ref() store.LeaseRef { return store.LeaseRef{Kind: Kind, Namespace: l.ns, Name: l.name} }
+func (l *Lease) Ref() store.LeaseRef {
+	return store.LeaseRef{Kind: Kind, Namespace: l.ns, Name: l.name}
+}
 
 func (l *Lease) what() string { return "lease " + l.ns + "/" + l.name }
 

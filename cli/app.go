@@ -41,6 +41,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		HideVersion:          true,
 		Flags:                globalFlags(),
 		Commands: []*cli.Command{
+			runOnceCommand(),
 			versionCommand(),
 			configCommand(),
 		},

@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sf2loki/sf2loki/job"
 )
 
 // Exit codes: the one table (SPEC.md §3). Every outcome and error class maps here and nowhere else.
@@ -45,6 +47,34 @@ func exitCode(err error) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return ee.Code
+	}
+	return ExitInternal
+}
+
+// outcomeExit is the exit code of a run outcome (SPEC.md §3). busy and fenced are normal events
+// of a scheduled job and exit 0 unless strict exit codes are asked for.
+func outcomeExit(o job.Outcome, strict bool) int {
+	switch o {
+	case job.OutcomeOK, job.OutcomeBudgetPaused, job.OutcomeDryRun:
+		return ExitOK
+	case job.OutcomeBusy:
+		if strict {
+			return ExitBusy
+		}
+		return ExitOK
+	case job.OutcomeFenced:
+		if strict {
+			return ExitFenced
+		}
+		return ExitOK
+	case job.OutcomeUnavailable:
+		return ExitUnavailable
+	case job.OutcomePartial:
+		return ExitPartial
+	case job.OutcomeIntegrity:
+		return ExitIntegrity
+	case job.OutcomeConfig:
+		return ExitConfig
 	}
 	return ExitInternal
 }

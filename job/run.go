@@ -65,7 +65,7 @@ func Run(ctx context.Context, deps Deps, opts Options) (rep *Report) {
 	}
 	r := &run{
 		deps: deps, opts: opts,
-		log: opts.Log.With("invocation", opts.Invocation),
+		log: opts.Log,
 		rep: &Report{
 			Invocation: opts.Invocation, StartedAt: opts.Now().UTC(),
 			Sources: map[string]*SourceReport{},

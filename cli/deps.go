@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lease"
+	leasestore "github.com/sf2loki/sf2loki/lease/store"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/file"
+)
+
+// errWiring marks a failure to build the invocation's parts from a valid configuration (a
+// missing secret file at run time, an unreadable CA bundle, ...): a configuration problem.
+var errWiring = errors.New("cannot set up")
+
+// invocationParts are the parts one invocation runs with, built fresh for every run (in
+// schedule mode too: nothing per-run survives into the next tick).
+type invocationParts struct {
+	deps    job.Deps
+	opts    job.Options
+	closers []io.Closer
+}
+
+func (p *invocationParts) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		_ = p.closers[i].Close()
+	}
+}
+
+// buildStore returns the checkpoint store of the configuration.
+func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*store.Store, error) {
+	var b store.Backend
+	var err error
+	switch cfg.State.Store {
+	case "file":
+		b, err = file.New(file.Options{Path: cfg.State.File.Path})
+	default:
+		return nil, fmt.Errorf("%w: state.store %q is not available in this build", errWiring, cfg.State.Store)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w the %s store: %w", errWiring, cfg.State.Store, err)
+	}
+	return store.New(b, store.Options{Logger: log}), nil
+}
+
+// buildLease returns the lease of the configuration for one invocation.
+func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv string, log *slog.Logger) (lease.Lease, error) {
+	lc := lease.Config{
+		Duration: cfg.Lease.Duration.D(), Skew: cfg.Lease.MaxClockSkew.D(), Host: cfg.Lease.Identity,
+		Invocation: inv, Logger: log,
+	}
+	if lc.Skew == 0 {
+		lc.Skew = -1 // an explicit 0 means no skew allowance, not the default
+	}
+	switch cfg.Lease.Type {
+	case "store":
+		return leasestore.New(st, leasestore.Options{Config: lc, Name: cfg.Lease.Name}), nil
+	}
+	return nil, fmt.Errorf("%w: lease.type %q is not available in this build", errWiring, cfg.Lease.Type)
+}
+
+// lokiOptions maps sink.loki onto the push client's options.
+func lokiOptions(l config.Loki, log *slog.Logger) loki.Options {
+	enc := loki.EncodingProtobuf
+	if l.Encoding == "json" {
+		enc = loki.EncodingJSON
+	}
+	return loki.Options{
+		URL: l.URL, TenantID: l.TenantID, Username: l.Username, Password: l.Password.Value(),
+		BearerToken: l.BearerToken.Value(), Headers: l.Headers,
+		TLS: loki.TLSOptions{CAFile: l.TLS.CAFile, CertFile: l.TLS.CertFile, KeyFile: l.TLS.KeyFile,
+			ServerName: l.TLS.ServerName, InsecureSkipVerify: l.TLS.InsecureSkipVerify},
+		Timeout: l.Timeout.D(), Encoding: enc, Gzip: l.Gzip,
+		TargetCompressedBytes: int(l.BatchTargetBytes), MaxRequestBytes: int(l.BatchMaxBytes),
+		MaxEntriesPerRequest: l.BatchMaxEntries, MaxRetries: l.MaxRetries,
+		MinBackoff: l.MinBackoff.D(), MaxBackoff: l.MaxBackoff.D(), MaxLineBytes: int(l.LineMaxBytes),
+		Labels: loki.LabelOptions{ExtraAllowed: l.ExtraLabels}, Logger: log,
+	}
+}
+
+// salesforceOptions maps one org's salesforce section onto the client's options.
+func salesforceOptions(s config.Salesforce, log *slog.Logger) salesforce.Options {
+	return salesforce.Options{
+		LoginURL: s.LoginURL, InstanceURL: s.InstanceURL, APIVersion: s.APIVersion,
+		AuthMode: salesforce.AuthMode(s.AuthMode), ClientID: s.ClientID, Username: s.Username,
+		PrivateKeyPEM: []byte(s.PrivateKey.Value()), ClientSecret: s.ClientSecret.Value(), OrgID: s.OrgID,
+		TokenLifetime: s.TokenLifetime.D(), HTTPTimeout: s.Timeout.D(), RetryMax: s.MaxRetries,
+		BatchSize: s.BatchSize, TLSCAFile: s.TLS.CAFile, TLSInsecureSkipVerify: s.TLS.InsecureSkipVerify,
+		Logger: log,
+	}
+}
+
+// jobOptions maps the run, batch and sink sections onto the job's options.
+func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
+	policy := job.RejectDrop
+	if cfg.Sink.Loki.OnPermanentReject == "freeze" {
+		policy = job.RejectFreeze
+	}
+	return job.Options{
+		MaxRecords: cfg.Batch.MaxRecords, MaxBytes: cfg.Batch.MaxBytes.Int(),
+		MaxDuration: cfg.Run.MaxDuration.D(), PushReserve: cfg.Run.PushTimeout.D(),
+		CommitReserve: cfg.Run.CommitTimeout.D(), ReleaseReserve: cfg.Run.ReleaseTimeout.D(),
+		Drain: cfg.Run.Drain, PushEntries: cfg.Sink.Loki.BatchMaxEntries, PushBytes: cfg.Sink.Loki.BatchMaxBytes.Int(),
+		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook,
+	}
+}
+
+// testHook is set only by tests (fault injection at each step of an invocation).
+var testHook func(job.Step)
+
+// buildInvocation builds everything one invocation needs.
+func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) (*invocationParts, error) {
+	inv := lease.NewInvocation()
+	log = log.With("invocation", inv)
+	p := &invocationParts{opts: jobOptions(cfg, inv, log)}
+	st, err := buildStore(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	l, err := buildLease(ctx, cfg, st, inv, log)
+	if err != nil {
+		return nil, err
+	}
+	p.deps.Coordinator = &job.LeaseCoordinator{Lease: l, Store: st, Options: lease.SessionOptions{
+		Wait: cfg.Lease.AcquireWait.D(), RenewEvery: cfg.Lease.RenewInterval.D(),
+		ReleaseTimeout: cfg.Run.ReleaseTimeout.D(), Logger: log,
+	}}
+	sink, err := loki.New(lokiOptions(cfg.Sink.Loki, log))
+	if err != nil {
+		return nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
+	}
+	p.deps.Sink = sink
+	if path := cfg.Sink.Loki.DeadLetterPath; path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
+		}
+		p.closers = append(p.closers, f)
+		p.opts.DeadLetter = f
+	}
+	for _, org := range cfg.OrgList() {
+		if !org.Sources.Enabled() {
+			continue
+		}
+		client, err := salesforce.New(salesforceOptions(org.Salesforce, log.With("org", org.Name)))
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
+		}
+		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Log: log.With("org", org.Name), Now: time.Now}
+		bindings, err := orgBindings(env, org.Sources)
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.deps.Bindings = append(p.deps.Bindings, bindings...)
+	}
+	markLegacyFallback(p.deps.Bindings)
+	return p, nil
+}
+
+// markLegacyFallback lets the first org of a multi-org configuration read unprefixed keys
+// (state written by a single-org configuration) where it has no prefixed ones.
+func markLegacyFallback(bs []job.Binding) {
+	if len(bs) == 0 || bs[0].Org == "" {
+		return
+	}
+	first := bs[0].Org
+	for i := range bs {
+		if bs[i].Org == first {
+			bs[i].LegacyFallback = true
+		}
+	}
+}

@@ -209,3 +209,12 @@ func (o *Org) mustUser(t testing.TB, name string) string {
 	}
 	return id
 }
+
+func stdB64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+func noErr(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

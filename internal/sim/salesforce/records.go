@@ -232,6 +232,9 @@ func convertValue(f *fieldDef, v any) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: %T for %s", ErrInvalidValue, v, f.Type.describeName())
 		}
+		if s == "" {
+			return nil, nil // Salesforce stores empty text as null
+		}
 		if f.Type == typeID || f.Type == typeReference {
 			if id, ok := normalizeID(s); ok {
 				return id, nil

@@ -216,11 +216,12 @@ func (c *execCtx) compile(q *query) (*plan, *apiError) {
 			if it.fn != "COUNT" && it.fn != "COUNT_DISTINCT" && !res.f.Type.sortable() {
 				return nil, soqlError(CodeInvalidField, q.src, it.pos, "field "+res.f.Name+" does not support aggregate operator "+it.fn)
 			}
+			// Salesforce numbers only the aggregates without an alias.
 			key := it.alias
 			if key == "" {
 				key = "expr" + itoa(aggN)
+				aggN++
 			}
-			aggN++
 			p.aggCols = append(p.aggCols, aggCol{fn: it.fn, res: res, key: key})
 		}
 	}

@@ -1,0 +1,230 @@
+// Package configmap keeps the checkpoint document under one key of a Kubernetes ConfigMap:
+// no bucket and no volume, the natural partner of the kubernetes lease in a CronJob.
+//
+// The version is the ConfigMap's resourceVersion and every write is an update carrying it
+// (409 Conflict is a conflict); the first write creates the ConfigMap (409 AlreadyExists is a
+// conflict) or adds the key to an existing one. Other keys of the ConfigMap are kept. A
+// ConfigMap holds at most 1 MiB, so the default size cap leaves room for metadata. Bytes that
+// are not valid UTF-8 are kept in binaryData so they read back exactly (and are reported as a
+// corrupt document, never silently repaired).
+//
+// RBAC needed: get, create and update on configmaps in the namespace.
+package configmap
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// DefaultMaxSize is the default document cap: the 1 MiB ConfigMap limit minus room for
+// metadata and other keys.
+const DefaultMaxSize = 1<<20 - 64<<10
+
+// Options configures the ConfigMap backend. Zero values mean the defaults.
+type Options struct {
+	// Namespace of the ConfigMap. Default: the pod's namespace in cluster, else "default".
+	Namespace string
+	// Name of the ConfigMap. Default "sf2loki-state".
+	Name string
+	// Key within the ConfigMap. Default "state.json".
+	Key string
+	// Kubeconfig is a kubeconfig file for out-of-cluster use. Default: in-cluster config.
+	Kubeconfig string
+	// RESTConfig, when set, is used instead of Kubeconfig or the in-cluster config.
+	RESTConfig *rest.Config
+	// Client, when set, is used instead of building one.
+	Client k8s.Interface
+	// MaxSize is the largest document written, in bytes. Default DefaultMaxSize.
+	MaxSize int
+}
+
+// Backend is a store.Backend over one key of a ConfigMap.
+type Backend struct {
+	api  coreclient.ConfigMapInterface
+	ns   string
+	name string
+	key  string
+	max  int
+}
+
+const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// New returns a ConfigMap backend. It does not contact the API server.
+func New(o Options) (*Backend, error) {
+	if o.Name == "" {
+		o.Name = "sf2loki-state"
+	}
+	if o.Key == "" {
+		o.Key = "state.json"
+	}
+	if o.MaxSize <= 0 {
+		o.MaxSize = DefaultMaxSize
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+		if b, err := os.ReadFile(inClusterNamespace); err == nil && strings.TrimSpace(string(b)) != "" {
+			o.Namespace = strings.TrimSpace(string(b))
+		}
+	}
+	client := o.Client
+	if client == nil {
+		cfg := o.RESTConfig
+		var err error
+		switch {
+		case cfg != nil:
+		case o.Kubeconfig != "":
+			if cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
+				return nil, fmt.Errorf("configmap store: kubeconfig %s: %w", o.Kubeconfig, err)
+			}
+		default:
+			if cfg, err = rest.InClusterConfig(); err != nil {
+				return nil, fmt.Errorf("configmap store: in-cluster config (set a kubeconfig to run outside a cluster): %w", err)
+			}
+		}
+		if client, err = k8s.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("configmap store: %w", err)
+		}
+	}
+	return &Backend{api: client.CoreV1().ConfigMaps(o.Namespace), ns: o.Namespace, name: o.Name, key: o.Key, max: o.MaxSize}, nil
+}
+
+// String implements store.Backend.
+func (b *Backend) String() string { return "configmap " + b.ns + "/" + b.name + " key " + b.key }
+
+// MaxSize implements store.Backend.
+func (b *Backend) MaxSize() int { return b.max }
+
+func (b *Backend) classify(verb string, err error) error {
+	switch {
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%w: %s %s: %w (the service account needs get, create and update on configmaps)", store.ErrPermission, verb, b, err)
+	case apierrors.IsRequestEntityTooLargeError(err):
+		return fmt.Errorf("%w: %s %s: %w", store.ErrTooLarge, verb, b, err)
+	default:
+		return fmt.Errorf("%w: %s %s: %w", store.ErrUnavailable, verb, b, err)
+	}
+}
+
+// value returns the key's bytes and whether it is present.
+func (b *Backend) value(cm *corev1.ConfigMap) ([]byte, bool) {
+	if s, ok := cm.Data[b.key]; ok {
+		return []byte(s), true
+	}
+	if v, ok := cm.BinaryData[b.key]; ok {
+		return v, true
+	}
+	return nil, false
+}
+
+func (b *Backend) setValue(cm *corev1.ConfigMap, data []byte) {
+	delete(cm.Data, b.key)
+	delete(cm.BinaryData, b.key)
+	if utf8.Valid(data) {
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[b.key] = string(data)
+		return
+	}
+	if cm.BinaryData == nil {
+		cm.BinaryData = map[string][]byte{}
+	}
+	cm.BinaryData[b.key] = data
+}
+
+// Load implements store.Backend.
+func (b *Backend) Load(ctx context.Context) ([]byte, store.Version, error) {
+	cm, err := b.api.Get(ctx, b.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, "", store.ErrAbsent
+	}
+	if err != nil {
+		return nil, "", b.classify("reading", err)
+	}
+	data, ok := b.value(cm)
+	if !ok {
+		return nil, "", store.ErrAbsent
+	}
+	return data, store.Version(cm.ResourceVersion), nil
+}
+
+// Store implements store.Backend.
+func (b *Backend) Store(ctx context.Context, data []byte, expect store.Version) (store.Version, error) {
+	if len(data) > b.max {
+		return "", fmt.Errorf("%w: %s: %d bytes exceeds %d", store.ErrTooLarge, b, len(data), b.max)
+	}
+	cm, err := b.api.Get(ctx, b.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if expect != "" {
+			return "", fmt.Errorf("%w: %s no longer exists", store.ErrConflict, b)
+		}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: b.name, Namespace: b.ns}}
+		b.setValue(cm, data)
+		created, err := b.api.Create(ctx, cm, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			return "", fmt.Errorf("%w: %s was created concurrently", store.ErrConflict, b)
+		case apierrors.IsNotFound(err):
+			return "", fmt.Errorf("%w: namespace %q does not exist: %w", store.ErrNoLocation, b.ns, err)
+		case err != nil:
+			return "", b.classify("creating", err)
+		}
+		return store.Version(created.ResourceVersion), nil
+	case err != nil:
+		// Nothing was sent yet: a failed read before the write is not ambiguous.
+		return "", b.classify("reading", err)
+	}
+	_, present := b.value(cm)
+	if expect == "" && present || expect != "" && (!present || store.Version(cm.ResourceVersion) != expect) {
+		return "", fmt.Errorf("%w: %s is at resourceVersion %s (expected %q)", store.ErrConflict, b, cm.ResourceVersion, expect)
+	}
+	b.setValue(cm, data)
+	updated, err := b.api.Update(ctx, cm, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return "", fmt.Errorf("%w: %s: %w", store.ErrConflict, b, err)
+	case err != nil:
+		return "", b.classify("writing", err)
+	}
+	return store.Version(updated.ResourceVersion), nil
+}
+
+// Delete implements store.Backend: it removes the key (other keys stay).
+func (b *Backend) Delete(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		cm, err := b.api.Get(ctx, b.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return b.classify("reading", err)
+		}
+		if _, ok := b.value(cm); !ok {
+			return nil
+		}
+		delete(cm.Data, b.key)
+		delete(cm.BinaryData, b.key)
+		_, err = b.api.Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < 3 {
+			continue
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return b.classify("deleting", err)
+		}
+		return nil
+	}
+}

@@ -19,14 +19,14 @@ type output struct {
 }
 
 func outputs() []output {
-	return []output{
+	return append([]output{
 		{"docs/config-reference.md", func() ([]byte, error) { return config.Reference(), nil }},
 		{"docs/config.schema.json", func() ([]byte, error) {
 			b, err := config.JSONSchema()
 			return append(b, '\n'), err
 		}},
 		{"docs/config-example.yaml", func() ([]byte, error) { return config.Example(), nil }},
-	}
+	}, protoOutputs()...)
 }
 
 func main() {

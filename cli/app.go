@@ -42,6 +42,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Flags:                globalFlags(),
 		Commands: []*cli.Command{
 			runOnceCommand(),
+			scheduleCommand(),
 			versionCommand(),
 			configCommand(),
 		},

@@ -230,6 +230,9 @@ func (c *Client) giveUp(resp *http.Response, err error, attempts int) (*http.Res
 	if err == nil {
 		err = errors.New("salesforce: request failed")
 	}
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return nil, err // the caller's context ended (checkRetry returns ctx.Err() as is)
+	}
 	if classify(context.Background(), nil, err) == actBackoff {
 		return nil, unavailable(fmt.Errorf("%w (gave up after %d attempts)", err, attempts))
 	}

@@ -211,9 +211,15 @@ func errorFromBody(method, path string, status int, body []byte) error {
 		}
 	}
 	e := &APIError{StatusCode: status, Message: excerpt(body), Method: method, Path: path}
-	// A throttle answer that is not the usual JSON array is still a throttle.
-	if status == http.StatusForbidden && strings.Contains(string(body), CodeRequestLimitExceeded) {
-		e.ErrorCode = CodeRequestLimitExceeded
+	// A plain-text answer can still carry a code the policy acts on (userinfo
+	// answers 403 "Bad_OAuth_Token"; a proxy may mangle a throttle answer).
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		for _, code := range []string{CodeRequestLimitExceeded, CodeInvalidSession, CodeBadOAuthToken} {
+			if strings.Contains(string(body), code) {
+				e.ErrorCode = code
+				break
+			}
+		}
 	}
 	return e
 }

@@ -50,7 +50,10 @@ var reauthCodes = map[string]bool{
 // transport errors), err the transport error or the error derived from the
 // response by the response handler.
 func classify(ctx context.Context, resp *http.Response, err error) action {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	// The caller's context ending is final. A transport timeout also
+	// matches context.DeadlineExceeded, but while ctx is alive it is just a
+	// slow server: transient.
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || err == context.DeadlineExceeded {
 		return actReturn
 	}
 	if err != nil {

@@ -428,6 +428,8 @@ func TestClassifyTable(t *testing.T) {
 		{"transport", ctx, nil, &url.Error{Op: "Get", Err: errors.New("connection reset by peer")}, actBackoff},
 		{"url parse", ctx, nil, &url.Error{Op: "parse", Err: errors.New("bad")}, actReturn},
 		{"canceled error", ctx, nil, fmt.Errorf("x: %w", context.Canceled), actReturn},
+		{"transport timeout with live ctx", ctx, nil, &url.Error{Op: "Get", Err: timeoutErr{}}, actBackoff},
+		{"caller deadline", ctx, nil, context.DeadlineExceeded, actReturn},
 		{"canceled ctx", canceled, resp(503), nil, actReturn},
 		{"auth refused", ctx, resp(400), &AuthError{StatusCode: 400, Code: "invalid_grant"}, actReturn},
 		{"auth 5xx", ctx, resp(502), &AuthError{StatusCode: 502, Code: "x"}, actBackoff},
@@ -520,3 +522,33 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+func TestErrorFromPlainBody(t *testing.T) {
+	tests := []struct {
+		status int
+		body   string
+		code   string
+		reauth bool
+	}{
+		{403, "Bad_OAuth_Token", CodeBadOAuthToken, true},
+		{401, "INVALID_SESSION_ID", CodeInvalidSession, true},
+		{403, "Forbidden", "", false},
+		{403, "<html>REQUEST_LIMIT_EXCEEDED</html>", CodeRequestLimitExceeded, false},
+		{404, "Bad_OAuth_Token", "", false},
+	}
+	for _, tt := range tests {
+		err := errorFromBody("GET", "/x", tt.status, []byte(tt.body))
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.ErrorCode != tt.code || needsReauth(err) != tt.reauth {
+			t.Errorf("errorFromBody(%d, %q) = %+v, reauth %v", tt.status, tt.body, err, needsReauth(err))
+		}
+	}
+}
+
+// timeoutErr is a transport timeout that, like net/http's, matches
+// context.DeadlineExceeded.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string        { return "timeout awaiting response headers" }
+func (timeoutErr) Timeout() bool        { return true }
+func (timeoutErr) Is(target error) bool { return target == context.DeadlineExceeded }

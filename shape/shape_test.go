@@ -1,0 +1,441 @@
+package shape
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+)
+
+var testSalt = []byte("0123456789abcdef-salt")
+
+func mustShaper(t *testing.T, opts Options) *Shaper {
+	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// row fills r with name=value pairs (all strings).
+func row(r *Record, kv ...string) *Record {
+	r.Reset()
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.AppendString(kv[i], String, kv[i+1])
+	}
+	r.Time = time.Unix(1700000000, 0)
+	return r
+}
+
+func fields(kv ...string) []string {
+	var out []string
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, kv[i])
+	}
+	return out
+}
+
+func wantHash(v string) string {
+	m := hmac.New(sha256.New, testSalt)
+	m.Write([]byte(v))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func meta(e loki.Entry) map[string]string {
+	m := map[string]string{}
+	for _, p := range e.Metadata {
+		m[p.Name] = p.Value
+	}
+	return m
+}
+
+func TestLineKeepsFieldOrderAndKinds(t *testing.T) {
+	s := mustShaper(t, Options{})
+	p := s.Plan(Schema{Source: "eventlogfile", Type: "API", Fields: []string{"Z", "A", "N", "B", "NUL", "BAD"}})
+	var r Record
+	r.AppendString("Z", String, "last\"quoted\"\n")
+	r.AppendString("A", String, "")
+	r.AppendString("N", Number, "12899.0")
+	r.AppendString("B", Bool, "true")
+	r.AppendString("NUL", Null, "ignored")
+	r.AppendString("BAD", Number, "12,5")
+	r.Time = time.Unix(1, 0)
+	e, skip := p.Shape(&r)
+	if skip != "" {
+		t.Fatalf("skipped: %s", skip)
+	}
+	want := `{"Z":"last\"quoted\"\n","A":"","N":12899.0,"B":true,"NUL":null,"BAD":"12,5"}`
+	if e.Line != want {
+		t.Fatalf("line\n got %s\nwant %s", e.Line, want)
+	}
+	if !json.Valid([]byte(e.Line)) {
+		t.Fatal("line is not valid JSON")
+	}
+	if got := e.Labels.String(); got != `{event_type="API", job="sf2loki", service_name="sf2loki", source="eventlogfile"}` {
+		t.Fatalf("labels %s", got)
+	}
+	if !e.Timestamp.Equal(time.Unix(1, 0)) {
+		t.Fatalf("timestamp %v", e.Timestamp)
+	}
+}
+
+func TestOmitEmptyAndInvalidUTF8(t *testing.T) {
+	s := mustShaper(t, Options{OmitEmpty: true, Metadata: []string{"X"}})
+	p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"E", "X"}})
+	var r Record
+	r.AppendString("E", String, "")
+	r.AppendString("X", String, "a\xffb")
+	e, _ := p.Shape(&r)
+	if e.Line != `{"X":"a`+"\ufffd"+`b"}` {
+		t.Fatalf("line %q", e.Line)
+	}
+	if meta(e)["X"] != "a\ufffdb" {
+		t.Fatalf("metadata %q", meta(e)["X"])
+	}
+}
+
+func TestHashedFieldIsHashedEverywhere(t *testing.T) {
+	s := mustShaper(t, Options{
+		Salt:       testSalt,
+		Transforms: []Transform{{Op: OpHash, Fields: []string{"user_*"}}},
+		Metadata:   []string{"USER_ID"},
+		Types:      []TypeRule{{Type: "Login", Labels: []string{"USER_NAME"}}},
+	})
+	p := s.Plan(Schema{Source: "eventlogfile", Type: "Login", Fields: fields("USER_ID", "", "USER_NAME", "", "OTHER", "")})
+	var r Record
+	e, _ := p.Shape(row(&r, "USER_ID", "005xx0000012345", "USER_NAME", "jane@example.com", "OTHER", "005xx0000012345 in text"))
+	hid, hname := wantHash("005xx0000012345"), wantHash("jane@example.com")
+	if strings.Contains(e.Line, "jane@example.com") || !strings.Contains(e.Line, `"USER_ID":"`+hid+`"`) || !strings.Contains(e.Line, `"USER_NAME":"`+hname+`"`) {
+		t.Fatalf("line not hashed: %s", e.Line)
+	}
+	if meta(e)["USER_ID"] != hid {
+		t.Fatalf("metadata USER_ID = %q, want the hash", meta(e)["USER_ID"])
+	}
+	if v, _ := e.Labels.Get("user_name"); v != hname {
+		t.Fatalf("label user_name = %q, want the hash", v)
+	}
+	if strings.Contains(e.Labels.String(), "jane") {
+		t.Fatalf("labels leak the value: %s", e.Labels)
+	}
+	// Deterministic: same salt, same value, same hash.
+	e2, _ := p.Shape(row(&r, "USER_ID", "005xx0000012345", "USER_NAME", "jane@example.com", "OTHER", ""))
+	if meta(e2)["USER_ID"] != hid {
+		t.Fatal("hash is not stable")
+	}
+}
+
+func TestMask(t *testing.T) {
+	cases := []struct {
+		mode MaskMode
+		in   string
+		want string
+	}{
+		{MaskAuto, "jane.doe@example.com", "j***@example.com"},
+		{MaskAuto, "10.1.2.3", "10.1.2.0"},
+		{MaskAuto, "2001:db8:1:2::5", "2001:db8:1::"},
+		{MaskAuto, "::ffff:10.1.2.3", "10.1.2.0"},
+		{MaskAuto, "secret", "******"},
+		{MaskAuto, "héllo", "*****"},
+		{MaskEmail, "not an email", "************"},
+		{MaskIP, "jane@example.com", "****************"},
+		{MaskFull, "10.1.2.3", "********"},
+		{MaskAuto, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(string(c.mode)+"/"+c.in, func(t *testing.T) {
+			s := mustShaper(t, Options{Transforms: []Transform{{Op: OpMask, Fields: []string{"F"}, Mode: c.mode}}})
+			p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"F"}})
+			var r Record
+			e, _ := p.Shape(row(&r, "F", c.in))
+			if want := `{"F":"` + c.want + `"}`; e.Line != want {
+				t.Fatalf("got %s want %s", e.Line, want)
+			}
+		})
+	}
+}
+
+func TestDropFieldAndRegexReplace(t *testing.T) {
+	s := mustShaper(t, Options{
+		Transforms: []Transform{
+			{Op: OpDropField, Fields: []string{"SESSION_KEY"}},
+			{Op: OpRegexReplace, Fields: []string{"URI"}, Pattern: `\?.*$`, Replacement: ""},
+			{Op: OpRegexReplace, Fields: []string{"URI"}, Pattern: `/(\d+)$`, Replacement: "/$1-x", Types: []string{"other"}},
+		},
+		Metadata: []string{"SESSION_KEY", "URI"},
+	})
+	p := s.Plan(Schema{Source: "s", Type: "URI", Fields: fields("SESSION_KEY", "", "URI", "")})
+	var r Record
+	e, _ := p.Shape(row(&r, "SESSION_KEY", "abc", "URI", "/apex/page/12?token=secret"))
+	if e.Line != `{"URI":"/apex/page/12"}` {
+		t.Fatalf("line %s", e.Line)
+	}
+	if m := meta(e); m["URI"] != "/apex/page/12" || m["SESSION_KEY"] != "" {
+		t.Fatalf("metadata %v", m)
+	}
+}
+
+func TestDropRowRulesSeeOriginalValues(t *testing.T) {
+	s := mustShaper(t, Options{
+		Salt: testSalt,
+		Transforms: []Transform{
+			{Op: OpHash, Fields: []string{"USER_NAME"}},
+			{Op: OpDropRow, Name: "automation", Match: map[string]string{"USER_NAME": "*@integration.example.com", "STATUS": "S"}},
+			{Op: OpDropRow, Types: []string{"Logout"}},
+		},
+	})
+	p := s.Plan(Schema{Source: "s", Type: "Login", Fields: fields("USER_NAME", "", "STATUS", "")})
+	var r Record
+	if _, skip := p.Shape(row(&r, "USER_NAME", "bot@integration.example.com", "STATUS", "S")); skip != "drop_row:automation" {
+		t.Fatalf("skip = %q, want drop_row:automation", skip)
+	}
+	if _, skip := p.Shape(row(&r, "USER_NAME", "bot@integration.example.com", "STATUS", "F")); skip != "" {
+		t.Fatalf("a row failing one condition was dropped (%s)", skip)
+	}
+	lp := s.Plan(Schema{Source: "s", Type: "logout", Fields: fields("X", "")})
+	if _, skip := lp.Shape(row(&r, "X", "1")); skip != "drop_row:drop_row_2" {
+		t.Fatalf("an empty match must drop every row of its types; skip = %q", skip)
+	}
+	// Unaligned record (an extra field): same decision through the slow path.
+	row(&r, "USER_NAME", "bot@integration.example.com", "STATUS", "S")
+	r.AppendString("_extra", String, "x")
+	if _, skip := p.Shape(&r); skip != "drop_row:automation" {
+		t.Fatalf("unaligned: skip = %q", skip)
+	}
+}
+
+func TestSamplingIsDeterministicPerID(t *testing.T) {
+	s := mustShaper(t, Options{Types: []TypeRule{{Type: "API", SampleRate: 0.25}}})
+	run := func() map[int]bool {
+		p := s.Plan(Schema{Source: "s", Type: "API", Fields: []string{"N"}})
+		kept := map[int]bool{}
+		var r Record
+		for i := range 20000 {
+			row(&r, "N", fmt.Sprint(i))
+			r.ID = fmt.Appendf(r.ID, "0ATxx0000000001:%d", i)
+			if _, skip := p.Shape(&r); skip == "" {
+				kept[i] = true
+			} else if skip != "sampled" {
+				t.Fatalf("skip reason %q", skip)
+			}
+		}
+		return kept
+	}
+	a, b := run(), run()
+	if len(a) < 4500 || len(a) > 5500 {
+		t.Fatalf("kept %d of 20000 at rate 0.25", len(a))
+	}
+	if len(a) != len(b) {
+		t.Fatalf("re-run kept %d, first run %d", len(b), len(a))
+	}
+	for i := range a {
+		if !b[i] {
+			t.Fatalf("row %d kept on the first run only", i)
+		}
+	}
+	// Other types are not sampled.
+	p := s.Plan(Schema{Source: "s", Type: "Login", Fields: []string{"N"}})
+	var r Record
+	for i := range 100 {
+		row(&r, "N", fmt.Sprint(i))
+		if _, skip := p.Shape(&r); skip != "" {
+			t.Fatal("an unsampled type lost a row")
+		}
+	}
+}
+
+func TestSampleFieldKey(t *testing.T) {
+	s := mustShaper(t, Options{Types: []TypeRule{{Type: "API", SampleRate: 0.5, SampleField: "REQUEST_ID"}}})
+	p := s.Plan(Schema{Source: "s", Type: "API", Fields: []string{"REQUEST_ID", "N"}})
+	var r Record
+	for i := range 200 {
+		// Same request id, different record ids: one decision for all.
+		row(&r, "REQUEST_ID", "req-1", "N", fmt.Sprint(i))
+		r.ID = fmt.Append(r.ID, i)
+		_, skip := p.Shape(&r)
+		_, first := p.Shape(row(&r, "REQUEST_ID", "req-1", "N", "0"))
+		if skip != first {
+			t.Fatal("the sample field does not decide alone")
+		}
+	}
+}
+
+func TestLineFieldMode(t *testing.T) {
+	s := mustShaper(t, Options{Salt: testSalt, Transforms: []Transform{{Op: OpHash, Fields: []string{"LogUserId"}}}})
+	p := s.Plan(Schema{Source: "apexlog", Type: "ApexLog", Fields: []string{"Id", "LogUserId", "Body"}, LineField: "Body",
+		Labels: []loki.Label{{Name: "sf_org_id", Value: "00Dxx"}}})
+	var r Record
+	e, _ := p.Shape(row(&r, "Id", "07L1", "LogUserId", "005A", "Body", "line1\nline2"))
+	if e.Line != "line1\nline2" {
+		t.Fatalf("line %q", e.Line)
+	}
+	m := meta(e)
+	if m["Id"] != "07L1" || m["LogUserId"] != wantHash("005A") || len(m) != 2 {
+		t.Fatalf("metadata %v", m)
+	}
+	if e.Metadata[0].Name != "Id" || e.Metadata[1].Name != "LogUserId" {
+		t.Fatalf("metadata not sorted: %v", e.Metadata)
+	}
+	if v, _ := e.Labels.Get("sf_org_id"); v != "00Dxx" {
+		t.Fatalf("schema label missing: %s", e.Labels)
+	}
+}
+
+func TestLabelsStaticAndPerEntry(t *testing.T) {
+	s := mustShaper(t, Options{Labels: map[string]string{"environment": "prod", "job": "sec"}}).With(loki.Label{Name: "org", Value: "eu"})
+	p := s.Plan(Schema{Source: "soql", Type: "LoginHistory", Labels: []loki.Label{{Name: "sf_org_id", Value: "00D1"}}})
+	want := `{environment="prod", event_type="LoginHistory", job="sec", org="eu", service_name="sf2loki", sf_org_id="00D1", source="soql"}`
+	if got := p.Labels().String(); got != want {
+		t.Fatalf("labels\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestPromotedLabelsAreCachedPerValue(t *testing.T) {
+	s := mustShaper(t, Options{Types: []TypeRule{{Type: "Login", Labels: []string{"LOGIN_STATUS"}}}})
+	if got := s.PromotedLabelNames(); len(got) != 1 || got[0] != "login_status" {
+		t.Fatalf("PromotedLabelNames = %v", got)
+	}
+	p := s.Plan(Schema{Source: "eventlogfile", Type: "Login", Fields: []string{"LOGIN_STATUS"}})
+	var r Record
+	a, _ := p.Shape(row(&r, "LOGIN_STATUS", "OK"))
+	b, _ := p.Shape(row(&r, "LOGIN_STATUS", "FAIL"))
+	c, _ := p.Shape(row(&r, "LOGIN_STATUS", "OK"))
+	if a.Labels.String() == b.Labels.String() || a.Labels.String() != c.Labels.String() {
+		t.Fatalf("labels %s %s %s", a.Labels, b.Labels, c.Labels)
+	}
+	if v, _ := a.Labels.Get("login_status"); v != "OK" {
+		t.Fatalf("login_status = %q", v)
+	}
+	if strings.Contains(a.Line, "LOGIN_STATUS") == false {
+		t.Fatal("a promoted field must stay in the line")
+	}
+}
+
+func TestEntriesDoNotShareBuffers(t *testing.T) {
+	s := mustShaper(t, Options{Metadata: []string{"A"}})
+	p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"A"}})
+	var r Record
+	var entries []loki.Entry
+	for i := range 3000 {
+		e, _ := p.Shape(row(&r, "A", fmt.Sprint("v", i)))
+		entries = append(entries, e)
+	}
+	for i, e := range entries {
+		if want := fmt.Sprintf(`{"A":"v%d"}`, i); e.Line != want || e.Metadata[0].Value != fmt.Sprint("v", i) || len(e.Metadata) != 1 || cap(e.Metadata) != 1 {
+			t.Fatalf("entry %d changed: %s %v", i, e.Line, e.Metadata)
+		}
+	}
+}
+
+func TestValidateNamesKeys(t *testing.T) {
+	err := Validate(Options{
+		Transforms: []Transform{
+			{Op: OpHash, Fields: []string{"X"}},
+			{Op: OpRegexReplace, Fields: []string{"U"}, Pattern: "(unclosed"},
+			{Op: OpDropField, Fields: []string{"login_status"}, Types: []string{"Login"}},
+			{Op: "shred", Fields: []string{"X"}},
+			{Op: OpMask},
+			{Op: OpDropRow, Match: map[string]string{"X": "[oops"}},
+		},
+		Types: []TypeRule{
+			{Type: "Login", Labels: []string{"LOGIN_STATUS", "event_type"}, SampleRate: 2},
+			{Type: "login"},
+		},
+		Labels: map[string]string{"source": "x"},
+	})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("want ErrInvalid, got %v", err)
+	}
+	for _, want := range []string{
+		"salt:", "transforms[1].pattern", "transforms[2].fields: drops field \"LOGIN_STATUS\"", "transforms[3].op",
+		"transforms[4].fields", "transforms[5].match.X", "types[0].labels[1]", "types[0].sample_rate", "types[1].type", "labels.source",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	if _, err := New(Options{Transforms: []Transform{{Op: OpRegexReplace, Fields: []string{"U"}, Pattern: "("}}}); err == nil {
+		t.Fatal("New accepted an invalid regex")
+	}
+}
+
+func TestGlob(t *testing.T) {
+	cases := []struct {
+		p, s string
+		want bool
+	}{
+		{"*", "", true},
+		{"*", "anything/at all", true},
+		{"a*c", "abbbc", true},
+		{"a*c", "abbbd", false},
+		{"/services/*/limits", "/services/data/v62.0/limits", true},
+		{"?", "é", true},
+		{"[a-c]x", "bx", true},
+		{"[^a-c]x", "bx", false},
+		{"[!a-c]x", "dx", true},
+		{`\*`, "*", true},
+		{`\*`, "a", false},
+		{"", "", true},
+		{"", "a", false},
+		{"*@example.com", "a@example.com", true},
+		{"a*b*c", "axxbyyc", true},
+		{"a*b*c", "axxbyy", false},
+	}
+	for _, c := range cases {
+		if got := globMatch(c.p, c.s); got != c.want {
+			t.Errorf("globMatch(%q, %q) = %v", c.p, c.s, got)
+		}
+	}
+	if checkGlob("[abc") == nil || checkGlob(`a\`) == nil || checkGlob("a[b]c*") != nil {
+		t.Error("checkGlob")
+	}
+}
+
+func TestCategory(t *testing.T) {
+	for name, want := range map[string]string{
+		"Login": "login", "LoginEvent": "login", "LoginHistory": "login", "/event/LoginEventStream": "login",
+		"ApiEvent": "api", "API": "api", "ApiAnomalyEventStore": "apianomaly", "Lightning URI": "lightninguri",
+		"LightningUriEvent": "lightninguri", "Event": "event", "SetupAuditTrail": "setupaudittrail",
+	} {
+		if got := Category(name, nil); got != want {
+			t.Errorf("Category(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := Category("AuditTrail__c", map[string]string{"audittrail__c": "SetupAuditTrail"}); got != "setupaudittrail" {
+		t.Errorf("extra alias: %q", got)
+	}
+}
+
+func TestCheckOverlap(t *testing.T) {
+	claims := []Claim{
+		{Source: "soql", Name: "LoginEvent", Path: "sources.soql.objects[0]"},
+		{Source: "soql", Name: "LoginHistory", Path: "sources.soql.objects[1]"},
+		{Source: "eventlogfile", Name: "Login", Path: "sources.eventlogfile.event_types[0]"},
+		{Source: "eventlogfile", Name: "API", Path: "sources.eventlogfile.event_types[1]"},
+	}
+	err := CheckOverlap(claims, nil)
+	var oe *OverlapError
+	if !errors.As(err, &oe) || oe.Category != "login" || oe.First.Name != "LoginEvent" || oe.Second.Name != "Login" {
+		t.Fatalf("want the login overlap, got %v", err)
+	}
+	if !strings.Contains(err.Error(), `"login"`) || !strings.Contains(err.Error(), "LoginEvent") || strings.Contains(err.Error(), "api") {
+		t.Fatalf("message: %v", err)
+	}
+	if err := CheckOverlap(claims[1:2], nil); err != nil {
+		t.Fatalf("one source: %v", err)
+	}
+	wild := []Claim{{Source: "eventlogfile", Name: "*"}, {Source: "pubsub", Name: "*"}, {Source: "soql", Name: "LoginEvent"}}
+	if err := CheckOverlap(wild, nil); !errors.As(err, &oe) || oe.Category != Wildcard {
+		t.Fatalf("dual wildcard: %v", err)
+	}
+	if got := Owned(append(claims, wild...), "eventlogfile", nil); strings.Join(got, ",") != "login" {
+		t.Fatalf("Owned = %v", got)
+	}
+}

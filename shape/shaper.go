@@ -1,0 +1,514 @@
+package shape
+
+import (
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/sf2loki/sf2loki/loki"
+)
+
+// Shaper is the compiled shaping configuration. It is immutable and safe for concurrent use;
+// each stream makes its own Plans.
+type Shaper struct {
+	opts       Options
+	transforms []compiled
+	types      map[string]*TypeRule // by lower-cased type
+	static     []loki.Label
+	aliases    map[string]string
+}
+
+// compiled is a transform with its regular expression compiled.
+type compiled struct {
+	Transform
+	index int
+	re    *regexp.Regexp
+}
+
+// New validates opts and returns a Shaper. The error joins every *OptionError found.
+func New(opts Options) (*Shaper, error) {
+	if err := Validate(opts); err != nil {
+		return nil, err
+	}
+	s := &Shaper{opts: opts, types: map[string]*TypeRule{}, aliases: mergeAliases(opts.CategoryAliases)}
+	s.opts.Salt = slices.Clone(opts.Salt)
+	for i, t := range opts.Transforms {
+		c := compiled{Transform: t, index: i}
+		if t.Op == OpRegexReplace {
+			c.re = regexp.MustCompile(t.Pattern) // validated above
+		}
+		s.transforms = append(s.transforms, c)
+	}
+	for i := range opts.Types {
+		tr := opts.Types[i]
+		s.types[strings.ToLower(tr.Type)] = &tr
+	}
+	static := map[string]string{"job": DefaultJob, "service_name": DefaultJob}
+	maps.Copy(static, opts.Labels)
+	for _, n := range slices.Sorted(maps.Keys(static)) {
+		s.static = append(s.static, loki.Label{Name: n, Value: static[n]})
+	}
+	return s, nil
+}
+
+// With returns a Shaper that adds labels to the static labels (for example org and sf_org_id
+// for one org's sources); a label of the same name is replaced.
+func (s *Shaper) With(labels ...loki.Label) *Shaper {
+	c := *s
+	c.static = slices.Concat(s.static, labels)
+	return &c
+}
+
+// PromotedLabelNames returns the names of every label a type promotes, sorted: the Loki
+// client's label guard must allow them (loki.LabelOptions.ExtraAllowed).
+func (s *Shaper) PromotedLabelNames() []string {
+	var out []string
+	for _, tr := range s.types {
+		for _, f := range tr.Labels {
+			out = append(out, LabelName(f))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Category returns the event category of a type, object or topic name with this Shaper's
+// aliases (see the package function Category).
+func (s *Shaper) Category(name string) string { return categoryWith(name, s.aliases) }
+
+// Schema describes the records a Plan shapes.
+type Schema struct {
+	// Source is the source's name, the source label (eventlogfile, soql, apexlog, pubsub).
+	Source string
+	// Type is the event type or object name: it selects the per-type rules and is the
+	// event_type label.
+	Type string
+	// Fields are the field names records have, in order (an EventLogFile header, a SOQL
+	// field list). Records may deviate (a ragged row's _extra field): such records take a
+	// slower path, with the same result.
+	Fields []string
+	// Labels are further per-stream labels (sf_org_id, org); they win over the static labels.
+	Labels []loki.Label
+	// LineField, when set, makes that field's value the line verbatim (an ApexLog body)
+	// instead of a JSON object; every other field is then sent as structured metadata.
+	LineField string
+}
+
+// Plan shapes the records of one Schema. It holds reusable buffers: use it from one goroutine.
+type Plan struct {
+	typ         string
+	names       []string
+	rules       []*fieldRules
+	byName      map[string]*fieldRules // lower-cased name → rules
+	drops       []dropRule
+	dropIdx     [][]int // per drop rule, per condition: schema position or -1
+	sampleAll   bool
+	sampleLimit uint64
+	sampleField string
+	sampleIdx   int
+	typeSeed    uint64
+	base        loki.Labels
+	promoted    []string // label names, in promotion order
+	labelCache  map[string]loki.Labels
+	lineField   string
+	omitEmpty   bool
+	sh          *Shaper
+	h           *hasher
+
+	out       []byte     // line, then metadata values
+	scratch   []byte     // mask output
+	keyBuf    []byte     // label cache key
+	promoVals [][]byte   // promoted values of the current row
+	metaRefs  []metaRef  // metadata of the current row
+	metaChunk []loki.Label
+}
+
+// fieldRules is what happens to one field.
+type fieldRules struct {
+	ops   []fieldOp
+	drop  bool
+	meta  string // structured-metadata name, "" when not metadata
+	label int    // index into Plan.promoted, -1 when not promoted
+	line  bool   // the LineField
+}
+
+type metaRef struct {
+	name       string
+	start, end int
+}
+
+// maxLabelCache bounds the distinct promoted-label sets cached per Plan; beyond it label sets
+// are built per record (correct, only slower).
+const maxLabelCache = 4096
+
+// metaChunkSize is how many metadata pairs are allocated at once and handed out as slices.
+const metaChunkSize = 1024
+
+// Plan resolves the rules for records of schema.
+func (s *Shaper) Plan(schema Schema) *Plan {
+	p := &Plan{
+		typ: schema.Type, names: slices.Clone(schema.Fields), byName: map[string]*fieldRules{},
+		lineField: schema.LineField, omitEmpty: s.opts.OmitEmpty, sh: s, sampleIdx: -1,
+		labelCache: map[string]loki.Labels{},
+	}
+	tr := s.types[strings.ToLower(schema.Type)]
+	if tr != nil {
+		p.promoted = make([]string, len(tr.Labels))
+		for i, f := range tr.Labels {
+			p.promoted[i] = LabelName(f)
+		}
+		p.promoVals = make([][]byte, len(tr.Labels))
+	}
+	if s.needsHasher() {
+		p.h = newHasher(s.opts.Salt)
+	}
+	p.rules = make([]*fieldRules, len(p.names))
+	for i, n := range p.names {
+		p.rules[i] = p.rulesFor(n)
+	}
+	for _, c := range s.transforms {
+		if c.Op != OpDropRow || !c.appliesTo(schema.Type) {
+			continue
+		}
+		name := c.Name
+		if name == "" {
+			name = "drop_row_" + itoa(c.index)
+		}
+		d := dropRule{reason: "drop_row:" + name}
+		idx := make([]int, 0, len(c.Match))
+		for _, f := range slices.Sorted(maps.Keys(c.Match)) {
+			d.conds = append(d.conds, cond{name: f, glob: c.Match[f]})
+			idx = append(idx, p.position(f))
+		}
+		p.drops = append(p.drops, d)
+		p.dropIdx = append(p.dropIdx, idx)
+	}
+	p.sampleAll = true
+	if tr != nil && tr.SampleRate > 0 && tr.SampleRate < 1 {
+		p.sampleAll = false
+		p.sampleLimit = uint64(tr.SampleRate * (1 << 63) * 2)
+		p.sampleField = tr.SampleField
+		if p.sampleField != "" {
+			p.sampleIdx = p.position(p.sampleField)
+		}
+		p.typeSeed = fnv1a(fnvOffset, []byte(strings.ToLower(schema.Type)))
+	}
+	labels := slices.Concat(s.static, []loki.Label{{Name: "source", Value: schema.Source}, {Name: "event_type", Value: schema.Type}}, schema.Labels)
+	p.base = loki.NewLabels(labels...)
+	return p
+}
+
+func (s *Shaper) needsHasher() bool {
+	for _, c := range s.transforms {
+		if c.Op == OpHash {
+			return true
+		}
+	}
+	return false
+}
+
+// position returns the schema position of a field (case-insensitive), or -1.
+func (p *Plan) position(name string) int {
+	for i, n := range p.names {
+		if strings.EqualFold(n, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// rulesFor computes (once per name) what happens to the field called name.
+func (p *Plan) rulesFor(name string) *fieldRules {
+	key := strings.ToLower(name)
+	if r, ok := p.byName[key]; ok {
+		return r
+	}
+	s := p.sh
+	r := &fieldRules{label: -1}
+	for _, c := range s.transforms {
+		if c.Op == OpDropRow || !c.appliesTo(p.typ) || !matchAnyName(c.Fields, name) {
+			continue
+		}
+		switch c.Op {
+		case OpDropField:
+			r.drop = true
+		case OpHash, OpMask:
+			mode := c.Mode
+			if mode == "" {
+				mode = MaskAuto
+			}
+			r.ops = append(r.ops, fieldOp{op: c.Op, mode: mode})
+		case OpRegexReplace:
+			r.ops = append(r.ops, fieldOp{op: c.Op, re: c.re, repl: []byte(c.Replacement)})
+		}
+	}
+	tr := s.types[strings.ToLower(p.typ)]
+	switch {
+	case p.lineField != "":
+		r.line = strings.EqualFold(name, p.lineField)
+		if !r.line {
+			r.meta = metadataName(name)
+		}
+	case matchAnyName(s.opts.Metadata, name) || tr != nil && matchAnyName(tr.Metadata, name):
+		r.meta = metadataName(name)
+	}
+	if tr != nil {
+		for i, f := range tr.Labels {
+			if strings.EqualFold(f, name) {
+				r.label = i
+				r.meta = "" // a label is not repeated as metadata
+			}
+		}
+	}
+	if r.line {
+		r.label = -1
+	}
+	p.byName[key] = r
+	return r
+}
+
+// metadataName turns a field name into a structured-metadata name: characters outside
+// [A-Za-z0-9_] become '_' (LogUser.Username → LogUser_Username), as Loki would normalise them.
+func metadataName(name string) string {
+	ok := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return name
+	}
+	b := []byte(name)
+	for i, c := range b {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// Labels returns the stream labels of records without promoted fields (the stream's base set).
+func (p *Plan) Labels() loki.Labels { return p.base }
+
+// Shape turns r into an entry. When the record is dropped (a drop_row rule matched, or it was
+// sampled out) skip names why ("drop_row:<name>", "sampled") and the entry is zero: the source
+// emits a Skip record so the cursor still advances.
+//
+// Order: drop_row rules are evaluated first, on the values as the source read them (so a rule
+// is written against what Salesforce sends, and dropped records cost nothing more); then
+// sampling, on the sample field's original value or the record id; then the field transforms in
+// configured order; then routing. r is modified (transformed values) and may be Reset after.
+func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
+	aligned := p.aligned(r)
+	for i := range p.drops {
+		if p.dropMatches(r, aligned, i) {
+			return loki.Entry{}, p.drops[i].reason
+		}
+	}
+	if !p.sampleAll && !p.sampled(r, aligned) {
+		return loki.Entry{}, "sampled"
+	}
+	out := p.out[:0]
+	metas := p.metaRefs[:0]
+	for i := range p.promoVals {
+		p.promoVals[i] = nil
+	}
+	lineIdx := -1
+	if p.lineField == "" {
+		out = append(out, '{')
+	}
+	first := true
+	for i := range r.fields {
+		var fr *fieldRules
+		if aligned {
+			fr = p.rules[i]
+		} else {
+			fr = p.rulesFor(r.fields[i].name)
+		}
+		if fr.drop {
+			continue
+		}
+		v, kind := r.Value(i), r.fields[i].kind
+		if len(fr.ops) > 0 {
+			for j := range fr.ops {
+				var nv []byte
+				nv, kind = fr.ops[j].apply(p.h, v, kind, p.scratch)
+				if fr.ops[j].op == OpMask {
+					p.scratch = nv[:0]
+				}
+				r.set(i, kind, nv)
+				v = r.Value(i)
+			}
+		}
+		if fr.label >= 0 {
+			p.promoVals[fr.label] = v
+		}
+		if fr.line {
+			lineIdx = i // written after the loop
+			continue
+		}
+		if p.lineField == "" && !(p.omitEmpty && len(v) == 0) {
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			out = appendJSONString(out, r.fields[i].name)
+			out = append(out, ':')
+			out = appendJSONValue(out, kind, v)
+		}
+		if fr.meta != "" && len(v) > 0 && kind != Null {
+			metas = append(metas, metaRef{name: fr.meta, start: i})
+		}
+	}
+	if p.lineField == "" {
+		out = append(out, '}')
+	} else if lineIdx >= 0 {
+		out = append(out, validUTF8(p.scratch, r.Value(lineIdx))...)
+	}
+	lineLen := len(out)
+	for k := range metas {
+		v := validUTF8(p.scratch, r.Value(metas[k].start))
+		metas[k].start = len(out)
+		out = append(out, v...)
+		metas[k].end = len(out)
+	}
+	all := string(out)
+	e = loki.Entry{Timestamp: r.Time, Line: all[:lineLen], Labels: p.labels()}
+	if len(metas) > 0 {
+		sortMeta(metas)
+		if len(p.metaChunk) < len(metas) {
+			p.metaChunk = make([]loki.Label, max(metaChunkSize, len(metas)))
+		}
+		md := p.metaChunk[:len(metas):len(metas)]
+		p.metaChunk = p.metaChunk[len(metas):]
+		for k, m := range metas {
+			md[k] = loki.Label{Name: m.name, Value: all[m.start:m.end]}
+		}
+		e.Metadata = md
+	}
+	p.out, p.metaRefs = out, metas
+	return e, ""
+}
+
+// aligned reports whether r has exactly the schema's fields in order (the fast path).
+func (p *Plan) aligned(r *Record) bool {
+	if len(r.fields) != len(p.names) {
+		return false
+	}
+	for i := range r.fields {
+		if r.fields[i].name != p.names[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// value returns the original value of a field by schema position or name.
+func (p *Plan) value(r *Record, aligned bool, pos int, name string) []byte {
+	if aligned {
+		if pos < 0 {
+			return nil
+		}
+		return r.Value(pos)
+	}
+	v, _ := r.Lookup(name)
+	return v
+}
+
+func (p *Plan) dropMatches(r *Record, aligned bool, i int) bool {
+	d := &p.drops[i]
+	for j, c := range d.conds {
+		if !globMatch(c.glob, p.value(r, aligned, p.dropIdx[i][j], c.name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// sampled reports whether the record is kept by its type's sample rate.
+func (p *Plan) sampled(r *Record, aligned bool) bool {
+	var key []byte
+	if p.sampleField != "" {
+		key = p.value(r, aligned, p.sampleIdx, p.sampleField)
+	}
+	if len(key) == 0 {
+		key = r.ID
+	}
+	return mix64(fnv1a(p.typeSeed, key)) < p.sampleLimit
+}
+
+// labels returns the label set of the current row, cached per distinct promoted values.
+func (p *Plan) labels() loki.Labels {
+	if len(p.promoted) == 0 {
+		return p.base
+	}
+	k := p.keyBuf[:0]
+	for _, v := range p.promoVals {
+		k = append(k, v...)
+		k = append(k, 0xff) // never in UTF-8 text
+	}
+	p.keyBuf = k
+	if l, ok := p.labelCache[string(k)]; ok {
+		return l
+	}
+	pairs := make([]loki.Label, len(p.promoted))
+	for i, n := range p.promoted {
+		pairs[i] = loki.Label{Name: n, Value: string(validUTF8(nil, p.promoVals[i]))}
+	}
+	l := p.base.With(pairs...)
+	if len(p.labelCache) < maxLabelCache {
+		p.labelCache[string(k)] = l
+	}
+	return l
+}
+
+// sortMeta sorts metadata by name (insertion sort: a handful of pairs).
+func sortMeta(m []metaRef) {
+	for i := 1; i < len(m); i++ {
+		for j := i; j > 0 && m[j].name < m[j-1].name; j-- {
+			m[j], m[j-1] = m[j-1], m[j]
+		}
+	}
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnv1a(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= fnvPrime
+	}
+	return h
+}
+
+// mix64 is splitmix64's finaliser: FNV's low bits are weak, and the sample decision compares
+// the whole word.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,137 @@
+package shape
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"net/netip"
+	"regexp"
+	"unicode/utf8"
+)
+
+// fieldOp is one value transform resolved for one field.
+type fieldOp struct {
+	op   Op
+	mode MaskMode
+	re   *regexp.Regexp
+	repl []byte
+}
+
+// dropRule is a drop_row transform resolved for one type.
+type dropRule struct {
+	reason string // "drop_row:<name>"
+	conds  []cond
+}
+
+// cond is one drop_row condition: the value of field name matches glob.
+type cond struct {
+	name string
+	glob string
+}
+
+// hasher computes salted hashes without allocating per value.
+type hasher struct {
+	mac hash.Hash
+	sum []byte
+	hex []byte
+}
+
+func newHasher(salt []byte) *hasher {
+	return &hasher{mac: hmac.New(sha256.New, salt), sum: make([]byte, 0, sha256.Size), hex: make([]byte, sha256.Size*2)}
+}
+
+// hash returns the hex HMAC-SHA256 of v (valid until the next call).
+func (h *hasher) hash(v []byte) []byte {
+	h.mac.Reset()
+	h.mac.Write(v)
+	h.sum = h.mac.Sum(h.sum[:0])
+	hex.Encode(h.hex, h.sum)
+	return h.hex
+}
+
+// apply runs one op on a value and returns the new value and kind. scratch is reused.
+func (o *fieldOp) apply(h *hasher, v []byte, kind Kind, scratch []byte) ([]byte, Kind) {
+	switch o.op {
+	case OpHash:
+		if len(v) == 0 || kind == Null {
+			return v, kind
+		}
+		return h.hash(v), String
+	case OpMask:
+		if len(v) == 0 || kind == Null {
+			return v, kind
+		}
+		return mask(scratch[:0], v, o.mode), String
+	case OpRegexReplace:
+		if kind == Null {
+			return v, kind
+		}
+		return o.re.ReplaceAll(v, o.repl), String
+	}
+	return v, kind
+}
+
+// mask appends the masked form of v to dst.
+func mask(dst, v []byte, mode MaskMode) []byte {
+	switch mode {
+	case MaskEmail:
+		if out, ok := maskEmail(dst, v); ok {
+			return out
+		}
+	case MaskIP:
+		if out, ok := maskIP(dst, v); ok {
+			return out
+		}
+	case MaskFull:
+	default: // auto
+		if out, ok := maskEmail(dst, v); ok {
+			return out
+		}
+		if out, ok := maskIP(dst, v); ok {
+			return out
+		}
+	}
+	return maskFull(dst, v)
+}
+
+func maskFull(dst, v []byte) []byte {
+	for n := utf8.RuneCount(v); n > 0; n-- {
+		dst = append(dst, '*')
+	}
+	return dst
+}
+
+// maskEmail masks local@domain as l***@domain.
+func maskEmail(dst, v []byte) ([]byte, bool) {
+	at := bytes.LastIndexByte(v, '@')
+	if at <= 0 || at == len(v)-1 || bytes.IndexByte(v[at+1:], '.') < 0 || bytes.ContainsAny(v, " \t\r\n<>,;") {
+		return dst, false
+	}
+	_, n := utf8.DecodeRune(v)
+	dst = append(dst, v[:n]...)
+	dst = append(dst, "***"...)
+	return append(dst, v[at:]...), true
+}
+
+// maskIP zeroes the host part of an IPv4 (last octet) or IPv6 (all but /48) address.
+func maskIP(dst, v []byte) ([]byte, bool) {
+	if len(v) > 64 {
+		return dst, false
+	}
+	addr, err := netip.ParseAddr(string(v))
+	if err != nil {
+		return dst, false
+	}
+	bits := 48
+	if addr.Is4() || addr.Is4In6() {
+		bits = 24
+		addr = addr.Unmap()
+	}
+	p, err := addr.WithZone("").Prefix(bits)
+	if err != nil {
+		return dst, false
+	}
+	return p.Addr().AppendTo(dst), true
+}

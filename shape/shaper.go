@@ -116,11 +116,11 @@ type Plan struct {
 	sh          *Shaper
 	h           *hasher
 
-	out       []byte     // line, then metadata values
-	scratch   []byte     // mask output
-	keyBuf    []byte     // label cache key
-	promoVals [][]byte   // promoted values of the current row
-	metaRefs  []metaRef  // metadata of the current row
+	out       []byte    // line, then metadata values
+	scratch   []byte    // mask output
+	keyBuf    []byte    // label cache key
+	promoVals [][]byte  // promoted values of the current row
+	metaRefs  []metaRef // metadata of the current row
 	metaChunk []loki.Label
 }
 

@@ -2,8 +2,8 @@ package salesforce
 
 import (
 	"io"
-	"time"
 	"testing"
+	"time"
 )
 
 // BenchmarkEventLogFileGenerate measures the CSV generator alone.

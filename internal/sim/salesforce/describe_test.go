@@ -1,0 +1,161 @@
+package salesforce
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDescribe(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	resp, b := e.get(ver + "/sobjects/")
+	var g struct {
+		SObjects []struct {
+			Name      string `json:"name"`
+			Queryable bool   `json:"queryable"`
+			Custom    bool   `json:"custom"`
+			KeyPrefix string `json:"keyPrefix"`
+		} `json:"sobjects"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(b, &g) != nil {
+		t.Fatalf("describeGlobal: %d %s", resp.StatusCode, b)
+	}
+	names := map[string]bool{}
+	for _, s := range g.SObjects {
+		names[s.Name] = s.Queryable
+	}
+	for _, n := range []string{"EventLogFile", "LoginHistory", "SetupAuditTrail", "Audit_Event__c", "LoginEvent", "ApiEvent", "ApiAnomalyEventStore", "ApexLog"} {
+		if q, ok := names[n]; !ok || !q {
+			t.Errorf("describeGlobal: %s missing or not queryable", n)
+		}
+	}
+	for _, n := range []string{"LoginEventStream", "ApiAnomalyEvent"} {
+		if q, ok := names[n]; !ok || q {
+			t.Errorf("describeGlobal: streaming channel %s missing or queryable", n)
+		}
+	}
+	if _, ok := names["TraceFlag"]; ok {
+		t.Error("TraceFlag is a Tooling object")
+	}
+
+	resp, b = e.get(ver + "/sobjects/eventlogfile/describe")
+	var d struct {
+		Name   string `json:"name"`
+		Fields []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Filterable bool   `json:"filterable"`
+			Groupable  bool   `json:"groupable"`
+		} `json:"fields"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(b, &d) != nil || d.Name != "EventLogFile" {
+		t.Fatalf("describe: %d %s", resp.StatusCode, b)
+	}
+	types := map[string]string{}
+	for _, f := range d.Fields {
+		types[f.Name] = f.Type
+		if f.Name == "EventType" && (!f.Filterable || !f.Groupable) {
+			t.Error("EventType must be filterable and groupable")
+		}
+	}
+	if types["CreatedDate"] != "datetime" || types["LogFileLength"] != "double" || types["Sequence"] != "int" || types["EventType"] != "picklist" || types["LogFile"] != "base64" {
+		t.Errorf("field types %v", types)
+	}
+	// The field list from describe makes a valid explicit SELECT.
+	var list []string
+	for _, f := range d.Fields {
+		list = append(list, f.Name)
+	}
+	if code, _, ec := e.query("SELECT " + strings.Join(list, ", ") + " FROM EventLogFile"); code != 200 {
+		t.Errorf("explicit SELECT of every described field: %s", ec)
+	}
+	if resp, _ := e.get(ver + "/tooling/sobjects/TraceFlag/describe"); resp.StatusCode != 200 {
+		t.Errorf("tooling describe: %d", resp.StatusCode)
+	}
+	if resp, _ := e.get(ver + "/sobjects/Nope__c/describe"); resp.StatusCode != 404 {
+		t.Errorf("unknown object describe: %d", resp.StatusCode)
+	}
+	if resp, b := e.get(ver + "/sobjects/LoginHistory"); resp.StatusCode != 200 || !strings.Contains(string(b), `"objectDescribe"`) {
+		t.Errorf("sobject basic info: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestPermissions: a user lacking a permission gets Salesforce's errors.
+func TestPermissions(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	elf := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "Login", Rows: 1}))
+	apex := must[string](t)(e.org.AddApexLog(ApexLogSpec{LogUser: testUser}))
+	noErr(t, e.org.SetPermissions(testUser, Permissions{APIEnabled: true, Objects: []string{"LoginHistory"}}))
+
+	if code, _, ec := e.query("SELECT Id FROM EventLogFile"); code != 400 || ec != CodeInvalidType {
+		t.Errorf("ELF query without View Event Log Files: %d %s", code, ec)
+	}
+	if resp, _ := e.get(ver + "/sobjects/EventLogFile/describe"); resp.StatusCode != 404 {
+		t.Errorf("ELF describe without permission: %d", resp.StatusCode)
+	}
+	if code, _, ec := e.queryPath(ver + "/sobjects/EventLogFile/" + elf + "/LogFile"); code != 403 || ec != CodeInsufficientAccess {
+		t.Errorf("ELF download without permission: %d %s", code, ec)
+	}
+	if code, _, ec := e.queryPath(ver + "/tooling/sobjects/ApexLog/" + apex + "/Body"); code != 403 || ec != CodeInsufficientAccess {
+		t.Errorf("ApexLog body without permission: %d %s", code, ec)
+	}
+	for _, obj := range []string{"SetupAuditTrail", "Audit_Event__c", "LoginEvent"} {
+		if code, _, ec := e.query("SELECT Id FROM " + obj + " LIMIT 1"); code != 400 || ec != CodeInvalidType {
+			t.Errorf("%s without access: %d %s", obj, code, ec)
+		}
+	}
+	for _, obj := range []string{"LoginHistory", "User"} {
+		if code, _, ec := e.query("SELECT Id FROM " + obj + " LIMIT 1"); code != 200 {
+			t.Errorf("%s with access: %d %s", obj, code, ec)
+		}
+	}
+	_, b := e.get(ver + "/sobjects/")
+	if strings.Contains(string(b), `"name":"EventLogFile"`) || !strings.Contains(string(b), `"name":"LoginHistory"`) {
+		t.Error("describeGlobal does not follow permissions")
+	}
+	noErr(t, e.org.SetPermissions(testUser, Permissions{APIEnabled: true, ViewEventLogFiles: true}))
+	if code, _, _ := e.query("SELECT Id FROM EventLogFile"); code != 200 {
+		t.Error("View Event Log Files does not grant EventLogFile")
+	}
+}
+
+func TestApexLog(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	other := e.org.AddUser("dev@example.com", AllPermissions())
+	start := epoch.Add(-time.Hour)
+	body := []byte("62.0 APEX_CODE,FINEST\n12:00:00.0 (1)|USER_DEBUG|[1]|DEBUG|hello\n")
+	id1 := must[string](t)(e.org.AddApexLog(ApexLogSpec{LogUser: testUser, StartTime: start, Body: body}))
+	must[string](t)(e.org.AddApexLog(ApexLogSpec{LogUser: other, StartTime: start, BodyBytes: 5000}))
+	id3 := must[string](t)(e.org.AddApexLog(ApexLogSpec{LogUser: "dev@example.com", StartTime: start.Add(time.Minute)}))
+
+	q := "SELECT Id, LogUserId, LogLength, StartTime, LogUser.Username FROM ApexLog WHERE StartTime >= 2026-06-30T11:00:00.000Z AND LogUser.Username IN ('dev@example.com') ORDER BY StartTime ASC, Id ASC LIMIT 200"
+	code, p, ec := e.queryPath(ver + "/tooling/query?q=" + url.QueryEscape(q))
+	if code != 200 || len(p.Records) != 2 || p.Records[1]["Id"] != id3 {
+		t.Fatalf("tooling listing: %d %s %v", code, ec, p.Records)
+	}
+	if u := p.Records[0]["LogUser"].(map[string]any); u["Username"] != "dev@example.com" {
+		t.Errorf("LogUser %v", u)
+	}
+	if !strings.Contains(p.Records[0]["attributes"].(map[string]any)["url"].(string), "/tooling/sobjects/ApexLog/") {
+		t.Errorf("tooling record url: %v", p.Records[0]["attributes"])
+	}
+	for _, path := range []string{ver + "/tooling/sobjects/ApexLog/" + id1 + "/Body", ver + "/sobjects/ApexLog/" + id1 + "/Body/"} {
+		resp, got := e.get(path, "Accept-Encoding", "identity")
+		if resp.StatusCode != 200 || string(got) != string(body) || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			t.Errorf("%s: %d %q", path, resp.StatusCode, got)
+		}
+	}
+	_, p, _ = e.queryPath(ver + "/tooling/query?q=" + url.QueryEscape("SELECT LogLength FROM ApexLog WHERE Id = '"+id3+"'"))
+	resp, got := e.get(ver+"/tooling/sobjects/ApexLog/"+id3+"/Body", "Accept-Encoding", "identity")
+	if resp.StatusCode != 200 || float64(len(got)) != p.Records[0]["LogLength"].(float64) || len(got) < 2048 {
+		t.Errorf("generated body %d bytes, LogLength %v", len(got), p.Records[0]["LogLength"])
+	}
+	if e.org.CallCount(KindApexLogBody) != 3 || e.org.CallCount(KindToolingQuery) != 2 {
+		t.Errorf("calls %v", e.org.Calls())
+	}
+}

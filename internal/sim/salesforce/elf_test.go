@@ -1,0 +1,358 @@
+package salesforce
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/csv"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func (e *env) download(id string, gz bool) (*http.Response, []byte) {
+	e.t.Helper()
+	enc := "identity"
+	if gz {
+		enc = "gzip"
+	}
+	return e.get(ver+"/sobjects/EventLogFile/"+id+"/LogFile", "Accept-Encoding", enc)
+}
+
+func (e *env) elfRecord(id string) map[string]any {
+	e.t.Helper()
+	_, p, ec := e.query("SELECT Id, CreatedDate, LogFileLength, LogFileFieldNames, LogFileFieldTypes, Sequence, Interval, LogDate FROM EventLogFile WHERE Id = '" + id + "'")
+	if ec != "" || len(p.Records) != 1 {
+		e.t.Fatalf("listing %s: %s %d", id, ec, len(p.Records))
+	}
+	return p.Records[0]
+}
+
+var (
+	tsRE  = regexp.MustCompile(`^\d{14}\.\d{3}$`)
+	tsdRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
+)
+
+func TestEventLogFileCSV(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	logDate := time.Date(2026, 6, 30, 9, 0, 0, 0, time.UTC)
+	special := map[string]bool{}
+	for _, et := range []string{"Login", "Logout", "API", "RestApi", "Report", "URI", "ApexExecution", "ApexUnexpectedException", "ApiTotalUsage", "LightningPageView"} {
+		id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: et, Interval: IntervalHourly, LogDate: logDate, Rows: 500}))
+		rec := e.elfRecord(id)
+		resp, body := e.download(id, false)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/csv" {
+			t.Fatalf("%s: %d %s", et, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) || float64(len(body)) != rec["LogFileLength"].(float64) {
+			t.Fatalf("%s: length %d, Content-Length %s, LogFileLength %v", et, len(body), cl, rec["LogFileLength"])
+		}
+		r := csv.NewReader(bytes.NewReader(body))
+		rows, err := r.ReadAll()
+		if err != nil {
+			t.Fatalf("%s: CSV does not parse: %v", et, err)
+		}
+		header := rows[0]
+		if strings.Join(header, ",") != rec["LogFileFieldNames"] || len(strings.Split(rec["LogFileFieldTypes"].(string), ",")) != len(header) {
+			t.Fatalf("%s: header %v vs LogFileFieldNames %v", et, header, rec["LogFileFieldNames"])
+		}
+		if len(rows) != 501 {
+			t.Fatalf("%s: %d rows", et, len(rows)-1)
+		}
+		col := map[string]int{}
+		for i, h := range header {
+			col[h] = i
+		}
+		reqIDs := map[string]bool{}
+		prev := ""
+		for _, row := range rows[1:] {
+			if row[col["EVENT_TYPE"]] != et {
+				t.Fatalf("%s: EVENT_TYPE %q", et, row[col["EVENT_TYPE"]])
+			}
+			ts, tsd := row[col["TIMESTAMP"]], row[col["TIMESTAMP_DERIVED"]]
+			if !tsRE.MatchString(ts) || !tsdRE.MatchString(tsd) {
+				t.Fatalf("%s: timestamps %q %q", et, ts, tsd)
+			}
+			pt := must[time.Time](t)(time.Parse("2006-01-02T15:04:05.000Z", tsd))
+			if pt.Format("20060102150405.000") != ts || pt.Before(logDate) || !pt.Before(logDate.Add(time.Hour)) || tsd < prev {
+				t.Fatalf("%s: TIMESTAMP %s / TIMESTAMP_DERIVED %s out of the bucket or order", et, ts, tsd)
+			}
+			prev = tsd
+			if reqIDs[row[col["REQUEST_ID"]]] {
+				t.Fatalf("%s: duplicate REQUEST_ID", et)
+			}
+			reqIDs[row[col["REQUEST_ID"]]] = true
+			for _, v := range row {
+				if strings.ContainsAny(v, "\n") {
+					special["newline"] = true
+				}
+				if strings.Contains(v, `"`) {
+					special["quote"] = true
+				}
+				if strings.Contains(v, ",") {
+					special["comma"] = true
+				}
+			}
+		}
+		if !bytes.HasPrefix(body, []byte(`"EVENT_TYPE","TIMESTAMP"`)) {
+			t.Errorf("%s: header not quoted: %.40s", et, body)
+		}
+	}
+	if len(special) != 3 {
+		t.Errorf("generated values lack embedded newlines/quotes/commas: %v", special)
+	}
+}
+
+func TestEventLogFileGzipAndCRLF(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "API", Rows: 300, CRLF: true}))
+	_, plain := e.download(id, false)
+	resp, zipped := e.download(id, true)
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("no gzip: %v", resp.Header)
+	}
+	zr := must[*gzip.Reader](t)(gzip.NewReader(bytes.NewReader(zipped)))
+	unz := must[[]byte](t)(io.ReadAll(zr))
+	if !bytes.Equal(unz, plain) || len(zipped) >= len(plain) {
+		t.Fatalf("gzip body differs or is not smaller (%d vs %d)", len(zipped), len(plain))
+	}
+	if !bytes.Contains(plain, []byte("\"\r\n\"")) {
+		t.Error("CRLF line endings expected")
+	}
+	rows := must[[][]string](t)(csv.NewReader(bytes.NewReader(plain)).ReadAll())
+	if len(rows) != 301 {
+		t.Errorf("%d rows", len(rows))
+	}
+	e2 := newEnv(t, Options{DisableGzip: true})
+	e2.login()
+	id2 := must[string](t)(e2.org.AddEventLogFile(EventLogFileSpec{EventType: "API", Rows: 10}))
+	if resp, _ := e2.download(id2, true); resp.Header.Get("Content-Encoding") != "" {
+		t.Error("DisableGzip ignored")
+	}
+}
+
+func fileBytes(t *testing.T, seed int64, spec EventLogFileSpec) (string, []byte) {
+	t.Helper()
+	org := New(Options{Seed: seed, Now: func() time.Time { return epoch }})
+	id := must[string](t)(org.AddEventLogFile(spec))
+	var b bytes.Buffer
+	noErr(t, org.EventLogFileContent(id, &b))
+	return id, b.Bytes()
+}
+
+func TestEventLogFileDeterministic(t *testing.T) {
+	spec := EventLogFileSpec{EventType: "Report", Interval: IntervalHourly, Rows: 2000}
+	id1, a := fileBytes(t, 7, spec)
+	id2, b := fileBytes(t, 7, spec)
+	_, c := fileBytes(t, 8, spec)
+	if id1 != id2 || !bytes.Equal(a, b) {
+		t.Fatal("same seed produced different files")
+	}
+	if bytes.Equal(a, c) {
+		t.Fatal("different seeds produced the same file")
+	}
+	// Populate is deterministic too.
+	dump := func(seed int64) string {
+		e := newEnv(t, Options{Seed: seed})
+		noErr(t, e.org.Populate(DataSet{RowsPerFile: 20}))
+		e.login()
+		recs, _ := e.drain("SELECT Id, EventType, CreatedDate, LogFileLength FROM EventLogFile ORDER BY Id")
+		var sb strings.Builder
+		for _, r := range recs {
+			sb.WriteString(r["Id"].(string) + r["CreatedDate"].(string) + strconv.FormatFloat(r["LogFileLength"].(float64), 'f', 0, 64))
+			_, body := e.download(r["Id"].(string), false)
+			sb.Write(body)
+		}
+		for _, obj := range []string{"LoginHistory", "LoginEvent", "ApexLog"} {
+			recs, _ := e.drain("SELECT FIELDS(STANDARD) FROM " + obj)
+			for _, r := range recs {
+				for _, k := range []string{"Id", "LoginTime", "EventDate", "EventIdentifier", "StartTime", "SourceIp", "LogLength"} {
+					if v, ok := r[k]; ok {
+						sb.WriteString(k + "=" + strings.TrimSpace(strings.ReplaceAll(toString(v), "\n", " ")) + ";")
+					}
+				}
+			}
+		}
+		return sb.String()
+	}
+	if dump(3) != dump(3) {
+		t.Fatal("Populate is not deterministic")
+	}
+}
+
+func toString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return ""
+}
+
+func TestDailyRegeneration(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "Login", Interval: IntervalDaily, Rows: 100,
+		LogDate: time.Date(2026, 6, 29, 0, 0, 0, 0, time.UTC), CreatedDate: epoch.Add(-8 * time.Hour)}))
+	_, before := e.download(id, false)
+	created := e.elfRecord(id)["CreatedDate"]
+	noErr(t, e.org.RegenerateEventLogFile(id, epoch.Add(time.Hour), 150))
+	if _, now := e.download(id, false); !bytes.Equal(now, before) || e.elfRecord(id)["CreatedDate"] != created {
+		t.Fatal("a scheduled regeneration applied early")
+	}
+	e.clock.Advance(time.Hour)
+	rec := e.elfRecord(id)
+	_, after := e.download(id, false)
+	if rec["CreatedDate"] != sfDateTime(epoch.Add(time.Hour)) || rec["LogFileLength"].(float64) != float64(len(after)) {
+		t.Fatalf("regenerated record %v (body %d bytes)", rec, len(after))
+	}
+	if !bytes.HasPrefix(after, before) {
+		t.Fatal("regenerated body is not a superset of the old one")
+	}
+	rows := must[[][]string](t)(csv.NewReader(bytes.NewReader(after)).ReadAll())
+	if len(rows) != 151 {
+		t.Fatalf("regenerated rows %d", len(rows)-1)
+	}
+}
+
+func TestEventLogFileVisibilityAndReadiness(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	late := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "URI", Interval: IntervalHourly, Sequence: 2, VisibleAt: epoch.Add(10 * time.Minute)}))
+	notReady := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "URI", Interval: IntervalHourly, ReadyAt: epoch.Add(time.Minute)}))
+	partial := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "URI", Interval: IntervalHourly, Rows: 100, PartialUntil: epoch.Add(time.Minute)}))
+	list := func() int {
+		_, p, _ := e.query("SELECT Id FROM EventLogFile WHERE EventType = 'URI' AND Interval = 'Hourly'")
+		return len(p.Records)
+	}
+	if n := list(); n != 2 {
+		t.Fatalf("listed %d files before the late one appears", n)
+	}
+	if resp, _ := e.download(late, false); resp.StatusCode != 404 {
+		t.Errorf("download of a not yet visible file: %d", resp.StatusCode)
+	}
+	if resp, _ := e.download(notReady, false); resp.StatusCode != 404 {
+		t.Errorf("download before ReadyAt: %d", resp.StatusCode)
+	}
+	_, half := e.download(partial, false)
+	if rows := must[[][]string](t)(csv.NewReader(bytes.NewReader(half)).ReadAll()); len(rows) != 51 {
+		t.Errorf("partial body has %d rows", len(rows)-1)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if n := list(); n != 3 {
+		t.Fatalf("listed %d files after the late one appeared", n)
+	}
+	for _, id := range []string{late, notReady} {
+		if resp, _ := e.download(id, false); resp.StatusCode != 200 {
+			t.Errorf("%s: %d", id, resp.StatusCode)
+		}
+	}
+	_, full := e.download(partial, false)
+	if !bytes.HasPrefix(full, half) || len(full) <= len(half) {
+		t.Error("full body does not extend the partial one")
+	}
+}
+
+func TestExplicitEventLogFileBody(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	body := "\"EVENT_TYPE\",\"TIMESTAMP_DERIVED\",\"QUERY\"\n\"API\",\"2026-06-30T01:00:00.000Z\",\"SELECT a,\n\"\"b\"\"\"\n"
+	id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "API", Body: []byte(body)}))
+	_, got := e.download(id, false)
+	rec := e.elfRecord(id)
+	if string(got) != body || rec["LogFileFieldNames"] != "EVENT_TYPE,TIMESTAMP_DERIVED,QUERY" || rec["LogFileLength"].(float64) != float64(len(body)) {
+		t.Fatalf("explicit body: %q %v", got, rec)
+	}
+}
+
+func TestDownloadConnectionReset(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "API", Rows: 5000}))
+	e.org.ResetDownloadsAfter(100000, 1)
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+ver+"/sobjects/EventLogFile/"+id+"/LogFile", nil)
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || n != 100000 {
+		t.Fatalf("read %d bytes, err %v; want 100000 and unexpected EOF", n, err)
+	}
+	if resp, _ := e.download(id, false); resp.StatusCode != 200 {
+		t.Errorf("second download: %d", resp.StatusCode)
+	}
+}
+
+// TestLargeDownloadFlatMemory streams a 200 MiB EventLogFile through HTTP
+// and samples the heap while reading: the generator must not hold the file.
+func TestLargeDownloadFlatMemory(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	const size = 200 << 20
+	id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "API", Interval: IntervalHourly, TargetBytes: size}))
+	length := int64(e.elfRecord(id)["LogFileLength"].(float64))
+	if length < size*95/100 || length > size*105/100 {
+		t.Fatalf("LogFileLength %d, want about %d", length, size)
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				if m.HeapInuse > peak.Load() {
+					peak.Store(m.HeapInuse)
+				}
+			}
+		}
+	}()
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+ver+"/sobjects/EventLogFile/"+id+"/LogFile", nil)
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	close(stop)
+	wg.Wait()
+	if err != nil || n != length {
+		t.Fatalf("read %d of %d bytes: %v", n, length, err)
+	}
+	if peak.Load() == 0 {
+		t.Fatal("no heap sample was taken while streaming")
+	}
+	grew := int64(peak.Load()) - int64(base)
+	t.Logf("heap in use: base %d MiB, peak %d MiB while streaming %d MiB", base>>20, peak.Load()>>20, n>>20)
+	if grew > 32<<20 {
+		t.Fatalf("heap grew by %d MiB while streaming a %d MiB file", grew>>20, n>>20)
+	}
+}

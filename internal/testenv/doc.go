@@ -1,0 +1,18 @@
+// Package testenv is sf2loki's real-server test harness.
+//
+// It builds the pinned real servers and tools of SPEC.md §8 once into a cache outside the
+// repository (EnsureTool), and starts them on loopback with random ports for end-to-end tests:
+// VictoriaLogs as the Loki receiver (StartVictoriaLogs), versitygw as the S3 store
+// (StartVersitygw), kube-apiserver on etcd with token authentication and RBAC (StartKube,
+// SharedKube) and fake-gcs-server in process (StartGCS).
+//
+// Every Start function skips the test under -short. When a server's binary cannot be built it
+// fails the test if SF2LOKI_REQUIRE_REAL_SERVERS=1 and skips it otherwise. Servers are stopped
+// and their files removed when the test ends; a server's log tail is printed when it fails to
+// start or when the test fails. Child processes die with the test binary (Pdeathsig), so a
+// crashed test run leaks nothing.
+//
+// Packages that use shared servers (SharedKube) call Main from their TestMain:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+package testenv

@@ -1,0 +1,438 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Names of the tools EnsureTool knows.
+const (
+	ToolVictoriaLogs  = "victoria-logs"
+	ToolVersitygw     = "versitygw"
+	ToolKubeAPIServer = "kube-apiserver"
+	ToolEtcd          = "etcd"
+	ToolHelm          = "helm"
+	ToolGolangciLint  = "golangci-lint"
+)
+
+// Pinned versions of the tools built from the Go module proxy.
+const (
+	victoriaLogsVersion = "v1.52.1"
+	versitygwVersion    = "v1.8.0"
+	kubernetesVersion   = "v1.34.2"
+	kubeStagingVersion  = "v0.34.2"
+	helmVersion         = "v3.22.0"
+	golangciLintVersion = "v2.15.0"
+)
+
+// ErrUnknownTool is returned for a tool name EnsureTool does not know.
+var ErrUnknownTool = errors.New("testenv: unknown tool")
+
+// toolSpec describes how one tool is obtained.
+type toolSpec struct {
+	name    string
+	version string
+	// versionKey, when set, derives the cache key's version from the Go toolchain (for tools
+	// such as golangci-lint whose behaviour depends on the Go version they were built with).
+	versionKey func(ctx context.Context, goVersion string) string
+	// build writes the executable named name into b.dir; set for tools built into the cache.
+	build func(ctx context.Context, b *buildEnv) error
+	// system locates (and, where allowed, installs) a tool provided by the operating system;
+	// installed says whether this call installed it.
+	system func(ctx context.Context, tb *Toolbox) (path string, installed bool, err error)
+}
+
+func pinnedTools() []toolSpec {
+	return []toolSpec{
+		{name: ToolVictoriaLogs, version: victoriaLogsVersion,
+			build: goInstall("github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs@" + victoriaLogsVersion)},
+		{name: ToolVersitygw, version: versitygwVersion,
+			build: goInstall("github.com/versity/versitygw/cmd/versitygw@" + versitygwVersion)},
+		{name: ToolKubeAPIServer, version: kubernetesVersion, build: buildKubeAPIServer},
+		{name: ToolEtcd, version: "debian", system: ensureEtcd},
+		{name: ToolHelm, version: helmVersion,
+			build: goInstall("helm.sh/helm/v3/cmd/helm@" + helmVersion)},
+		{name: ToolGolangciLint, version: golangciLintVersion,
+			// golangci-lint refuses to lint code targeting a newer Go than it was built with,
+			// so a toolchain upgrade must rebuild it.
+			versionKey: func(_ context.Context, goVersion string) string {
+				return golangciLintVersion + "-" + goMinor(goVersion)
+			},
+			build: goInstall("github.com/golangci/golangci-lint/v2/cmd/golangci-lint@" + golangciLintVersion)},
+	}
+}
+
+// ToolNames returns the names of every tool EnsureTool knows, in build order.
+func ToolNames() []string {
+	var names []string
+	for _, s := range pinnedTools() {
+		names = append(names, s.name)
+	}
+	return names
+}
+
+// DefaultCacheDir returns the tool cache: $XDG_CACHE_HOME/sf2loki-tools, or
+// ~/.cache/sf2loki-tools when XDG_CACHE_HOME is unset.
+func DefaultCacheDir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("testenv: locate the cache directory: %w", err)
+	}
+	return filepath.Join(base, "sf2loki-tools"), nil
+}
+
+// ToolResult says where a tool is and whether this call had to build it.
+type ToolResult struct {
+	Name    string
+	Version string        // the cache key's version, e.g. "v1.52.1"
+	Path    string        // absolute path of the executable
+	Built   bool          // this call built (or, for a system package, installed) it
+	Elapsed time.Duration // time spent building or installing; zero otherwise
+}
+
+// Toolbox builds the pinned tools into a cache directory and finds them there. The zero value
+// uses DefaultCacheDir and discards progress messages.
+type Toolbox struct {
+	// Dir is the cache root; "" means DefaultCacheDir().
+	Dir string
+	// Progress receives one line when a build starts or waits for another process's build;
+	// nil discards them.
+	Progress io.Writer
+
+	specs []toolSpec // nil means pinnedTools(); tests substitute their own
+}
+
+var defaultToolbox Toolbox
+
+// EnsureTool returns the absolute path of the named tool ("victoria-logs", "versitygw",
+// "kube-apiserver", "etcd", "helm", "golangci-lint"), building it into the cache first when it
+// is missing. Concurrent calls, also from other processes, build a tool at most once.
+func EnsureTool(ctx context.Context, name string) (string, error) {
+	r, err := defaultToolbox.Ensure(ctx, name)
+	return r.Path, err
+}
+
+func (tb *Toolbox) spec(name string) (toolSpec, bool) {
+	specs := tb.specs
+	if specs == nil {
+		specs = pinnedTools()
+	}
+	for _, s := range specs {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return toolSpec{}, false
+}
+
+func (tb *Toolbox) root() (string, error) {
+	if tb.Dir != "" {
+		return filepath.Abs(tb.Dir)
+	}
+	return DefaultCacheDir()
+}
+
+func (tb *Toolbox) progressf(format string, args ...any) {
+	if tb.Progress != nil {
+		fmt.Fprintf(tb.Progress, format+"\n", args...)
+	}
+}
+
+// Ensure returns the named tool, building it into the cache when it is missing. The build
+// runs under an exclusive file lock and writes into a temporary directory that is renamed
+// into place only when complete, so concurrent builders and interrupted builds never leave a
+// corrupt cache entry.
+func (tb *Toolbox) Ensure(ctx context.Context, name string) (ToolResult, error) {
+	spec, ok := tb.spec(name)
+	if !ok {
+		return ToolResult{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownTool, name, strings.Join(ToolNames(), ", "))
+	}
+	res := ToolResult{Name: name, Version: spec.version}
+	if spec.system != nil {
+		start := time.Now()
+		path, installed, err := spec.system(ctx, tb)
+		res.Path = path
+		if installed {
+			res.Built, res.Elapsed = true, time.Since(start)
+		}
+		return res, err
+	}
+	root, err := tb.root()
+	if err != nil {
+		return res, err
+	}
+	if spec.versionKey != nil {
+		gv, err := goEnvVersion(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Version = spec.versionKey(ctx, gv)
+	}
+	key := name + "-" + res.Version
+	final := filepath.Join(root, key)
+	res.Path = filepath.Join(final, name)
+	if isExecutable(res.Path) {
+		return res, nil
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return res, fmt.Errorf("testenv: create tool cache: %w", err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(root, key+".lock"), func() {
+		tb.progressf("%s %s: waiting for another process that is building it", name, res.Version)
+	})
+	if err != nil {
+		return res, fmt.Errorf("testenv: lock %s: %w", key, err)
+	}
+	defer unlock()
+	if isExecutable(res.Path) { // another process built it while we waited
+		return res, nil
+	}
+	start := time.Now()
+	if err := tb.build(ctx, spec, root, key, final); err != nil {
+		return res, err
+	}
+	res.Built, res.Elapsed = true, time.Since(start)
+	return res, nil
+}
+
+// build runs spec.build into a fresh temporary directory under root and renames it to final.
+// The caller holds the tool's lock.
+func (tb *Toolbox) build(ctx context.Context, spec toolSpec, root, key, final string) error {
+	// Leftovers of builds that were killed: nobody else can own them while we hold the lock.
+	if old, _ := filepath.Glob(filepath.Join(root, ".build-"+key+"-*")); len(old) > 0 {
+		for _, dir := range old {
+			_ = os.RemoveAll(dir)
+		}
+	}
+	tmp, err := os.MkdirTemp(root, ".build-"+key+"-")
+	if err != nil {
+		return fmt.Errorf("testenv: build %s: %w", key, err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // no-op after a successful rename
+	logPath := filepath.Join(tmp, "build.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("testenv: build %s: %w", key, err)
+	}
+	failedLog := filepath.Join(root, key+".failed.log")
+	tb.progressf("%s %s: building into %s (log: %s)", spec.name, spec.version, final, filepath.Join(final, "build.log"))
+	b := &buildEnv{dir: tmp, log: logFile}
+	buildErr := spec.build(ctx, b)
+	if buildErr == nil && !isExecutable(filepath.Join(tmp, spec.name)) {
+		buildErr = fmt.Errorf("the build produced no executable %s", spec.name)
+	}
+	if buildErr != nil {
+		fmt.Fprintf(logFile, "\nbuild failed: %v\n", buildErr)
+		_ = logFile.Close()
+		_ = os.Rename(logPath, failedLog)
+		return fmt.Errorf("testenv: build %s failed: %w\n--- last lines of %s ---\n%s",
+			key, buildErr, failedLog, tailFile(failedLog, 40))
+	}
+	if err := logFile.Close(); err != nil {
+		return fmt.Errorf("testenv: build %s: %w", key, err)
+	}
+	// A directory without the executable (e.g. emptied by hand) would block the rename.
+	if err := os.RemoveAll(final); err != nil {
+		return fmt.Errorf("testenv: build %s: %w", key, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("testenv: install %s: %w", key, err)
+	}
+	_ = os.Remove(failedLog)
+	return nil
+}
+
+// buildEnv is what a tool's build function gets: an output directory and a log.
+type buildEnv struct {
+	dir string   // write the executable (and any scratch files) here
+	log *os.File // build output
+}
+
+// goCmd runs the go command in dir with settings independent of the caller's environment.
+func (b *buildEnv) goCmd(ctx context.Context, dir string, extraEnv []string, args ...string) error {
+	goBin, err := goBinary()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(toolBuildEnv(), extraEnv...)
+	cmd.Stdout, cmd.Stderr = b.log, b.log
+	fmt.Fprintf(b.log, "$ (cd %s && go %s)\n", dir, strings.Join(args, " "))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w", args[0], err)
+	}
+	return nil
+}
+
+// toolBuildEnv is the environment of every tool build: the caller's environment with the
+// settings that change what gets built pinned.
+func toolBuildEnv() []string {
+	env := os.Environ()
+	return append(env,
+		"GOFLAGS=-mod=mod",
+		"GOTOOLCHAIN=local",
+		"GOWORK=off",
+		"CGO_ENABLED=0",
+		"GOOS="+runtime.GOOS,
+		"GOARCH="+runtime.GOARCH,
+		"GOBIN=", // go install sets its own
+	)
+}
+
+func goBinary() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", errors.New("testenv: the go command is not on PATH")
+}
+
+var goVersionCache struct {
+	sync.Mutex
+	v string
+}
+
+// goEnvVersion returns `go env GOVERSION` of the go command that builds the tools.
+func goEnvVersion(ctx context.Context) (string, error) {
+	goVersionCache.Lock()
+	defer goVersionCache.Unlock()
+	if goVersionCache.v != "" {
+		return goVersionCache.v, nil
+	}
+	goBin, err := goBinary()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, goBin, "env", "GOVERSION")
+	cmd.Env = toolBuildEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("testenv: go env GOVERSION: %w", err)
+	}
+	goVersionCache.v = strings.TrimSpace(string(out))
+	return goVersionCache.v, nil
+}
+
+// goMinor turns "go1.26.8" into "go1.26".
+func goMinor(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// goInstall builds a main package at a module version with `go install pkg@version`.
+func goInstall(pkgAtVersion string) func(context.Context, *buildEnv) error {
+	return func(ctx context.Context, b *buildEnv) error {
+		return b.goCmd(ctx, b.dir, []string{"GOBIN=" + b.dir},
+			"install", "-trimpath", "-ldflags=-s -w", pkgAtVersion)
+	}
+}
+
+// buildKubeAPIServer builds kube-apiserver from k8s.io/kubernetes in a throwaway module. The
+// kubernetes module points its k8s.io/<staging> dependencies at in-tree directories, which a
+// dependent module cannot use, so the throwaway module replaces each of them with its published
+// v0.x version.
+func buildKubeAPIServer(ctx context.Context, b *buildEnv) error {
+	src := filepath.Join(b.dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	goMod, err := downloadGoMod(ctx, b, "k8s.io/kubernetes@"+kubernetesVersion)
+	if err != nil {
+		return err
+	}
+	staging, err := stagingModules(goMod)
+	if err != nil {
+		return err
+	}
+	var mod strings.Builder
+	fmt.Fprintf(&mod, "module sf2loki.local/kube-apiserver-build\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", kubernetesVersion)
+	for _, m := range staging {
+		fmt.Fprintf(&mod, "\t%s => %s %s\n", m, m, kubeStagingVersion)
+	}
+	mod.WriteString(")\n")
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(mod.String()), 0o644); err != nil {
+		return err
+	}
+	minor := strings.Split(strings.TrimPrefix(kubernetesVersion, "v"), ".")[1]
+	ldflags := strings.Join([]string{"-s", "-w",
+		"-X", "k8s.io/component-base/version.gitVersion=" + kubernetesVersion,
+		"-X", "k8s.io/component-base/version.gitMajor=1",
+		"-X", "k8s.io/component-base/version.gitMinor=" + minor,
+		"-X", "k8s.io/component-base/version.gitTreeState=clean",
+	}, " ")
+	return b.goCmd(ctx, src, nil, "build", "-trimpath", "-ldflags="+ldflags,
+		"-o", filepath.Join(b.dir, ToolKubeAPIServer), "k8s.io/kubernetes/cmd/kube-apiserver")
+}
+
+// downloadGoMod fetches a module version's go.mod through the module proxy and returns its text.
+func downloadGoMod(ctx context.Context, b *buildEnv, modAtVersion string) (string, error) {
+	goBin, err := goBinary()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, goBin, "mod", "download", "-json", modAtVersion)
+	cmd.Dir = b.dir
+	cmd.Env = toolBuildEnv()
+	cmd.Stderr = b.log
+	fmt.Fprintf(b.log, "$ go mod download -json %s\n", modAtVersion)
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", modAtVersion, err)
+	}
+	var info struct{ GoMod, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", modAtVersion, err)
+	}
+	if info.Error != "" {
+		return "", fmt.Errorf("go mod download %s: %s", modAtVersion, info.Error)
+	}
+	data, err := os.ReadFile(info.GoMod)
+	if err != nil {
+		return "", err
+	}
+	return string(data), nil
+}
+
+// stagingModules returns the modules that kubernetes' go.mod replaces with ./staging paths.
+func stagingModules(goMod string) ([]string, error) {
+	var mods []string
+	sc := bufio.NewScanner(strings.NewReader(goMod))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		line = strings.TrimPrefix(line, "replace ")
+		from, to, ok := strings.Cut(line, "=>")
+		if !ok || !strings.HasPrefix(strings.TrimSpace(to), "./staging/") {
+			continue
+		}
+		mods = append(mods, strings.Fields(from)[0])
+	}
+	if len(mods) == 0 {
+		return nil, errors.New("kubernetes go.mod lists no ./staging replacements")
+	}
+	return mods, sc.Err()
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}

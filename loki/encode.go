@@ -21,7 +21,8 @@ const (
 	// snappy block-compressed. The default.
 	EncodingProtobuf Encoding = iota
 	// EncodingJSON is the debug format: Loki's v1 JSON push body, optionally
-	// gzipped (Options.Gzip).
+	// gzipped (Options.Gzip). JSON text is UTF-8, so invalid UTF-8 in lines,
+	// labels or metadata is sent as U+FFFD; protobuf sends bytes verbatim.
 	EncodingJSON
 )
 

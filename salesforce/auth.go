@@ -196,9 +196,6 @@ type tokenResponse struct {
 	AccessToken string `json:"access_token"`
 	InstanceURL string `json:"instance_url"`
 	ID          string `json:"id"`
-	TokenType   string `json:"token_type"`
-	IssuedAt    string `json:"issued_at"`
-	Scope       string `json:"scope"`
 }
 
 // parseIdentityURL reads the org and user ids out of an identity URL

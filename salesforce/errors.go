@@ -94,9 +94,11 @@ func (e *APIError) Error() string {
 		b.WriteString(" ")
 		b.WriteString(e.ErrorCode)
 	}
-	if e.Message != "" {
+	// SOQL errors span lines (query, caret, position, detail); keep the
+	// error on one line for logs. Message keeps the original text.
+	if msg := strings.Join(strings.Fields(e.Message), " "); msg != "" {
 		b.WriteString(": ")
-		b.WriteString(e.Message)
+		b.WriteString(msg)
 	}
 	return b.String()
 }

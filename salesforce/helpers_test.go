@@ -129,7 +129,7 @@ func (ht handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 // inMemoryClient returns a Client whose requests go to h in memory, with the
 // default (real-sized) backoff bounds unless mods change them.
-func inMemoryClient(t *testing.T, h http.Handler, mods ...func(*Options)) *Client {
+func inMemoryClient(t testing.TB, h http.Handler, mods ...func(*Options)) *Client {
 	t.Helper()
 	opts := Options{
 		LoginURL:      "http://127.0.0.1:1",

@@ -674,13 +674,13 @@ func TestSimDescribeGlobalLimitsAndUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used, max := env.org.APIUsage()
-	if l := lim["DailyApiRequests"]; l.Max != int64(max) || l.Remaining != int64(max-used) {
-		t.Errorf("DailyApiRequests = %+v, org says used %d of %d", l, used, max)
+	used, limit := env.org.APIUsage()
+	if l := lim["DailyApiRequests"]; l.Max != int64(limit) || l.Remaining != int64(limit-used) {
+		t.Errorf("DailyApiRequests = %+v, org says used %d of %d", l, used, limit)
 	}
 	u, ok := c.APIUsage()
 	if !ok || u.Limit != 15000 || u.Used != int64(used) {
-		t.Errorf("APIUsage = %+v, %v; org says %d/%d", u, ok, used, max)
+		t.Errorf("APIUsage = %+v, %v; org says %d/%d", u, ok, used, limit)
 	}
 	d, err := c.Describe(context.Background(), "EventLogFile")
 	if err != nil {

@@ -399,3 +399,29 @@ func TestDownloadCanceledIsNotUnavailable(t *testing.T) {
 		t.Fatalf("read after cancel = %v, want context.Canceled and not ErrUnavailable", err)
 	}
 }
+
+// TestCloseDuringReadIsSafe closes a download from another goroutine while a
+// Read waits for data (run with -race).
+func TestCloseDuringReadIsSafe(t *testing.T) {
+	org := newTestOrg(t)
+	org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	c := org.client(t)
+	d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := d.Read(make([]byte, 10))
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond) // let Read block (not an assertion)
+	_ = d.Close()
+	if err := <-errc; err == nil {
+		t.Fatal("Read after Close returned no error")
+	}
+}

@@ -222,7 +222,13 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return nil, err
 	}
 	t.rec.observe(resp)
-	resp.Body = &watchedBody{rc: resp.Body, cancel: cancel, idle: t.idle, rec: t.rec, ctr: ctr}
+	wb := &watchedBody{rc: resp.Body, cancel: cancel, idle: t.idle, rec: t.rec, ctr: ctr}
+	if t.idle > 0 {
+		// Created once and never replaced, so Close may race with Read.
+		wb.timer = time.AfterFunc(time.Hour, wb.stall)
+		wb.timer.Stop()
+	}
+	resp.Body = wb
 	return resp, nil
 }
 
@@ -245,12 +251,8 @@ type watchedBody struct {
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
-	if b.idle > 0 {
-		if b.timer == nil {
-			b.timer = time.AfterFunc(b.idle, b.stall)
-		} else {
-			b.timer.Reset(b.idle)
-		}
+	if b.timer != nil {
+		b.timer.Reset(b.idle)
 	}
 	n, err := b.rc.Read(p)
 	if b.timer != nil {

@@ -38,6 +38,10 @@ type EventLogFileSpec struct {
 	Body []byte
 	// CRLF ends generated lines with \r\n instead of \n.
 	CRLF bool
+	// OversizedField, when > 0, makes the middle row carry a quoted
+	// free-text field of that many bytes with embedded newlines, quotes and
+	// commas (for parsers with a field-size cap).
+	OversizedField int
 	// VisibleAt hides the file from queries and downloads until then.
 	VisibleAt time.Time
 	// ReadyAt: before then the file is listed but its download answers 404
@@ -83,7 +87,7 @@ func (o *Org) AddEventLogFile(spec EventLogFileSpec) (string, error) {
 	if spec.CreatedDate.IsZero() {
 		spec.CreatedDate = now
 	}
-	body := &elfBody{startMs: spec.LogDate.UnixMilli(), spanMs: span.Milliseconds()}
+	body := &elfBody{startMs: spec.LogDate.UnixMilli(), spanMs: span.Milliseconds(), bigRow: -1}
 	names, types := "", ""
 	if spec.Body != nil {
 		body.explicit = spec.Body
@@ -106,6 +110,10 @@ func (o *Org) AddEventLogFile(spec EventLogFileSpec) (string, error) {
 		}
 	}
 	body.rows, body.spacingRows = spec.Rows, max(spec.Rows, 1)
+	if spec.OversizedField > 0 && body.tpl != nil && spec.Rows > 0 {
+		body.bigRow = spec.Rows / 2
+		body.big = oversizedTemplate(o.opts.Seed, o.orgID[:15], spec.EventType, spec.CRLF, spec.OversizedField)
+	}
 
 	o.mu.Lock()
 	defer o.mu.Unlock()

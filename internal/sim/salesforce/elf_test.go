@@ -356,3 +356,24 @@ func TestLargeDownloadFlatMemory(t *testing.T) {
 		t.Fatalf("heap grew by %d MiB while streaming a %d MiB file", grew>>20, n>>20)
 	}
 }
+
+func TestOversizedField(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "API", Rows: 11, OversizedField: 2 << 20}))
+	resp, body := e.download(id, false)
+	if resp.StatusCode != 200 || float64(len(body)) != e.elfRecord(id)["LogFileLength"].(float64) {
+		t.Fatalf("%d, %d bytes vs LogFileLength %v", resp.StatusCode, len(body), e.elfRecord(id)["LogFileLength"])
+	}
+	rows := must[[][]string](t)(csv.NewReader(bytes.NewReader(body)).ReadAll())
+	if len(rows) != 12 {
+		t.Fatalf("%d rows", len(rows)-1)
+	}
+	longest := 0
+	for _, v := range rows[6] {
+		longest = max(longest, len(v))
+	}
+	if longest != 2<<20 || !strings.Contains(strings.Join(rows[6], ""), "with \"quotes\" and commas\nline") {
+		t.Fatalf("longest field of the middle row: %d bytes", longest)
+	}
+}

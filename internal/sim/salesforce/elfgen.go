@@ -79,7 +79,6 @@ type elfTemplates struct {
 	types  string // LogFileFieldTypes
 	tpls   [elfTemplateCount]elfTemplate
 	avgLen float64
-	crlf   bool
 }
 
 var (
@@ -311,7 +310,7 @@ func buildTemplates(seed int64, org15, eventType string, crlf bool) *elfTemplate
 	if crlf {
 		eol = "\r\n"
 	}
-	t := &elfTemplates{crlf: crlf}
+	t := &elfTemplates{}
 	names := make([]string, len(cols))
 	types := make([]string, len(cols))
 	for i, c := range cols {
@@ -323,39 +322,73 @@ func buildTemplates(seed int64, org15, eventType string, crlf bool) *elfTemplate
 	}
 	t.header = append(t.header, eol...)
 	t.names, t.types = strings.Join(names, ","), strings.Join(types, ",")
-	users := syntheticUsers()
 	total := 0
 	for k := 0; k < elfTemplateCount; k++ {
-		r := newRNG(uint64(seed) ^ hashString(eventType) ^ uint64(k)*0x9e3779b97f4a7c15)
-		g := &genCtx{r: r, eventType: eventType, org15: org15, user: pick(r, users),
-			ip: strconv.Itoa(10+r.intn(200)) + "." + strconv.Itoa(r.intn(256)) + "." + strconv.Itoa(r.intn(256)) + "." + strconv.Itoa(1+r.intn(254))}
-		tp := elfTemplate{tsOff: -1, tsdOff: -1, reqOff: -1}
-		var row []byte
-		for i, c := range cols {
-			if i > 0 {
-				row = append(row, ',')
-			}
-			switch c.kind {
-			case colTimestamp:
-				tp.tsOff = len(row) + 1
-				row = csvQuote(row, strings.Repeat("0", tsWidth))
-			case colTimestampDerived:
-				tp.tsdOff = len(row) + 1
-				row = csvQuote(row, strings.Repeat("0", tsdWidth))
-			case colRequestID:
-				tp.reqOff = len(row) + 1
-				row = csvQuote(row, strings.Repeat("0", reqIDWidth))
-			default:
-				row = csvQuote(row, c.gen(g))
-			}
-		}
-		row = append(row, eol...)
-		tp.row = row
-		t.tpls[k] = tp
-		total += len(row)
+		t.tpls[k] = makeTemplate(seed, org15, eventType, cols, k, eol, -1, "")
+		total += len(t.tpls[k].row)
 	}
 	t.avgLen = float64(total) / elfTemplateCount
 	return t
+}
+
+// makeTemplate renders template k; column override (if >= 0) gets value val.
+func makeTemplate(seed int64, org15, eventType string, cols []elfColumn, k int, eol string, override int, val string) elfTemplate {
+	r := newRNG(uint64(seed) ^ hashString(eventType) ^ uint64(k)*0x9e3779b97f4a7c15)
+	g := &genCtx{r: r, eventType: eventType, org15: org15, user: pick(r, syntheticUsers()),
+		ip: strconv.Itoa(10+r.intn(200)) + "." + strconv.Itoa(r.intn(256)) + "." + strconv.Itoa(r.intn(256)) + "." + strconv.Itoa(1+r.intn(254))}
+	tp := elfTemplate{tsOff: -1, tsdOff: -1, reqOff: -1}
+	var row []byte
+	for i, c := range cols {
+		if i > 0 {
+			row = append(row, ',')
+		}
+		switch c.kind {
+		case colTimestamp:
+			tp.tsOff = len(row) + 1
+			row = csvQuote(row, strings.Repeat("0", tsWidth))
+		case colTimestampDerived:
+			tp.tsdOff = len(row) + 1
+			row = csvQuote(row, strings.Repeat("0", tsdWidth))
+		case colRequestID:
+			tp.reqOff = len(row) + 1
+			row = csvQuote(row, strings.Repeat("0", reqIDWidth))
+		default:
+			v := c.gen(g)
+			if i == override {
+				v = val
+			}
+			row = csvQuote(row, v)
+		}
+	}
+	tp.row = append(row, eol...)
+	return tp
+}
+
+// oversizedTemplate is a row whose free-text column holds about n bytes
+// with embedded newlines, quotes and commas.
+func oversizedTemplate(seed int64, org15, eventType string, crlf bool, n int) *elfTemplate {
+	cols := columnsFor(eventType)
+	col := -1
+	for i, c := range cols {
+		if c.kind != colText {
+			continue
+		}
+		switch c.name {
+		case "QUERY", "STACK_TRACE", "URI":
+			col = i
+		}
+		if col < 0 && c.name != "EVENT_TYPE" {
+			col = i
+		}
+	}
+	const chunk = "line of a very long value, with \"quotes\" and commas\n"
+	val := strings.Repeat(chunk, n/len(chunk)+1)[:n]
+	eol := "\n"
+	if crlf {
+		eol = "\r\n"
+	}
+	tp := makeTemplate(seed, org15, eventType, cols, 0, eol, col, val)
+	return &tp
 }
 
 // elfBody describes one revision of an EventLogFile's content. It is
@@ -369,6 +402,8 @@ type elfBody struct {
 	spanMs      int64 // bucket length (1h or 24h)
 	explicit    []byte
 	length      int64
+	bigRow      int // row index served from big (-1: none)
+	big         *elfTemplate
 }
 
 func (b *elfBody) rowHash(i int) uint64 { return splitmix64(b.key ^ uint64(i)*0xd1b54a32d192ed03) }
@@ -380,6 +415,10 @@ func (b *elfBody) lengthOf(rows int) int64 {
 	}
 	n := int64(len(b.tpl.header))
 	for i := 0; i < rows; i++ {
+		if i == b.bigRow {
+			n += int64(len(b.big.row))
+			continue
+		}
 		n += int64(len(b.tpl.tpls[b.rowHash(i)%elfTemplateCount].row))
 	}
 	return n
@@ -433,6 +472,9 @@ func (b *elfBody) writeTo(w io.Writer, rows int) error {
 	for i := 0; i < rows; i++ {
 		h := b.rowHash(i)
 		tp := &b.tpl.tpls[h%elfTemplateCount]
+		if i == b.bigRow {
+			tp = b.big
+		}
 		if len(buf)+len(tp.row) > cap(buf) {
 			if _, err := w.Write(buf); err != nil {
 				return err

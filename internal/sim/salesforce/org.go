@@ -172,7 +172,6 @@ type Org struct {
 	scheduled   []scheduledChange  // sorted by at
 	locators    map[string]*locator
 	locSeq      uint64
-	recSeq      uint64
 
 	authMu   sync.Mutex
 	users    map[string]*user // key: lower-case username

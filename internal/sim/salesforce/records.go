@@ -137,8 +137,6 @@ func (o *Org) buildRecord(obj *object, in Record, now time.Time) (*record, error
 }
 
 func (o *Org) addRecord(r *record) {
-	o.recSeq++
-	r.seq = o.recSeq
 	r.obj.records = append(r.obj.records, r)
 	o.byID[to15(r.id)] = r
 }

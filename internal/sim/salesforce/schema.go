@@ -238,7 +238,6 @@ type record struct {
 	id        string
 	vals      map[string]any
 	visibleAt time.Time // zero: visible immediately
-	seq       uint64    // insertion order, used as the stable tiebreak
 	elf       *elfFile
 	apex      *apexBody
 }

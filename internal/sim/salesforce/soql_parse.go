@@ -241,7 +241,6 @@ func lexDateTime(src string, i int) (token, int, *apiError) {
 			return bad(n, "missing fractional seconds")
 		}
 	}
-	layoutBase := s[:n]
 	switch {
 	case n < len(s) && s[n] == 'Z':
 		n++
@@ -257,7 +256,6 @@ func lexDateTime(src string, i int) (token, int, *apiError) {
 	if n < len(s) && (isIdentChar(s[n]) || s[n] == '.' || s[n] == ':') {
 		return bad(n, "unexpected character after time zone")
 	}
-	_ = layoutBase
 	t, err := time.Parse(time.RFC3339Nano, s[:n])
 	if err != nil {
 		return bad(n, "no such date/time")
@@ -360,7 +358,6 @@ type orderItem struct {
 	desc       bool
 	nullsLast  bool
 	nullsGiven bool
-	dirPos     int
 }
 
 type query struct {
@@ -375,7 +372,6 @@ type query struct {
 	hasLimit  bool
 	offset    int
 	hasOffset bool
-	offsetPos int
 }
 
 var reserved = map[string]bool{
@@ -498,7 +494,6 @@ func parseSOQL(src string) (*query, *apiError) {
 			if t := p.peek(); isKw(t, "ASC") || isKw(t, "DESC") {
 				p.next()
 				it.desc = isKw(t, "DESC")
-				it.dirPos = t.pos
 			}
 			if isKw(p.peek(), "NULLS") {
 				p.next()
@@ -529,7 +524,7 @@ func parseSOQL(src string) (*query, *apiError) {
 		if t.kind != tkNumber || strings.ContainsAny(t.text, ".+-") {
 			return nil, p.unexpected(t)
 		}
-		q.offset, q.hasOffset, q.offsetPos = int(t.num), true, t.pos
+		q.offset, q.hasOffset = int(t.num), true
 	}
 	if t := p.peek(); t.kind != tkEOF {
 		return nil, p.unexpected(t)

@@ -161,7 +161,7 @@ func (s *Server) Publish(name string, events ...map[string]any) ([][]byte, error
 	t.mu.Unlock()
 	payloads := make([][]byte, len(events))
 	for i, ev := range events {
-		b, err := avro.Marshal(schema, ev)
+		b, err := encode(schema, ev)
 		if err != nil {
 			return nil, fmt.Errorf("%w: event %d on %s: %w", ErrEncode, i, name, err)
 		}

@@ -61,9 +61,9 @@ type SubscribeRequest struct {
 	ReplayID []byte
 	// Max is N: the subscription delivers at most Max events and then stops. Required (> 0).
 	Max int
-	// NumRequested is the credit size of one FetchRequest, 1..MaxOutstanding (default
-	// MaxOutstanding). Credits never exceed the events still wanted, so the server cannot
-	// deliver more than Max.
+	// NumRequested is the most credits outstanding at once, 1..MaxOutstanding (default
+	// MaxOutstanding); more are requested when half are used. Credits never exceed the events
+	// still wanted either, so the server cannot deliver more than Max.
 	NumRequested int
 	// Idle ends the pull when no response arrived for this long while credits were outstanding
 	// (default 5s). Salesforce sends keepalives only every ~270s, so on a quiet topic the idle
@@ -252,11 +252,11 @@ func (s *Subscription) resuming() bool {
 }
 
 // credit returns how many credits to request now, given outstanding ones: never more than the
-// events still wanted nor more than MaxOutstanding in total.
+// events still wanted nor more than NumRequested (at most MaxOutstanding) in total.
 func (s *Subscription) credit(outstanding int) int {
 	want := s.req.Max - s.delivered - s.pendingEvents() - outstanding
-	room := MaxOutstanding - outstanding
-	return max(0, min(want, room, s.req.NumRequested))
+	room := s.req.NumRequested - outstanding
+	return max(0, min(want, room))
 }
 
 // pendingEvents counts the received events not yet yielded.

@@ -262,7 +262,10 @@ func (o *Org) streamBody(w http.ResponseWriter, r *http.Request, reset *Fault, c
 		if r.Method == http.MethodHead {
 			return
 		}
-		zw, _ := gzip.NewWriterLevel(dst, gzip.BestSpeed)
+		zw, err := gzip.NewWriterLevel(dst, o.opts.GzipLevel)
+		if err != nil {
+			zw = gzip.NewWriter(dst)
+		}
 		if err := write(zw); err != nil {
 			return
 		}

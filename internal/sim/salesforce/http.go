@@ -70,7 +70,7 @@ func (o *Org) parseRoute(path string) route {
 	case n == 1 && segs[0] == "queryAll" && !rt.tooling:
 		rt.kind, rt.all = KindQueryAll, true
 	case n == 2 && segs[0] == "queryAll" && !rt.tooling:
-		rt.kind, rt.locator = KindQueryMore, segs[1]
+		rt.kind, rt.locator, rt.all = KindQueryMore, segs[1], true
 	case n == 1 && segs[0] == "sobjects":
 		rt.kind = KindDescribeGlobal
 	case n == 2 && segs[0] == "sobjects":
@@ -227,7 +227,7 @@ func (o *Org) serveREST(w http.ResponseWriter, r *http.Request, rt route, now ti
 		return
 	}
 	verNum, _ := strconv.ParseFloat(rt.version, 64)
-	c := &execCtx{o: o, user: &u, now: now, tooling: rt.tooling, version: rt.version, verNum: verNum}
+	c := &execCtx{o: o, user: &u, now: now, tooling: rt.tooling, all: rt.all, version: rt.version, verNum: verNum}
 	var body []byte
 	var err *apiError
 	switch rt.kind {

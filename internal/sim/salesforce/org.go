@@ -99,6 +99,12 @@ type Options struct {
 	DailyAPILimit int
 	// DisableGzip ignores Accept-Encoding: gzip on downloads.
 	DisableGzip bool
+	// GzipLevel is the compress/gzip level of gzip-encoded downloads. The
+	// default 0 (gzip.NoCompression) still sends a real gzip stream (stored
+	// blocks, so clients exercise their gzip path) at memory speed; set
+	// gzip.BestSpeed (1) for realistic sizes — stdlib compression runs at
+	// only tens of MB/s, which would dominate benchmarks.
+	GzipLevel int
 	// Logger receives debug logs of requests (nil = slog.Default()).
 	Logger *slog.Logger
 }

@@ -80,6 +80,9 @@ func (c *execCtx) nextURL(locID string, offset int) string {
 	if c.tooling {
 		prefix += "/tooling"
 	}
+	if c.all {
+		return prefix + "/queryAll/" + locID + "-" + strconv.Itoa(offset)
+	}
 	return prefix + "/query/" + locID + "-" + strconv.Itoa(offset)
 }
 

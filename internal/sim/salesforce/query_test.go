@@ -3,6 +3,7 @@ package salesforce
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -187,6 +188,14 @@ func TestQueryAllAndRetrieve(t *testing.T) {
 		t.Fatalf("queryAll: %d %d", code, len(p.Records))
 	}
 	id := p.Records[0]["Id"].(string)
+	insertLoginHistory(t, e.org, 2500)
+	code, p2, _ := e.queryPath(ver + "/queryAll?q=SELECT+Id+FROM+LoginHistory")
+	if code != 200 || !strings.HasPrefix(p2.NextRecordsURL, ver+"/queryAll/01g") {
+		t.Fatalf("queryAll cursor: %d %q", code, p2.NextRecordsURL)
+	}
+	if code, p3, _ := e.queryPath(p2.NextRecordsURL); code != 200 || len(p3.Records) != 503 || !p3.Done {
+		t.Fatalf("queryAll next page: %d %d", code, len(p3.Records))
+	}
 	resp, b := e.get(ver + "/sobjects/LoginHistory/" + id + "?fields=Id,Status")
 	if resp.StatusCode != 200 || string(b) != `{"attributes":{"type":"LoginHistory","url":"/services/data/v62.0/sobjects/LoginHistory/`+id+`"},"Id":"`+id+`","Status":"Success"}` {
 		t.Errorf("retrieve: %d %s", resp.StatusCode, b)

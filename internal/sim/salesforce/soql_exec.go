@@ -19,6 +19,7 @@ type execCtx struct {
 	user    *user
 	now     time.Time
 	tooling bool
+	all     bool // queryAll: cursors page through /queryAll/<locator>
 	version string
 	verNum  float64
 }

@@ -1,0 +1,305 @@
+package soql
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// cursorVersion is the version of the cursor format documented in the package comment.
+const cursorVersion = 1
+
+// keyKind says which field keys a row and how keys compare.
+type keyKind int
+
+const (
+	// byID keys rows on Id: compared on the case-sensitive 15-character form, byte-wise (the
+	// order of Salesforce's base-62 ids).
+	byID keyKind = iota
+	// byEventIdentifier keys Big Object rows on EventIdentifier (a UUID), compared without case.
+	byEventIdentifier
+)
+
+func (k keyKind) field() string {
+	if k == byEventIdentifier {
+		return EventIdentifier
+	}
+	return "Id"
+}
+
+// norm returns the form of key that is compared and hashed.
+func (k keyKind) norm(key string) string {
+	if k == byEventIdentifier {
+		return strings.ToLower(key)
+	}
+	if len(key) > 15 {
+		return key[:15]
+	}
+	return key
+}
+
+// position is a point in (timestamp, key) order. An empty key lies before every key of its
+// timestamp.
+type position struct {
+	ts  time.Time
+	key string
+}
+
+// cmp orders two positions.
+func (k keyKind) cmp(a, b position) int {
+	if c := a.ts.Compare(b.ts); c != 0 {
+		return c
+	}
+	return strings.Compare(k.norm(a.key), k.norm(b.key))
+}
+
+// hash48 is the 48-bit FNV-1a hash of a normalised key that the seen set stores.
+func (k keyKind) hash48(key string) uint64 {
+	h := uint64(14695981039346656037)
+	n := k.norm(key)
+	for i := 0; i < len(n); i++ {
+		h ^= uint64(n[i])
+		h *= 1099511628211
+	}
+	return h >> 16
+}
+
+// seenEntry is one row remembered in the overlap window.
+type seenEntry struct {
+	h   uint64
+	pos position
+}
+
+// window is the overlap window's memory: the rows handled whose position lies in [from, pos].
+// Hashes restored from a stored cursor are pending until the re-read confirms them (their
+// positions are unknown until then); once the stream passes the stored position, pending hashes
+// that were not re-read are forgotten.
+type window struct {
+	list    []seenEntry // known rows, ascending
+	inList  map[uint64]bool
+	pending map[uint64]bool
+	order   []uint64 // pending hashes in stored order (for a stable encoding)
+}
+
+func newWindow(stored []uint64) *window {
+	w := &window{inList: map[uint64]bool{}, pending: make(map[uint64]bool, len(stored))}
+	for _, h := range stored {
+		if !w.pending[h] {
+			w.pending[h] = true
+			w.order = append(w.order, h)
+		}
+	}
+	return w
+}
+
+// confirm reports whether h was remembered; a pending hash becomes a known entry at p.
+func (w *window) confirm(h uint64, p position) bool {
+	if w.inList[h] {
+		return true
+	}
+	if w.pending[h] {
+		delete(w.pending, h)
+		w.add(h, p)
+		return true
+	}
+	return false
+}
+
+// add remembers a row (appended: callers add in ascending order, except late rows, which are
+// few and are inserted in place).
+func (w *window) add(h uint64, p position) {
+	w.inList[h] = true
+	e := seenEntry{h: h, pos: p}
+	n := len(w.list)
+	if n == 0 || !p.ts.Before(w.list[n-1].pos.ts) {
+		w.list = append(w.list, e)
+		return
+	}
+	i := n
+	for i > 0 && p.ts.Before(w.list[i-1].pos.ts) {
+		i--
+	}
+	w.list = append(w.list, seenEntry{})
+	copy(w.list[i+1:], w.list[i:])
+	w.list[i] = e
+}
+
+// forgetPending drops the stored hashes that the re-read did not confirm.
+func (w *window) forgetPending() {
+	clear(w.pending)
+	w.order = nil
+}
+
+// dropFront forgets the oldest n known rows.
+func (w *window) dropFront(n int) {
+	for _, e := range w.list[:n] {
+		delete(w.inList, e.h)
+	}
+	w.list = append(w.list[:0], w.list[n:]...)
+}
+
+// size is the number of remembered rows.
+func (w *window) size() int { return len(w.list) + len(w.pending) }
+
+// encode returns the hashes, known rows first, as 8 base64url characters each.
+func (w *window) encode() string {
+	n := len(w.list) + len(w.pending)
+	if n == 0 {
+		return ""
+	}
+	raw := make([]byte, 0, 6*n)
+	put := func(h uint64) {
+		raw = append(raw, byte(h>>40), byte(h>>32), byte(h>>24), byte(h>>16), byte(h>>8), byte(h))
+	}
+	for _, e := range w.list {
+		put(e.h)
+	}
+	for _, h := range w.order {
+		if w.pending[h] {
+			put(h)
+		}
+	}
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+func decodeSeen(s string) ([]uint64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if len(s)%8 != 0 {
+		return nil, errors.New("seen is not a list of 8-character hashes")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("seen: %w", err)
+	}
+	out := make([]uint64, 0, len(raw)/6)
+	for i := 0; i+6 <= len(raw); i += 6 {
+		b := raw[i : i+6]
+		out = append(out, uint64(b[0])<<40|uint64(b[1])<<32|uint64(b[2])<<24|uint64(b[3])<<16|uint64(b[4])<<8|uint64(b[5]))
+	}
+	return out, nil
+}
+
+// cursorJSON is the stored form (see the package comment).
+type cursorJSON struct {
+	V      int    `json:"v"`
+	Field  string `json:"field"`
+	By     string `json:"by,omitempty"`
+	TS     string `json:"ts"`
+	LastID string `json:"last_id"`
+	FromTS string `json:"from_ts,omitempty"`
+	FromID string `json:"from_id,omitempty"`
+	Seen   string `json:"seen,omitempty"`
+	MaxID  string `json:"max_id,omitempty"`
+}
+
+// state is a decoded cursor.
+type state struct {
+	pos   position
+	from  *position // nil: the window is empty, reading starts just after pos
+	seen  []uint64
+	maxID string
+}
+
+// eventIDRE bounds what an EventIdentifier read back from a cursor may look like (it is quoted
+// with QuoteString anyway).
+var eventIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
+
+func (k keyKind) validKey(key string) error {
+	if k == byEventIdentifier {
+		if !eventIDRE.MatchString(key) {
+			return fmt.Errorf("%q is not an EventIdentifier", key)
+		}
+		return nil
+	}
+	return salesforce.ValidateID(key)
+}
+
+// decodeCursor reads a stored cursor; ok is false when there is none. Errors wrap
+// source.ErrCursor.
+func decodeCursor(raw json.RawMessage, field string, kind keyKind) (st state, ok bool, err error) {
+	var c cursorJSON
+	ok, err = source.DecodeCursor(raw, cursorVersion, &c)
+	if err != nil || !ok {
+		return state{}, ok, err
+	}
+	bad := func(format string, args ...any) (state, bool, error) {
+		return state{}, false, errors.Join(source.ErrCursor, fmt.Errorf(format, args...))
+	}
+	if !strings.EqualFold(c.Field, field) {
+		return bad("cursor follows field %q, the object is configured on %q", c.Field, field)
+	}
+	by := ""
+	if kind == byEventIdentifier {
+		by = EventIdentifier
+	}
+	if c.By != by {
+		return bad("cursor is keyed on %q, the object on %q", c.By, kind.field())
+	}
+	t, err := salesforce.ParseDateTime(c.TS)
+	if err != nil {
+		return bad("ts: %v", err)
+	}
+	if err := kind.validKey(c.LastID); err != nil {
+		return bad("last_id: %v", err)
+	}
+	st.pos = position{ts: t, key: c.LastID}
+	if c.FromTS != "" {
+		ft, err := salesforce.ParseDateTime(c.FromTS)
+		if err != nil {
+			return bad("from_ts: %v", err)
+		}
+		if c.FromID != "" {
+			if err := kind.validKey(c.FromID); err != nil {
+				return bad("from_id: %v", err)
+			}
+		}
+		from := position{ts: ft, key: c.FromID}
+		if kind.cmp(from, st.pos) > 0 {
+			return bad("the window starts after the position")
+		}
+		st.from = &from
+	} else if c.FromID != "" {
+		return bad("from_id without from_ts")
+	}
+	if st.seen, err = decodeSeen(c.Seen); err != nil {
+		return bad("%v", err)
+	}
+	if c.MaxID != "" {
+		if kind != byID {
+			return bad("max_id on a Big Object cursor")
+		}
+		if err := salesforce.ValidateID(c.MaxID); err != nil {
+			return bad("max_id: %v", err)
+		}
+		st.maxID = c.MaxID
+	}
+	return st, true, nil
+}
+
+// encodeCursor returns the stored form of the stream's current state.
+func encodeCursor(field string, kind keyKind, pos position, from *position, w *window, maxID string) json.RawMessage {
+	c := cursorJSON{V: cursorVersion, Field: field, TS: salesforce.FormatDateTime(pos.ts), LastID: pos.key, MaxID: maxID}
+	if kind == byEventIdentifier {
+		c.By = EventIdentifier
+	}
+	if from != nil {
+		c.FromTS, c.FromID = salesforce.FormatDateTime(from.ts), from.key
+	}
+	if w != nil {
+		c.Seen = w.encode()
+	}
+	b, err := json.Marshal(c)
+	if err != nil { // strings and ints only: cannot fail
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,207 @@
+package soql_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/soql"
+)
+
+const (
+	simUser     = "integration@example.com"
+	simClientID = "3MVG9-soql-test"
+)
+
+var simKey = sync.OnceValue(func() *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+// clock is a settable clock shared by the simulated org and the client.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	org   *simsf.Org
+	url   string
+	clock *clock
+}
+
+func newEnv(t *testing.T, opts simsf.Options) *env {
+	t.Helper()
+	c := &clock{t: epoch}
+	opts.Now = c.Now
+	if opts.Seed == 0 {
+		opts.Seed = 11
+	}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	org := simsf.New(opts)
+	org.AddUser(simUser, simsf.AllPermissions())
+	if err := org.AddJWTApp(simClientID, &simKey().PublicKey, simUser); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := org.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return &env{org: org, url: srv.URL, clock: c}
+}
+
+// client returns a new client, as each invocation builds one.
+func (e *env) client(t *testing.T) *salesforce.Client {
+	t.Helper()
+	c, err := salesforce.New(salesforce.Options{
+		LoginURL: e.url, ClientID: simClientID, Username: simUser,
+		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(simKey())}),
+		RetryWaitMin:  time.Millisecond, RetryWaitMax: 5 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// result is what one simulated run produced.
+type result struct {
+	records []source.Record
+	keys    []string // key of each record
+	cursors map[string]json.RawMessage
+	events  map[string]int64
+	errs    map[string]error
+	calls   map[salesforce.Kind]int64
+}
+
+// entries returns the non-skip records.
+func (r *result) entries() []source.Record {
+	var out []source.Record
+	for _, rec := range r.records {
+		if !rec.Skip {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// run opens a source over cursors and pulls round-robin like the job, until every stream is
+// caught up or maxRecords entries were pulled (0 = no limit). The returned cursors are the
+// inputs updated with the last record of each key.
+func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMessage, maxRecords int) *result {
+	t.Helper()
+	if opts.Client == nil {
+		opts.Client = e.client(t)
+	}
+	opts.Now = e.clock.Now
+	src, err := soql.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &result{cursors: map[string]json.RawMessage{}, events: map[string]int64{}, errs: map[string]error{}}
+	for k, v := range cursors {
+		res.cursors[k] = v
+	}
+	var mu sync.Mutex
+	streams, err := src.Open(context.Background(), source.OpenRequest{
+		Cursors: cursors,
+		Budget:  source.Budget{MaxRecords: maxRecords},
+		Log:     slog.New(slog.DiscardHandler),
+		Count: func(ev string, n int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			res.events[ev] += n
+		},
+		Note: func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled := 0
+	active := streams
+	for len(active) > 0 {
+		next := active[:0]
+		for _, s := range active {
+			done := false
+			for range 100 {
+				rec, err := s.Next(context.Background())
+				if errors.Is(err, io.EOF) {
+					done = true
+					break
+				}
+				if err != nil {
+					res.errs[s.Key()] = err
+					done = true
+					break
+				}
+				res.records = append(res.records, rec)
+				res.keys = append(res.keys, s.Key())
+				res.cursors[s.Key()] = rec.Cursor
+				if !rec.Skip {
+					pulled++
+				}
+				if maxRecords > 0 && pulled >= maxRecords {
+					res.calls = src.Calls()
+					return res
+				}
+			}
+			if done {
+				_ = s.Close()
+				continue
+			}
+			next = append(next, s)
+		}
+		active = next
+	}
+	res.calls = src.Calls()
+	return res
+}
+
+// lineID returns the Id (or EventIdentifier) of an entry's JSON line.
+func lineField(t *testing.T, rec source.Record, field string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(rec.Entry.Line), &m); err != nil {
+		t.Fatalf("line is not JSON: %v: %q", err, rec.Entry.Line)
+	}
+	s, _ := m[field].(string)
+	return s
+}
+
+func noErrors(t *testing.T, r *result) {
+	t.Helper()
+	for k, err := range r.errs {
+		t.Fatalf("%s: %v", k, err)
+	}
+}

@@ -1,0 +1,248 @@
+package soql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/salesforce"
+)
+
+// row is one record read, with its position.
+type row struct {
+	rec salesforce.Record
+	pos position
+}
+
+// reader yields rows in ascending (timestamp, key) order; io.EOF ends the run's range.
+type reader interface {
+	next(ctx context.Context) (row, error)
+}
+
+// maxQueryEscaped bounds the URL-encoded SOQL text; above it the field list is replaced by
+// FIELDS(ALL) (Salesforce refuses request URIs over about 16 KB).
+const maxQueryEscaped = 12000
+
+// querier holds what every query of one object shares.
+type querier struct {
+	client  *salesforce.Client
+	object  string
+	tsField string
+	kind    keyKind
+	// selectList is the explicit field list, or "FIELDS(ALL)" (then LIMIT is at most 200).
+	selectList string
+	fieldsAll  bool
+}
+
+// literal formats a position's timestamp.
+func lit(t time.Time) string { return salesforce.FormatDateTime(t) }
+
+// quoteKey returns a key as a SOQL literal (ids validated).
+func (q *querier) quoteKey(key string) (string, error) {
+	if q.kind == byEventIdentifier {
+		return salesforce.QuoteString(key), nil
+	}
+	return salesforce.QuoteID(key)
+}
+
+// atOrAfter is the condition "row ≥ p" (incl) or "row > p" in (timestamp, key) order.
+func (q *querier) atOrAfter(p position, incl bool) (string, error) {
+	if p.key == "" {
+		return q.tsField + " >= " + lit(p.ts), nil
+	}
+	k, err := q.quoteKey(p.key)
+	if err != nil {
+		return "", err
+	}
+	op := " > "
+	if incl {
+		op = " >= "
+	}
+	return "(" + q.tsField + " > " + lit(p.ts) + " OR (" + q.tsField + " = " + lit(p.ts) + " AND " + q.kind.field() + op + k + "))", nil
+}
+
+// before is the negation of atOrAfter.
+func (q *querier) before(p position, incl bool) (string, error) {
+	if p.key == "" {
+		return q.tsField + " < " + lit(p.ts), nil
+	}
+	k, err := q.quoteKey(p.key)
+	if err != nil {
+		return "", err
+	}
+	op := " <= "
+	if incl {
+		op = " < "
+	}
+	return "(" + q.tsField + " < " + lit(p.ts) + " OR (" + q.tsField + " = " + lit(p.ts) + " AND " + q.kind.field() + op + k + "))", nil
+}
+
+// parse reads a row's position. A row without a usable timestamp or key cannot be placed in
+// the order the cursor follows; Salesforce never returns one for a query filtered on the
+// timestamp, so it is an error.
+func (q *querier) parse(r salesforce.Record) (row, error) {
+	s, ok := r.String(q.tsField)
+	if !ok {
+		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.tsField)
+	}
+	t, err := salesforce.ParseDateTime(s)
+	if err != nil {
+		return row{}, fmt.Errorf("soql: %s row: %s: %w", q.object, q.tsField, err)
+	}
+	key, ok := r.String(q.kind.field())
+	if !ok || key == "" {
+		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.kind.field())
+	}
+	return row{rec: r, pos: position{ts: t, key: key}}, nil
+}
+
+// keysetReader reads a standard object in (timestamp, Id) order with keyset queries:
+//
+//	WHERE [(where) AND] (start arm [OR probe arm]) [AND after last row] [AND ts < top]
+//	ORDER BY ts ASC, Id ASC [LIMIT n]
+//
+// A query's pages are followed by nextRecordsUrl, so a run costs one call per page (2000 rows
+// with an explicit field list). A LIMIT is set only when the run can take fewer rows than a
+// page; a query that returned its full LIMIT, or whose locator was lost, is continued by a new
+// keyset query after the last row read.
+type keysetReader struct {
+	q     *querier
+	where string
+	// start is the window start (inclusive) or the position (exclusive).
+	start     position
+	startIncl bool
+	// probeMax, when set, adds the arm (before start AND Id > probeMax).
+	probeMax string
+	// top, when set, is an exclusive upper bound (settle).
+	top time.Time
+	// limit returns the LIMIT of the next query: 0 to stop, negative for none.
+	limit func() int
+
+	last    *position
+	page    *salesforce.Page
+	buf     []salesforce.Record
+	open    bool // a query's pages are being read
+	got     int  // rows received by the open query
+	asked   int  // its LIMIT, negative for none
+	done    bool
+	queries int
+}
+
+func (k *keysetReader) next(ctx context.Context) (row, error) {
+	for {
+		if len(k.buf) > 0 {
+			r, err := k.q.parse(k.buf[0])
+			k.buf = k.buf[1:]
+			if err != nil {
+				return row{}, err
+			}
+			k.last = &r.pos
+			return r, nil
+		}
+		if k.done {
+			return row{}, io.EOF
+		}
+		if k.open {
+			if !k.page.Done {
+				p, err := k.q.client.NextPage(ctx, k.page)
+				var apiErr *salesforce.APIError
+				if errors.As(err, &apiErr) && apiErr.ErrorCode == salesforce.CodeInvalidQueryLocator {
+					// The locator expired or was released: continue with a keyset query.
+					k.open = false
+					continue
+				}
+				if err != nil {
+					return row{}, err
+				}
+				k.page, k.buf = p, p.Records
+				k.got += len(p.Records)
+				continue
+			}
+			k.open = false
+			if k.asked < 0 || k.got < k.asked {
+				k.done = true
+				continue
+			}
+		}
+		if err := k.query(ctx); err != nil {
+			return row{}, err
+		}
+	}
+}
+
+func (k *keysetReader) query(ctx context.Context) error {
+	n := k.limit()
+	if n == 0 {
+		k.done = true
+		return nil
+	}
+	if k.q.fieldsAll && (n < 0 || n > salesforce.MinBatchSize) {
+		// FIELDS(ALL) needs LIMIT 200 or less.
+		n = salesforce.MinBatchSize
+	}
+	soql, err := k.build(n)
+	if err != nil {
+		return err
+	}
+	p, err := k.q.client.Query(ctx, soql)
+	k.queries++
+	if err != nil {
+		return err
+	}
+	k.page, k.buf, k.got, k.asked, k.open = p, p.Records, len(p.Records), n, true
+	return nil
+}
+
+// build returns the SOQL text of the next query with LIMIT n.
+func (k *keysetReader) build(n int) (string, error) {
+	var conds []string
+	if k.where != "" {
+		conds = append(conds, "("+k.where+")")
+	}
+	arm, err := k.q.atOrAfter(k.start, k.startIncl)
+	if err != nil {
+		return "", err
+	}
+	if k.probeMax != "" {
+		below, err := k.q.before(k.start, k.startIncl)
+		if err != nil {
+			return "", err
+		}
+		m, err := salesforce.QuoteID(k.probeMax)
+		if err != nil {
+			return "", err
+		}
+		arm = "(" + arm + " OR (Id > " + m + " AND " + below + "))"
+	}
+	conds = append(conds, arm)
+	if k.last != nil {
+		after, err := k.q.atOrAfter(*k.last, false)
+		if err != nil {
+			return "", err
+		}
+		conds = append(conds, after)
+	}
+	if !k.top.IsZero() {
+		conds = append(conds, k.q.tsField+" < "+lit(k.top))
+	}
+	soql := "SELECT " + k.q.selectList + " FROM " + k.q.object + " WHERE " + strings.Join(conds, " AND ") +
+		" ORDER BY " + k.q.tsField + " ASC, Id ASC"
+	if n >= 0 {
+		soql += " LIMIT " + strconv.Itoa(n)
+	}
+	return soql, nil
+}
+
+// tooLong reports whether the longest query this reader can send would exceed the URL budget.
+func (k *keysetReader) tooLong() bool {
+	sample := *k
+	p := position{ts: time.Date(2006, 1, 2, 15, 4, 5, 0, time.UTC), key: "000000000000000AAA"}
+	sample.start, sample.last, sample.probeMax, sample.top = p, &p, p.key, p.ts
+	soql, err := sample.build(fullPage)
+	return err == nil && len(url.QueryEscape(soql)) > maxQueryEscaped
+}

@@ -1,0 +1,321 @@
+package soql_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source/soql"
+)
+
+// loginRow is a LoginHistory row at ts.
+func loginRow(ts time.Time, i int) simsf.Record {
+	return simsf.Record{"LoginTime": ts, "LoginType": "Application", "SourceIp": fmt.Sprintf("10.0.%d.%d", i/250, i%250), "Status": "Success"}
+}
+
+// insertShuffled inserts rows in a random order, so that Id order is not timestamp order.
+func insertShuffled(t *testing.T, org *simsf.Org, object string, rows []simsf.Record, seed uint64) []string {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed))
+	r.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	ids, err := org.Insert(object, rows...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// ordered checks that the records' (timestamp, Id) positions strictly increase.
+func ordered(t *testing.T, recs [][2]string) {
+	t.Helper()
+	for i := 1; i < len(recs); i++ {
+		a, b := recs[i-1], recs[i]
+		if a[0] > b[0] || a[0] == b[0] && strings.Compare(a[1][:15], b[1][:15]) >= 0 {
+			t.Fatalf("delivery %d (%v) is not after delivery %d (%v)", i, b, i-1, a)
+		}
+	}
+}
+
+// TestTieGroupAcrossRuns is the acceptance test: 5 000 LoginHistory rows of which 2 500 share
+// one LoginTime, pulled 700 records per run, arrive exactly once and in order, and no request
+// is refused for its URL length.
+func TestTieGroupAcrossRuns(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	tie := epoch.Add(-30 * time.Minute)
+	var rows []simsf.Record
+	for i := range 1250 {
+		rows = append(rows, loginRow(epoch.Add(-50*time.Minute+time.Duration(i)*500*time.Millisecond), i))
+	}
+	for i := range 2500 {
+		rows = append(rows, loginRow(tie, 1250+i))
+	}
+	for i := range 1250 {
+		rows = append(rows, loginRow(epoch.Add(-29*time.Minute+time.Duration(i)*500*time.Millisecond), 3750+i))
+	}
+	ids := insertShuffled(t, e.org, "LoginHistory", rows, 1)
+
+	opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}}
+	cursors := map[string]json.RawMessage{}
+	seen := map[string]int{}
+	var order [][2]string
+	runs, queries := 0, int64(0)
+	for ; runs < 50; runs++ {
+		res := e.run(t, opts, cursors, 700)
+		noErrors(t, res)
+		queries += res.calls[salesforce.KindQuery]
+		if len(res.records) == 0 {
+			break
+		}
+		if n := len(res.entries()); n > 700 {
+			t.Fatalf("run %d delivered %d records, budget 700", runs, n)
+		}
+		for _, rec := range res.entries() {
+			id := lineField(t, rec, "Id")
+			seen[id]++
+			order = append(order, [2]string{lineField(t, rec, "LoginTime"), id})
+		}
+		cursors = res.cursors
+		if l := len(cursors[soql.Key("LoginHistory")]); l > 10_000 {
+			t.Fatalf("cursor is %d bytes; the overlap ids are not bounded", l)
+		}
+		e.clock.Advance(10 * time.Second)
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Fatalf("row %s delivered %d times, want once", id, seen[id])
+		}
+	}
+	if len(seen) != len(ids) {
+		t.Fatalf("%d distinct rows delivered, want %d", len(seen), len(ids))
+	}
+	ordered(t, order)
+	if got := e.org.CallCount(simsf.KindQuery) + e.org.CallCount(simsf.KindQueryMore); int64(got) != queries {
+		t.Fatalf("org counted %d queries, source %d", got, queries)
+	}
+	t.Logf("%d runs, %d queries", runs, queries)
+	if queries > int64(2*runs) {
+		t.Fatalf("%d queries over %d runs: more than two per run", queries, runs)
+	}
+}
+
+// TestAPICallsPer10000 measures the API calls of one run over 10 000 rows: one query page per
+// 2000 rows and one describe.
+func TestAPICallsPer10000(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	var rows []simsf.Record
+	for i := range 10_000 {
+		rows = append(rows, loginRow(epoch.Add(-55*time.Minute+time.Duration(i)*300*time.Millisecond), i))
+	}
+	insertShuffled(t, e.org, "LoginHistory", rows, 2)
+	e.org.ResetCalls()
+	res := e.run(t, soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}}, nil, 0)
+	noErrors(t, res)
+	if n := len(res.entries()); n != 10_000 {
+		t.Fatalf("delivered %d rows, want 10000", n)
+	}
+	q, d := res.calls[salesforce.KindQuery], res.calls[salesforce.KindDescribe]
+	t.Logf("10000 rows: %d query calls, %d describe calls", q, d)
+	if q > 5 || d != 1 {
+		t.Fatalf("10000 rows cost %d query calls and %d describes; want at most 5 and 1", q, d)
+	}
+}
+
+// TestLateRows: a row that becomes visible after the position passed its timestamp is delivered
+// when it lies inside the overlap window, and reported as late (counted) and still delivered
+// when it is older than the window; nothing is delivered twice.
+func TestLateRows(t *testing.T) {
+	tests := []struct {
+		name    string
+		overlap time.Duration
+		// want counts of the second run
+		recovered, late int64
+	}{
+		{name: "window", overlap: 5 * time.Minute, recovered: 1, late: 1},
+		{name: "no window", overlap: -1, recovered: 0, late: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, simsf.Options{})
+			var rows []simsf.Record
+			for i := range 100 {
+				rows = append(rows, loginRow(epoch.Add(-30*time.Minute+time.Duration(i)*15*time.Second), i))
+			}
+			insertShuffled(t, e.org, "LoginHistory", rows, 3)
+			// Committed with an older timestamp, visible only after the first run.
+			hidden, err := e.org.Insert("LoginHistory", loginRow(epoch.Add(-8*time.Minute), 500))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.org.SetVisibleAfter(hidden[0], epoch.Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory", Overlap: tc.overlap}}}
+			first := e.run(t, opts, nil, 0)
+			noErrors(t, first)
+			if n := len(first.entries()); n != 100 {
+				t.Fatalf("first run delivered %d rows, want 100", n)
+			}
+			// The last row is at −5m15s; the hidden row (−8m) is inside a 5m window; a row
+			// inserted now at −40m is older than it.
+			old, err := e.org.Insert("LoginHistory", loginRow(epoch.Add(-40*time.Minute), 501))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Advance(2 * time.Minute)
+			second := e.run(t, opts, first.cursors, 0)
+			noErrors(t, second)
+			got := map[string]bool{}
+			for _, rec := range second.entries() {
+				got[lineField(t, rec, "Id")] = true
+			}
+			if len(got) != 2 || !got[hidden[0]] || !got[old[0]] {
+				t.Fatalf("second run delivered %v, want exactly the hidden row %s and the old row %s", got, hidden[0], old[0])
+			}
+			if second.events[soql.EventLateRecovered] != tc.recovered || second.events[soql.EventLateRows] != tc.late {
+				t.Fatalf("events %v, want %s=%d and %s=%d", second.events, soql.EventLateRecovered, tc.recovered, soql.EventLateRows, tc.late)
+			}
+			third := e.run(t, opts, second.cursors, 0)
+			noErrors(t, third)
+			if n := len(third.records); n != 0 {
+				t.Fatalf("third run delivered %d records, want none", n)
+			}
+		})
+	}
+}
+
+// TestGarbageCursor: an unusable cursor falls back to the lookback with a warning counted as
+// cursor_reset, and the next run proceeds from the cursor the first one wrote.
+func TestGarbageCursor(t *testing.T) {
+	garbage := []string{
+		`not json`,
+		`[]`,
+		`"2026-06-30T10:00:00.000+0000"`,
+		`{"v":99}`,
+		`{"v":1,"field":"LoginTime","ts":"yesterday","last_id":"0Ya000000000001"}`,
+		`{"v":1,"field":"LoginTime","ts":"2026-06-30T10:00:00.000Z","last_id":"x' OR Id != '"}`,
+		`{"v":1,"field":"CreatedDate","ts":"2026-06-30T10:00:00.000Z","last_id":"0Ya000000000001"}`,
+		`{"v":1,"field":"LoginTime","ts":"2026-06-30T10:00:00.000Z","last_id":"0Ya000000000001","seen":"abc"}`,
+		`{"v":1,"field":"LoginTime","ts":"2026-06-30T10:00:00.000Z","last_id":"0Ya000000000001","from_ts":"2026-06-30T11:00:00.000Z"}`,
+	}
+	for i, g := range garbage {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := newEnv(t, simsf.Options{})
+			var rows []simsf.Record
+			for i := range 30 {
+				// 10 rows before the 1h lookback, 20 inside it.
+				ts := epoch.Add(-90*time.Minute + time.Duration(i)*time.Minute)
+				if i >= 10 {
+					ts = epoch.Add(-50*time.Minute + time.Duration(i)*time.Minute)
+				}
+				rows = append(rows, loginRow(ts, i))
+			}
+			insertShuffled(t, e.org, "LoginHistory", rows, 4)
+			key := soql.Key("LoginHistory")
+			opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}}
+			first := e.run(t, opts, map[string]json.RawMessage{key: json.RawMessage(g)}, 0)
+			noErrors(t, first)
+			if first.events[soql.EventCursorReset] != 1 {
+				t.Fatalf("events %v, want one cursor_reset", first.events)
+			}
+			if n := len(first.entries()); n != 20 {
+				t.Fatalf("delivered %d rows, want the 20 inside the lookback", n)
+			}
+			if _, err := e.org.Insert("LoginHistory", loginRow(epoch.Add(-time.Minute), 99)); err != nil {
+				t.Fatal(err)
+			}
+			second := e.run(t, opts, first.cursors, 0)
+			noErrors(t, second)
+			if second.events[soql.EventCursorReset] != 0 || len(second.entries()) != 1 {
+				t.Fatalf("second run: events %v, %d rows; want no reset and the one new row", second.events, len(second.entries()))
+			}
+		})
+	}
+}
+
+// TestShapedRowsAdvance: rows dropped by shaping are Skip records whose cursor advances, so a
+// re-run does not read them again; the rest are shaped (hashed field).
+func TestShapedRowsAdvance(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	var rows []simsf.Record
+	for i := range 40 {
+		r := loginRow(epoch.Add(-30*time.Minute+time.Duration(i)*time.Second), i)
+		if i%4 == 0 {
+			r["Status"] = "Invalid Password"
+		}
+		rows = append(rows, r)
+	}
+	insertShuffled(t, e.org, "LoginHistory", rows, 5)
+	sh, err := shape.New(shape.Options{
+		Salt: []byte("0123456789abcdef0123"),
+		Transforms: []shape.Transform{
+			{Op: shape.OpDropRow, Name: "failures", Match: map[string]string{"Status": "Invalid*"}},
+			{Op: shape.OpHash, Fields: []string{"SourceIp"}},
+		},
+		Metadata: []string{"SourceIp"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}, Shaper: sh}
+	first := e.run(t, opts, nil, 0)
+	noErrors(t, first)
+	skips := 0
+	for _, rec := range first.records {
+		if rec.Skip {
+			skips++
+			if rec.SkipReason != "drop_row:failures" {
+				t.Fatalf("skip reason %q", rec.SkipReason)
+			}
+			continue
+		}
+		ip := lineField(t, rec, "SourceIp")
+		if strings.HasPrefix(ip, "10.") || len(ip) != 64 {
+			t.Fatalf("SourceIp %q is not hashed in the line", ip)
+		}
+		if src, _ := rec.Entry.Labels.Get("source"); src != "soql" {
+			t.Fatalf("labels %s", rec.Entry.Labels)
+		}
+		if et, _ := rec.Entry.Labels.Get("event_type"); et != "LoginHistory" {
+			t.Fatalf("labels %s", rec.Entry.Labels)
+		}
+	}
+	if skips != 10 || len(first.entries()) != 30 {
+		t.Fatalf("%d skips and %d entries, want 10 and 30", skips, len(first.entries()))
+	}
+	// The last row read is a dropped one: its Skip record carries the final cursor.
+	second := e.run(t, opts, first.cursors, 0)
+	noErrors(t, second)
+	if len(second.records) != 0 {
+		t.Fatalf("re-run produced %d records, want none", len(second.records))
+	}
+}
+
+// TestWhereFilter: the operator's condition applies to every query.
+func TestWhereFilter(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	var rows []simsf.Record
+	for i := range 20 {
+		r := loginRow(epoch.Add(-30*time.Minute+time.Duration(i)*time.Second), i)
+		if i%2 == 0 {
+			r["Status"] = "Invalid Password"
+		}
+		rows = append(rows, r)
+	}
+	insertShuffled(t, e.org, "LoginHistory", rows, 6)
+	res := e.run(t, soql.Options{Objects: []soql.Object{{Name: "LoginHistory", Where: "Status = 'Success'"}}}, nil, 0)
+	noErrors(t, res)
+	if n := len(res.entries()); n != 10 {
+		t.Fatalf("delivered %d rows, want the 10 successes", n)
+	}
+	for _, rec := range res.entries() {
+		if s := lineField(t, rec, "Status"); s != "Success" {
+			t.Fatalf("row with Status %q delivered", s)
+		}
+	}
+}

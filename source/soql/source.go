@@ -1,0 +1,455 @@
+package soql
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// Name is the source's config name and its source label.
+const Name = "soql"
+
+// Key returns the checkpoint key of an object: "soql:<Object>".
+func Key(object string) string { return Name + ":" + object }
+
+// Events counted through source.OpenRequest.Count.
+const (
+	// EventCursorReset: a stored cursor was unusable and the key restarted at now − lookback.
+	EventCursorReset = "cursor_reset"
+	// EventLateRows: a row arrived later than the overlap window reaches back (delivered late,
+	// standard objects only).
+	EventLateRows = "late_rows"
+	// EventLateRecovered: a row arrived late but inside the overlap window and was delivered.
+	EventLateRecovered = "late_rows_recovered"
+	// EventOverlapShrunk: the window held more rows than MaxOverlapIDs and was shrunk.
+	EventOverlapShrunk = "overlap_shrunk"
+	// EventFieldsAll: the explicit field list was too long for a URL; FIELDS(ALL) is used.
+	EventFieldsAll = "fields_all_fallback"
+)
+
+// Source is the SOQL source. Build one per invocation with New.
+type Source struct {
+	opts    Options
+	objects []Object
+	counter *salesforce.Counter
+}
+
+// New validates opts and returns the source.
+func New(opts Options) (*Source, error) {
+	if opts.Client == nil {
+		return nil, errors.New("soql: Options.Client is required")
+	}
+	var errs []error
+	seen := map[string]bool{}
+	objs := make([]Object, 0, len(opts.Objects))
+	for _, o := range opts.Objects {
+		if err := o.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[strings.ToLower(o.Name)] {
+			errs = append(errs, &ObjectError{Object: o.Name, Field: "Name", Msg: "configured twice"})
+			continue
+		}
+		seen[strings.ToLower(o.Name)] = true
+		objs = append(objs, o.withDefaults())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if opts.Shaper == nil {
+		sh, err := shape.New(shape.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Shaper = sh
+	}
+	if opts.Counter == nil {
+		opts.Counter = &salesforce.Counter{}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Source{opts: opts, objects: objs, counter: opts.Counter}, nil
+}
+
+// Name implements source.Source.
+func (s *Source) Name() string { return Name }
+
+// Calls returns the Salesforce calls this source made, by kind.
+func (s *Source) Calls() map[salesforce.Kind]int64 { return s.counter.Calls() }
+
+// Open implements source.Source: one stream per object, reading its cursor from req. Nothing is
+// queried until a stream's first Next.
+func (s *Source) Open(_ context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	log := req.Log
+	if log == nil {
+		log = s.opts.Log
+	}
+	count := req.Count
+	if count == nil {
+		count = func(string, int64) {}
+	}
+	out := make([]source.Stream, 0, len(s.objects))
+	for _, o := range s.objects {
+		key := Key(o.Name)
+		kind := byID
+		if o.BigObject {
+			kind = byEventIdentifier
+		}
+		st := &stream{src: s, obj: o, key: key, kind: kind, log: log.With("key", key), count: count, budget: req.Budget}
+		cur, ok, err := decodeCursor(req.Cursors[key], o.TimestampField, kind)
+		if err != nil {
+			st.log.Warn("stored cursor is unusable; starting from the lookback", "lookback", o.Lookback, "err", err)
+			count(EventCursorReset, 1)
+			ok = false
+		}
+		if ok {
+			p := cur.pos
+			st.pos, st.stored, st.from, st.maxID = &p, p, cur.from, cur.maxID
+			if o.Overlap > 0 {
+				st.win = newWindow(cur.seen)
+			} else {
+				st.from = nil
+			}
+		} else if o.Overlap > 0 {
+			st.win = newWindow(nil)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// stream reads one object for one run.
+type stream struct {
+	src    *Source
+	obj    Object
+	key    string
+	kind   keyKind
+	log    *slog.Logger
+	count  func(string, int64)
+	budget source.Budget
+
+	// The cursor: pos is the last row delivered in order (nil before the first), from the
+	// window's start, win the rows remembered in [from, pos].
+	pos    *position
+	from   *position
+	win    *window
+	maxID  string
+	stored position // the position the run started from
+	passed bool     // a row after stored was read
+
+	rd      reader
+	q       *querier
+	fields  []string
+	plan    *shape.Plan
+	rec     shape.Record
+	emitted int
+	shrunk  bool
+	err     error
+}
+
+func (st *stream) Key() string { return st.key }
+
+func (st *stream) Close() error { return nil }
+
+func (st *stream) Next(ctx context.Context) (source.Record, error) {
+	if st.err != nil {
+		return source.Record{}, st.err
+	}
+	if m := st.obj.MaxRecordsPerRun; m > 0 && st.emitted >= m {
+		return source.Record{}, io.EOF
+	}
+	ctx = salesforce.WithCounter(ctx, st.src.counter)
+	if st.rd == nil {
+		if err := st.init(ctx); err != nil {
+			st.err = fmt.Errorf("soql: %s: %w", st.obj.Name, err)
+			return source.Record{}, st.err
+		}
+	}
+	for {
+		r, err := st.rd.next(ctx)
+		if err == io.EOF {
+			return source.Record{}, io.EOF
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				st.err = fmt.Errorf("soql: %s: %w", st.obj.Name, err)
+			}
+			return source.Record{}, fmt.Errorf("soql: %s: %w", st.obj.Name, err)
+		}
+		if rec, ok := st.consider(r); ok {
+			st.emitted++
+			return rec, nil
+		}
+	}
+}
+
+// sfNow is Salesforce's clock as last measured by the client.
+func (st *stream) sfNow() time.Time {
+	now := st.src.opts.Now()
+	if off, ok := st.src.opts.Client.ServerClockOffset(); ok {
+		now = now.Add(off)
+	}
+	return now
+}
+
+// init describes the object, fixes the field list and builds the reader.
+func (st *stream) init(ctx context.Context) error {
+	o := st.obj
+	d, err := st.src.opts.Client.Describe(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	tsf, ok := d.Field(o.TimestampField)
+	if !ok {
+		return fmt.Errorf("the object has no field %s (timestamp_field)", o.TimestampField)
+	}
+	if tsf.Type != "datetime" {
+		return fmt.Errorf("timestamp field %s is a %s, not a datetime", o.TimestampField, tsf.Type)
+	}
+	if _, ok := d.Field(st.kind.field()); !ok {
+		return fmt.Errorf("the object has no %s field to key rows on", st.kind.field())
+	}
+	fields := o.Fields
+	if len(fields) == 0 {
+		fields = d.SelectableFields()
+	}
+	st.fields = withFields(fields, st.kind.field(), o.TimestampField)
+	st.q = &querier{client: st.src.opts.Client, object: o.Name, tsField: tsf.Name, kind: st.kind,
+		selectList: strings.Join(st.fields, ", ")}
+	st.plan = st.src.opts.Shaper.Plan(shape.Schema{Source: Name, Type: o.Name, Fields: st.fields})
+
+	now := st.sfNow()
+	start, incl := position{ts: now.Add(-o.Lookback)}, true
+	switch {
+	case st.pos == nil:
+		if st.win != nil {
+			f := start
+			st.from = &f
+		}
+	case st.from != nil:
+		start = *st.from
+	default:
+		start, incl = *st.pos, false
+	}
+	if o.BigObject {
+		top := now.Add(-o.Settle)
+		st.rd = newBigReader(st.q, start, incl, top, o.PageSize, o.BufferRows)
+		return nil
+	}
+	k := &keysetReader{q: st.q, where: o.Where, start: start, startIncl: incl, limit: st.limit}
+	if st.pos != nil {
+		k.probeMax = st.maxID
+	}
+	if o.Settle > 0 {
+		k.top = now.Add(-o.Settle)
+	}
+	if k.tooLong() {
+		st.q.selectList, st.q.fieldsAll = "FIELDS(ALL)", true
+		st.log.Warn("the field list makes the query longer than a URL allows; using FIELDS(ALL), 200 rows per query", "fields", len(st.fields))
+		st.count(EventFieldsAll, 1)
+	}
+	st.rd = k
+	return nil
+}
+
+// withFields returns fields with the key and timestamp fields added when missing.
+func withFields(fields []string, need ...string) []string {
+	out := make([]string, 0, len(fields)+len(need))
+	for _, n := range need {
+		found := false
+		for _, f := range fields {
+			if strings.EqualFold(f, n) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, n)
+		}
+	}
+	return append(out, fields...)
+}
+
+// limit is the LIMIT of the next standard query: none (negative) when the run can take a full
+// page or more, else what it can take plus the rows the window re-reads, or 0 when it can take
+// nothing more.
+func (st *stream) limit() int {
+	left := -1
+	if m := st.obj.MaxRecordsPerRun; m > 0 {
+		left = m - st.emitted
+	}
+	if m := st.budget.MaxRecords; m > 0 && (left < 0 || m-st.emitted < left) {
+		left = m - st.emitted
+	}
+	switch {
+	case left < 0:
+		return -1
+	case left == 0:
+		return 0
+	}
+	if !st.passed && st.win != nil {
+		left += st.win.size()
+	}
+	if left >= fullPage {
+		return -1
+	}
+	return left
+}
+
+// consider classifies a row read: late (before the window), already handled (in the window and
+// remembered), late but inside the window, or new. It returns the record to emit, if any.
+func (st *stream) consider(r row) (source.Record, bool) {
+	k := st.kind
+	if st.pos != nil && st.beforeWindow(r.pos) {
+		st.bumpMax(r.pos.key)
+		st.count(EventLateRows, 1)
+		st.log.Warn("a row became visible later than the overlap window reaches back; delivering it late",
+			"id", r.pos.key, "timestamp", lit(r.pos.ts), "overlap", st.obj.Overlap)
+		return st.emit(r), true
+	}
+	if st.pos != nil && k.cmp(r.pos, *st.pos) <= 0 {
+		st.bumpMax(r.pos.key)
+		if st.win == nil {
+			// Reading starts after the position when there is no window; only the
+			// probe reaches back, and it is handled above.
+			return source.Record{}, false
+		}
+		h := k.hash48(r.pos.key)
+		if st.win.confirm(h, r.pos) {
+			return source.Record{}, false
+		}
+		st.win.add(h, r.pos)
+		st.count(EventLateRecovered, 1)
+		st.log.Info("a row became visible late, inside the overlap window; delivering it", "id", r.pos.key, "timestamp", lit(r.pos.ts))
+		return st.emit(r), true
+	}
+	if !st.passed {
+		st.passed = true
+		if st.win != nil {
+			st.win.forgetPending()
+		}
+	}
+	st.bumpMax(r.pos.key)
+	p := r.pos
+	st.pos = &p
+	if st.win != nil {
+		st.win.add(k.hash48(p.key), p)
+		st.slide()
+	}
+	return st.emit(r), true
+}
+
+// beforeWindow reports whether p lies before what the window covers.
+func (st *stream) beforeWindow(p position) bool {
+	if st.from != nil {
+		return st.kind.cmp(p, *st.from) < 0
+	}
+	return st.kind.cmp(p, *st.pos) <= 0
+}
+
+// bumpMax raises max_id (standard objects).
+func (st *stream) bumpMax(id string) {
+	if st.kind != byID {
+		return
+	}
+	if st.maxID == "" || strings.Compare(byID.norm(id), byID.norm(st.maxID)) > 0 {
+		st.maxID = id
+	}
+}
+
+// slide moves the window after a new row: rows older than pos − Overlap are forgotten, and
+// past MaxOverlapIDs the oldest are, and the start moves up to the oldest kept row. The start
+// never moves back: every row handled at or after it is remembered.
+func (st *stream) slide() {
+	w, k := st.win, st.kind
+	if st.from == nil {
+		f := w.list[len(w.list)-1].pos
+		st.from = &f
+	}
+	edge := position{ts: st.pos.ts.Add(-st.obj.Overlap)}
+	i := 0
+	for i < len(w.list) && w.list[i].pos.ts.Before(edge.ts) {
+		i++
+	}
+	w.dropFront(i)
+	if k.cmp(*st.from, edge) < 0 {
+		st.from = &edge
+	}
+	if over := len(w.list) - st.obj.MaxOverlapIDs; over > 0 {
+		w.dropFront(over)
+		front := w.list[0].pos
+		if k.cmp(*st.from, front) < 0 {
+			st.from = &front
+		}
+		if !st.shrunk {
+			st.shrunk = true
+			st.count(EventOverlapShrunk, 1)
+			st.log.Warn("more rows than max_overlap_ids fall inside the overlap window; the window is shrunk to the newest of them",
+				"max_overlap_ids", st.obj.MaxOverlapIDs, "window_start", lit(front.ts), "overlap", st.obj.Overlap)
+		}
+	}
+}
+
+// emit shapes a row into a record carrying the current cursor.
+func (st *stream) emit(r row) source.Record {
+	rec := &st.rec
+	rec.Reset()
+	rec.Type = st.obj.Name
+	rec.ID = append(rec.ID, r.pos.key...)
+	rec.Time = r.pos.ts
+	for _, f := range st.fields {
+		v, _ := r.rec.Get(f)
+		appendValue(rec, f, v)
+	}
+	e, skip := st.plan.Shape(rec)
+	cur := st.cursor()
+	if skip != "" {
+		return source.Record{Cursor: cur, Skip: true, SkipReason: skip}
+	}
+	return source.Record{Entry: e, Cursor: cur}
+}
+
+func (st *stream) cursor() json.RawMessage {
+	var from *position
+	if st.win != nil {
+		from = st.from
+	}
+	return encodeCursor(st.obj.TimestampField, st.kind, *st.pos, from, st.win, st.maxID)
+}
+
+// appendValue adds one Salesforce value to a shape record with the kind it is written as.
+func appendValue(rec *shape.Record, name string, v any) {
+	switch x := v.(type) {
+	case nil:
+		rec.AppendString(name, shape.Null, "")
+	case string:
+		rec.AppendString(name, shape.String, x)
+	case json.Number:
+		rec.AppendString(name, shape.Number, x.String())
+	case bool:
+		rec.AppendString(name, shape.Bool, strconv.FormatBool(x))
+	case float64:
+		rec.AppendString(name, shape.Number, strconv.FormatFloat(x, 'f', -1, 64))
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			b = []byte(fmt.Sprint(x))
+		}
+		rec.Append(name, shape.String, b)
+	}
+}

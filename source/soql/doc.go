@@ -11,6 +11,8 @@
 //	{"v":1,"field":"LoginTime","ts":"2026-06-30T01:00:00.000Z","last_id":"0Ya…",
 //	 "from_ts":"2026-06-30T00:55:00.000Z","from_id":"0Ya…","seen":"<base64url>","max_id":"0Ya…"}
 //
+// Its members:
+//
 //   - ts, last_id: the position, the last row delivered in (timestamp, key) order. The key is
 //     the row's Id, or its EventIdentifier for Big Objects ("by":"EventIdentifier").
 //   - from_ts, from_id: where the overlap window starts (inclusive; from_id empty means every

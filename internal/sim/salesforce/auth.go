@@ -301,7 +301,7 @@ func (o *Org) issueToken(w http.ResponseWriter, r *http.Request, now time.Time, 
 	idURL := base + "/id/" + o.orgID + "/" + u.id
 	issued := strconv.FormatInt(now.UnixMilli(), 10)
 	mac := hmac.New(sha256.New, o.secret)
-	mac.Write([]byte(idURL + issued))
+	_, _ = mac.Write([]byte(idURL + issued))
 	writeJSON(w, http.StatusOK, map[string]string{
 		"access_token": tok,
 		"signature":    base64.StdEncoding.EncodeToString(mac.Sum(nil)),

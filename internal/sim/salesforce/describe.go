@@ -145,13 +145,13 @@ func (o *Org) retrieve(c *execCtx, name, id, fieldsParam string) ([]byte, *apiEr
 // limits renders /limits. Sub-limits per connected app are nested the way
 // Salesforce does, so clients must skip non-numeric extras.
 func (o *Org) limits() []byte {
-	used, max := o.APIUsage()
-	rem := max - used
+	used, limit := o.APIUsage()
+	rem := limit - used
 	if rem < 0 {
 		rem = 0
 	}
 	l := func(m, r int) map[string]any { return map[string]any{"Max": m, "Remaining": r} }
-	daily := l(max, rem)
+	daily := l(limit, rem)
 	daily["sf2loki"] = l(0, 0)
 	perm := l(1500, 1490)
 	perm["CreateCustom"] = l(1000, 990)

@@ -119,10 +119,10 @@ func (o *Org) SetRequestLimitExceeded(on bool) {
 }
 
 // SetDailyAPILimit sets DailyApiRequests.Max.
-func (o *Org) SetDailyAPILimit(max int) {
+func (o *Org) SetDailyAPILimit(limit int) {
 	o.statMu.Lock()
 	defer o.statMu.Unlock()
-	o.apiMax = max
+	o.apiMax = limit
 }
 
 // SetAPIUsage sets the number of API requests already used today.
@@ -133,7 +133,7 @@ func (o *Org) SetAPIUsage(used int) {
 }
 
 // APIUsage returns DailyApiRequests used and max.
-func (o *Org) APIUsage() (used, max int) {
+func (o *Org) APIUsage() (used, limit int) {
 	o.statMu.Lock()
 	defer o.statMu.Unlock()
 	return o.apiUsed, o.apiMax

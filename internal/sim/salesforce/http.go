@@ -211,17 +211,17 @@ func (o *Org) serveREST(w http.ResponseWriter, r *http.Request, rt route, now ti
 	o.statMu.Lock()
 	if rt.kind.countsAgainstLimit() {
 		if o.limitExceeded || o.apiUsed >= o.apiMax {
-			used, max := o.apiUsed, o.apiMax
+			used, limit := o.apiUsed, o.apiMax
 			o.statMu.Unlock()
-			w.Header().Set("Sforce-Limit-Info", "api-usage="+strconv.Itoa(used)+"/"+strconv.Itoa(max))
+			w.Header().Set("Sforce-Limit-Info", "api-usage="+strconv.Itoa(used)+"/"+strconv.Itoa(limit))
 			writeAPIError(w, newAPIError(http.StatusForbidden, CodeRequestLimitExceeded, "TotalRequests Limit exceeded."))
 			return
 		}
 		o.apiUsed++
 	}
-	used, max := o.apiUsed, o.apiMax
+	used, limit := o.apiUsed, o.apiMax
 	o.statMu.Unlock()
-	w.Header().Set("Sforce-Limit-Info", "api-usage="+strconv.Itoa(used)+"/"+strconv.Itoa(max))
+	w.Header().Set("Sforce-Limit-Info", "api-usage="+strconv.Itoa(used)+"/"+strconv.Itoa(limit))
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		writeAPIError(w, newAPIError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "HTTP Method '"+r.Method+"' not allowed. Allowed are GET,HEAD"))
 		return

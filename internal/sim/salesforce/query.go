@@ -89,14 +89,14 @@ func (c *execCtx) nextURL(locID string, offset int) string {
 // openLocator registers a cursor; callers hold o.mu for writing.
 func (o *Org) openLocator(c *execCtx, p *plan, rows []*record, batch int) *locator {
 	o.expireLocators(c.now)
-	if max := o.opts.MaxOpenLocators; max > 0 {
+	if limit := o.opts.MaxOpenLocators; limit > 0 {
 		var mine []*locator
 		for _, l := range o.locators {
 			if l.userID == c.user.id {
 				mine = append(mine, l)
 			}
 		}
-		for len(mine) >= max {
+		for len(mine) >= limit {
 			oldest := 0
 			for i, l := range mine {
 				if l.opened < mine[oldest].opened {

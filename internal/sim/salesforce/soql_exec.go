@@ -898,7 +898,8 @@ func (c *execCtx) aggregate(p *plan, rows []*record) []aggRow {
 		var kb strings.Builder
 		for i, g := range p.groups {
 			kv[i] = c.get(g, r)
-			fmt.Fprintf(&kb, "%v\x00", normKey(kv[i]))
+			kb.WriteString(fmt.Sprint(normKey(kv[i])))
+			kb.WriteByte(0)
 		}
 		g := byKey[kb.String()]
 		if g == nil {

@@ -303,7 +303,6 @@ type literal struct {
 	b    bool
 	kw   string // upper-case keyword for litDateKeyword
 	kwN  int
-	raw  string
 	pos  int
 }
 
@@ -694,7 +693,7 @@ var dateKeywords = map[string]bool{
 
 func (p *parser) literal() (literal, *apiError) {
 	t := p.next()
-	l := literal{raw: t.text, pos: t.pos}
+	l := literal{pos: t.pos}
 	switch t.kind {
 	case tkString:
 		l.kind, l.s = litString, t.val

@@ -1,0 +1,481 @@
+// Package apexlog is the ApexLog source: Apex debug logs listed through the Tooling API and
+// shipped one Loki entry per log, the body as the line and the log's metadata (Id, LogUser,
+// Operation, Status, StartTime, …) as structured metadata.
+//
+// The key is "apexlog". Its cursor is versioned JSON, {"v":1,"start_time":"…","last_id":"07L…"}:
+// the last log shipped in (StartTime, Id) order. Logs are listed with the keyset condition
+//
+//	WHERE (StartTime > X OR (StartTime = X AND Id > 'last')) [AND LogUser.Username IN (…)]
+//	ORDER BY StartTime ASC, Id ASC
+//
+// so any number of logs sharing one StartTime is paged through exactly, and the user filter
+// stays a separate conjunct. A missing or unusable cursor starts at now − Lookback (an unusable
+// one is logged and counted as "cursor_reset").
+//
+// Each log costs one body download, made only when the job pulls the log. A log whose LogLength
+// exceeds MaxBodyBytes is not downloaded: its entry carries the metadata, body_skipped=true and
+// body_skip_reason=size, and a short line saying so (counted as "body_skipped"). A body that
+// cannot be downloaded (5xx, transport errors, after the client's retries; any other refusal)
+// stops the key for this run without passing the log, so the next run tries again — until the
+// log is older than DownloadMaxAge (Salesforce's clock), when it is shipped as metadata with
+// body_skip_reason=download_failed and counted as "body_failed". A body gone (404) is shipped
+// as metadata with body_skip_reason=not_found. REQUEST_LIMIT_EXCEEDED ends the run.
+package apexlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// Name is the source's config name, source label and checkpoint key.
+const Name = "apexlog"
+
+// Key is the checkpoint key of the source.
+const Key = "apexlog"
+
+// Defaults of Options fields left zero.
+const (
+	DefaultLookback       = time.Hour
+	DefaultMaxBodyBytes   = 5 << 20
+	DefaultDownloadMaxAge = 2 * time.Hour
+	DefaultPageSize       = 200
+	MaxPageSize           = 2000
+)
+
+// Events counted through source.OpenRequest.Count.
+const (
+	EventCursorReset = "cursor_reset"
+	EventBodySkipped = "body_skipped"
+	EventBodyFailed  = "body_failed"
+	EventBodyMissing = "body_not_found"
+)
+
+// Skip reasons in body_skip_reason.
+const (
+	ReasonSize     = "size"
+	ReasonFailed   = "download_failed"
+	ReasonNotFound = "not_found"
+)
+
+// Options configures the ApexLog source. Zero fields take the documented defaults.
+type Options struct {
+	// Client is the org's client (required).
+	Client *salesforce.Client
+	// Shaper shapes logs into entries; nil uses the default shaping.
+	Shaper *shape.Shaper
+	// Counter attributes this source's API calls (see Source.Calls); nil makes one.
+	Counter *salesforce.Counter
+	// Users limits the logs to those of these usernames (LogUser.Username); empty means all.
+	Users []string
+	// Lookback is where a key without a usable cursor starts (0 = DefaultLookback).
+	Lookback time.Duration
+	// MaxBodyBytes is the largest body downloaded (0 = DefaultMaxBodyBytes); larger logs are
+	// shipped as metadata only.
+	MaxBodyBytes int64
+	// DownloadMaxAge is how long a log whose body fails to download holds the key back
+	// before it is shipped as metadata only (0 = DefaultDownloadMaxAge).
+	DownloadMaxAge time.Duration
+	// PageSize is the LIMIT of one listing query, at most MaxPageSize (0 = DefaultPageSize).
+	PageSize int
+	// MaxRecordsPerRun ends the key's run after this many logs (0 = only the job's budget).
+	MaxRecordsPerRun int
+	// Now is the wall clock (nil = time.Now).
+	Now func() time.Time
+	// Log is used when the job gives none (nil = slog.Default()).
+	Log *slog.Logger
+}
+
+// usernameRE is what a username in the filter may contain.
+var usernameRE = regexp.MustCompile(`^[A-Za-z0-9._%+\-@]+$`)
+
+// Validate checks opts without any network call; errors name the Options field.
+func (o Options) Validate() error {
+	var errs []error
+	for i, u := range o.Users {
+		if !usernameRE.MatchString(u) {
+			errs = append(errs, fmt.Errorf("apexlog: Users[%d]: %q is not a username (letters, digits and . _ %% + - @)", i, u))
+		}
+	}
+	if o.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("apexlog: MaxBodyBytes must not be negative"))
+	}
+	if o.PageSize < 0 || o.PageSize > MaxPageSize {
+		errs = append(errs, fmt.Errorf("apexlog: PageSize %d is outside 1..%d", o.PageSize, MaxPageSize))
+	}
+	if o.Lookback < 0 || o.DownloadMaxAge < 0 || o.MaxRecordsPerRun < 0 {
+		errs = append(errs, errors.New("apexlog: Lookback, DownloadMaxAge and MaxRecordsPerRun must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Source is the ApexLog source. Build one per invocation with New.
+type Source struct {
+	opts Options
+}
+
+// New validates opts and returns the source.
+func New(opts Options) (*Source, error) {
+	if opts.Client == nil {
+		return nil, errors.New("apexlog: Options.Client is required")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Shaper == nil {
+		sh, err := shape.New(shape.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Shaper = sh
+	}
+	if opts.Counter == nil {
+		opts.Counter = &salesforce.Counter{}
+	}
+	if opts.Lookback == 0 {
+		opts.Lookback = DefaultLookback
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.DownloadMaxAge == 0 {
+		opts.DownloadMaxAge = DefaultDownloadMaxAge
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Source{opts: opts}, nil
+}
+
+// Name implements source.Source.
+func (s *Source) Name() string { return Name }
+
+// Calls returns the Salesforce calls this source made, by kind.
+func (s *Source) Calls() map[salesforce.Kind]int64 { return s.opts.Counter.Calls() }
+
+// cursor is the stored form.
+type cursor struct {
+	V         int    `json:"v"`
+	StartTime string `json:"start_time"`
+	LastID    string `json:"last_id"`
+}
+
+// listFields are the ApexLog fields listed (all but the body).
+var listFields = []string{"Id", "LogUserId", "LogUser.Username", "LogLength", "Operation", "Request", "Status",
+	"StartTime", "Application", "DurationMilliseconds", "Location", "RequestIdentifier"}
+
+// Names of the fields an entry adds to the listed ones.
+const (
+	fieldSkipped = "body_skipped"
+	fieldReason  = "body_skip_reason"
+	fieldBody    = "Body"
+)
+
+// Open implements source.Source: one stream, key "apexlog".
+func (s *Source) Open(_ context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	log := req.Log
+	if log == nil {
+		log = s.opts.Log
+	}
+	count := req.Count
+	if count == nil {
+		count = func(string, int64) {}
+	}
+	st := &stream{src: s, log: log.With("key", Key), count: count, budget: req.Budget}
+	var c cursor
+	ok, err := source.DecodeCursor(req.Cursors[Key], 1, &c)
+	if err == nil && ok {
+		err = c.check()
+	}
+	switch {
+	case err != nil:
+		st.log.Warn("stored cursor is unusable; starting from the lookback", "lookback", s.opts.Lookback, "err", err)
+		count(EventCursorReset, 1)
+	case ok:
+		t, _ := salesforce.ParseDateTime(c.StartTime)
+		st.ts, st.id = t, c.LastID
+	}
+	fields := append(append([]string(nil), listFields...), fieldSkipped, fieldReason, fieldBody)
+	st.fields = fields
+	st.plan = s.opts.Shaper.Plan(shape.Schema{Source: Name, Type: "ApexLog", Fields: fields, LineField: fieldBody})
+	return []source.Stream{st}, nil
+}
+
+func (c cursor) check() error {
+	if _, err := salesforce.ParseDateTime(c.StartTime); err != nil {
+		return errors.Join(source.ErrCursor, err)
+	}
+	if err := salesforce.ValidateID(c.LastID); err != nil {
+		return errors.Join(source.ErrCursor, err)
+	}
+	return nil
+}
+
+type stream struct {
+	src    *Source
+	log    *slog.Logger
+	count  func(string, int64)
+	budget source.Budget
+
+	ts time.Time // position: last log shipped (zero before the first)
+	id string
+
+	fields  []string
+	plan    *shape.Plan
+	rec     shape.Record
+	buf     []salesforce.Record
+	page    *salesforce.Page
+	asked   int
+	got     int
+	started bool
+	done    bool
+	emitted int
+	err     error
+}
+
+func (st *stream) Key() string  { return Key }
+func (st *stream) Close() error { return nil }
+
+func (st *stream) Next(ctx context.Context) (source.Record, error) {
+	if st.err != nil {
+		return source.Record{}, st.err
+	}
+	o := st.src.opts
+	if m := o.MaxRecordsPerRun; m > 0 && st.emitted >= m {
+		return source.Record{}, io.EOF
+	}
+	ctx = salesforce.WithCounter(ctx, o.Counter)
+	for len(st.buf) == 0 {
+		if err := st.fill(ctx); err != nil {
+			if errors.Is(err, io.EOF) {
+				return source.Record{}, io.EOF
+			}
+			return source.Record{}, st.fail(ctx, err)
+		}
+	}
+	r := st.buf[0]
+	rec, err := st.ship(ctx, r)
+	if err != nil {
+		return source.Record{}, st.fail(ctx, err)
+	}
+	st.buf = st.buf[1:]
+	st.emitted++
+	return rec, nil
+}
+
+// fail makes err sticky unless the run is being cancelled.
+func (st *stream) fail(ctx context.Context, err error) error {
+	err = fmt.Errorf("apexlog: %w", err)
+	if ctx.Err() == nil {
+		st.err = err
+	}
+	return err
+}
+
+// fill reads the next page of the listing, or returns io.EOF when it is exhausted.
+func (st *stream) fill(ctx context.Context) error {
+	c := st.src.opts.Client
+	if st.page != nil && !st.page.Done {
+		p, err := c.NextPage(ctx, st.page)
+		if err != nil {
+			return err
+		}
+		st.page, st.buf = p, p.Records
+		st.got += len(p.Records)
+		return nil
+	}
+	if st.started && (st.done || st.got < st.asked) {
+		return io.EOF
+	}
+	n := st.src.opts.PageSize
+	if left := st.left(); left >= 0 {
+		n = min(n, left)
+	}
+	if n == 0 {
+		return io.EOF
+	}
+	soql, err := st.query(n)
+	if err != nil {
+		return err
+	}
+	p, err := c.ToolingQuery(ctx, soql)
+	if err != nil {
+		return err
+	}
+	st.started, st.page, st.buf, st.asked, st.got = true, p, p.Records, n, len(p.Records)
+	if len(p.Records) == 0 {
+		st.done = true
+	}
+	return nil
+}
+
+// left is how many more logs the run can take (-1 = no bound but the page size).
+func (st *stream) left() int {
+	left := -1
+	if m := st.src.opts.MaxRecordsPerRun; m > 0 {
+		left = m - st.emitted
+	}
+	if m := st.budget.MaxRecords; m > 0 && (left < 0 || m-st.emitted < left) {
+		left = m - st.emitted
+	}
+	return max(left, -1)
+}
+
+// query returns the listing query after the position, LIMIT n.
+func (st *stream) query(n int) (string, error) {
+	o := st.src.opts
+	var cond string
+	if st.id == "" {
+		from := st.ts
+		if from.IsZero() {
+			from = st.sfNow().Add(-o.Lookback)
+		}
+		cond = "StartTime >= " + salesforce.FormatDateTime(from)
+	} else {
+		id, err := salesforce.QuoteID(st.id)
+		if err != nil {
+			return "", err
+		}
+		lit := salesforce.FormatDateTime(st.ts)
+		cond = "(StartTime > " + lit + " OR (StartTime = " + lit + " AND Id > " + id + "))"
+	}
+	if len(o.Users) > 0 {
+		cond += " AND LogUser.Username IN " + salesforce.QuoteStrings(o.Users)
+	}
+	return "SELECT " + strings.Join(listFields, ", ") + " FROM ApexLog WHERE " + cond +
+		" ORDER BY StartTime ASC, Id ASC LIMIT " + strconv.Itoa(n), nil
+}
+
+func (st *stream) sfNow() time.Time {
+	now := st.src.opts.Now()
+	if off, ok := st.src.opts.Client.ServerClockOffset(); ok {
+		now = now.Add(off)
+	}
+	return now
+}
+
+// ship downloads one log's body (or decides not to) and returns its record. An error leaves
+// the log unshipped.
+func (st *stream) ship(ctx context.Context, r salesforce.Record) (source.Record, error) {
+	o := st.src.opts
+	id, ok := r.String("Id")
+	if !ok || salesforce.ValidateID(id) != nil {
+		return source.Record{}, fmt.Errorf("listing returned a log without a valid Id: %v", r["Id"])
+	}
+	start, ok := r.Time("StartTime")
+	if !ok {
+		return source.Record{}, fmt.Errorf("log %s has no StartTime", id)
+	}
+	var body []byte
+	reason := ""
+	if n, ok := r.Int64("LogLength"); ok && n > o.MaxBodyBytes {
+		reason = ReasonSize
+	} else {
+		b, err := st.download(ctx, id)
+		var apiErr *salesforce.APIError
+		switch {
+		case err == nil:
+			body = b
+		case errors.Is(err, salesforce.ErrBodyTooLarge):
+			reason = ReasonSize
+		case ctx.Err() != nil, errors.Is(err, salesforce.ErrRequestLimit):
+			return source.Record{}, err
+		case errors.As(err, &apiErr) && apiErr.StatusCode == 404:
+			reason = ReasonNotFound
+		case st.sfNow().Sub(start) <= o.DownloadMaxAge:
+			return source.Record{}, fmt.Errorf("log %s: body download failed; the key waits for it (up to %s after its StartTime): %w", id, o.DownloadMaxAge, err)
+		default:
+			st.log.Error("a log body keeps failing to download and is older than download_max_age; shipping its metadata only",
+				"id", id, "start_time", salesforce.FormatDateTime(start), "err", err)
+			reason = ReasonFailed
+		}
+	}
+	switch reason {
+	case ReasonSize:
+		st.count(EventBodySkipped, 1)
+	case ReasonNotFound:
+		st.count(EventBodyMissing, 1)
+	case ReasonFailed:
+		st.count(EventBodyFailed, 1)
+	}
+
+	rec := &st.rec
+	rec.Reset()
+	rec.Type = "ApexLog"
+	rec.ID = append(rec.ID, id...)
+	rec.Time = start
+	for _, f := range listFields {
+		v, _ := r.Get(f)
+		appendValue(rec, f, v)
+	}
+	if reason == "" {
+		rec.AppendString(fieldSkipped, shape.Null, "")
+		rec.AppendString(fieldReason, shape.Null, "")
+		rec.Append(fieldBody, shape.String, body)
+	} else {
+		rec.AppendString(fieldSkipped, shape.Bool, "true")
+		rec.AppendString(fieldReason, shape.String, reason)
+		line := "[ApexLog " + id + ": body not shipped: " + reason + "]"
+		if n, ok := r.Int64("LogLength"); ok && reason == ReasonSize {
+			line = fmt.Sprintf("[ApexLog %s: body not shipped: %d bytes, max_body_bytes is %d]", id, n, o.MaxBodyBytes)
+		}
+		rec.AppendString(fieldBody, shape.String, line)
+	}
+	e, skip := st.plan.Shape(rec)
+	st.ts, st.id = start, id
+	b, err := json.Marshal(cursor{V: 1, StartTime: salesforce.FormatDateTime(start), LastID: id})
+	if err != nil {
+		return source.Record{}, err
+	}
+	if skip != "" {
+		return source.Record{Cursor: b, Skip: true, SkipReason: skip}, nil
+	}
+	return source.Record{Entry: e, Cursor: b}, nil
+}
+
+// download reads a body up to the cap.
+func (st *stream) download(ctx context.Context, id string) ([]byte, error) {
+	d, err := st.src.opts.Client.DownloadApexLog(ctx, id, st.src.opts.MaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = d.Close() }()
+	return io.ReadAll(d)
+}
+
+// appendValue adds one Salesforce value to a shape record with the kind it is written as.
+func appendValue(rec *shape.Record, name string, v any) {
+	switch x := v.(type) {
+	case nil:
+		rec.AppendString(name, shape.Null, "")
+	case string:
+		rec.AppendString(name, shape.String, x)
+	case json.Number:
+		rec.AppendString(name, shape.Number, x.String())
+	case bool:
+		rec.AppendString(name, shape.Bool, strconv.FormatBool(x))
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			b = []byte(fmt.Sprint(x))
+		}
+		rec.Append(name, shape.String, b)
+	}
+}

@@ -1,0 +1,354 @@
+package apexlog_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/apexlog"
+)
+
+const (
+	simUser     = "integration@example.com"
+	simClientID = "3MVG9-apexlog-test"
+)
+
+var simKey = sync.OnceValue(func() *rsa.PrivateKey {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return k
+})
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	org   *simsf.Org
+	url   string
+	clock *clock
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := &clock{t: epoch}
+	org := simsf.New(simsf.Options{Now: c.Now, Seed: 5, Logger: slog.New(slog.DiscardHandler)})
+	org.AddUser(simUser, simsf.AllPermissions())
+	if err := org.AddJWTApp(simClientID, &simKey().PublicKey, simUser); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := org.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return &env{org: org, url: srv.URL, clock: c}
+}
+
+func (e *env) client(t *testing.T) *salesforce.Client {
+	t.Helper()
+	c, err := salesforce.New(salesforce.Options{
+		LoginURL: e.url, ClientID: simClientID, Username: simUser,
+		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(simKey())}),
+		RetryWaitMin:  time.Millisecond, RetryWaitMax: 2 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type result struct {
+	records []source.Record
+	cursor  json.RawMessage
+	events  map[string]int64
+	err     error
+}
+
+// run opens the source and pulls until EOF, an error, or max records (0 = no limit).
+func (e *env) run(t *testing.T, opts apexlog.Options, cursor json.RawMessage, max int) *result {
+	t.Helper()
+	opts.Client, opts.Now = e.client(t), e.clock.Now
+	src, err := apexlog.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &result{cursor: cursor, events: map[string]int64{}}
+	streams, err := src.Open(context.Background(), source.OpenRequest{
+		Cursors: map[string]json.RawMessage{apexlog.Key: cursor},
+		Budget:  source.Budget{MaxRecords: max},
+		Log:     slog.New(slog.DiscardHandler),
+		Count:   func(ev string, n int64) { res.events[ev] += n },
+		Note:    func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(streams) != 1 || streams[0].Key() != apexlog.Key {
+		t.Fatalf("streams %v", streams)
+	}
+	for max == 0 || len(res.records) < max {
+		rec, err := streams[0].Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			res.err = err
+			break
+		}
+		res.records = append(res.records, rec)
+		res.cursor = rec.Cursor
+	}
+	return res
+}
+
+func meta(e loki.Entry, name string) string {
+	for _, m := range e.Metadata {
+		if m.Name == name {
+			return m.Value
+		}
+	}
+	return ""
+}
+
+// TestBodies is the acceptance test: bodies under the cap are shipped as the line with the
+// metadata as structured metadata; a log over the cap is shipped as metadata only, flagged
+// skipped, without downloading its body.
+func TestBodies(t *testing.T) {
+	e := newEnv(t)
+	bodies := map[string][]byte{}
+	for i := range 5 {
+		body := []byte(fmt.Sprintf("62.0 APEX_CODE,FINEST\n12:00:0%d.000 (1)|USER_DEBUG|[1]|DEBUG|hello \"%d\", ünïcode\n", i, i))
+		id, err := e.org.AddApexLog(simsf.ApexLogSpec{LogUser: simUser, StartTime: epoch.Add(-time.Duration(30-i) * time.Minute), Body: body, Operation: "/apex/Page" + fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[id] = body
+	}
+	big, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-10 * time.Minute), BodyBytes: 6 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := e.run(t, apexlog.Options{}, nil, 0)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if len(res.records) != 6 {
+		t.Fatalf("%d records, want 6", len(res.records))
+	}
+	for _, rec := range res.records {
+		id := meta(rec.Entry, "Id")
+		if src, _ := rec.Entry.Labels.Get("source"); src != "apexlog" {
+			t.Fatalf("labels %s", rec.Entry.Labels)
+		}
+		if id == big {
+			if meta(rec.Entry, "body_skipped") != "true" || meta(rec.Entry, "body_skip_reason") != apexlog.ReasonSize {
+				t.Fatalf("big log metadata %v, want body_skipped=true body_skip_reason=size", rec.Entry.Metadata)
+			}
+			if !strings.Contains(rec.Entry.Line, "body not shipped") {
+				t.Fatalf("big log line %q", rec.Entry.Line)
+			}
+			continue
+		}
+		if rec.Entry.Line != string(bodies[id]) {
+			t.Fatalf("log %s line %q, want its body %q", id, rec.Entry.Line, bodies[id])
+		}
+		if meta(rec.Entry, "body_skipped") != "" || meta(rec.Entry, "Operation") == "" || meta(rec.Entry, "LogUser_Username") == "" {
+			t.Fatalf("log %s metadata %v", id, rec.Entry.Metadata)
+		}
+	}
+	if got := e.org.CallCount(simsf.KindApexLogBody); got != 5 {
+		t.Fatalf("%d body downloads, want 5 (none for the log over the cap)", got)
+	}
+	if res.events[apexlog.EventBodySkipped] != 1 {
+		t.Fatalf("events %v", res.events)
+	}
+}
+
+// TestUserFilter: only the configured users' logs are listed.
+func TestUserFilter(t *testing.T) {
+	e := newEnv(t)
+	users := []string{"ann@example.com", "bob@example.com", "cy@example.com"}
+	want := map[string]bool{}
+	for _, u := range users {
+		e.org.AddUser(u, simsf.Permissions{APIEnabled: true})
+	}
+	for i := range 12 {
+		u := users[i%3]
+		id, err := e.org.AddApexLog(simsf.ApexLogSpec{LogUser: u, StartTime: epoch.Add(-time.Duration(40-i) * time.Minute), BodyBytes: 300})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u == "ann@example.com" {
+			want[id] = true
+		}
+	}
+	if err := (apexlog.Options{Users: []string{"ann@example.com", "o'hara@example.com"}}).Validate(); err == nil {
+		t.Fatal("a username with a quote was accepted")
+	}
+	res := e.run(t, apexlog.Options{Users: []string{"ann@example.com"}}, nil, 0)
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if len(res.records) != 4 {
+		t.Fatalf("%d logs, want ann's 4", len(res.records))
+	}
+	for _, rec := range res.records {
+		if u := meta(rec.Entry, "LogUser_Username"); u != "ann@example.com" {
+			t.Fatalf("log of %q shipped", u)
+		}
+		if !want[meta(rec.Entry, "Id")] {
+			t.Fatalf("unexpected log %s", meta(rec.Entry, "Id"))
+		}
+	}
+}
+
+// TestTieAcrossRuns: 300 logs sharing one StartTime, 70 per run, arrive once each in Id order.
+func TestTieAcrossRuns(t *testing.T) {
+	e := newEnv(t)
+	ids := map[string]bool{}
+	for range 300 {
+		id, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-20 * time.Minute), BodyBytes: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	var cur json.RawMessage
+	got := map[string]int{}
+	last := ""
+	for run := 0; ; run++ {
+		if run > 10 {
+			t.Fatal("not caught up")
+		}
+		res := e.run(t, apexlog.Options{}, cur, 70)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if len(res.records) == 0 {
+			break
+		}
+		for _, rec := range res.records {
+			id := meta(rec.Entry, "Id")
+			got[id]++
+			if id[:15] <= last {
+				t.Fatalf("log %s after %s", id, last)
+			}
+			last = id[:15]
+		}
+		cur = res.cursor
+	}
+	for id := range ids {
+		if got[id] != 1 {
+			t.Fatalf("log %s shipped %d times", id, got[id])
+		}
+	}
+}
+
+// TestDownloadFailure: a recent log whose body fails holds the key (nothing passes it) until it
+// downloads; one older than download_max_age is shipped as metadata, flagged; a vanished body
+// (404) is shipped as metadata too.
+func TestDownloadFailure(t *testing.T) {
+	e := newEnv(t)
+	old, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-3 * time.Hour), Body: []byte("old")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recent, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Minute), Body: []byte("recent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := apexlog.Options{Lookback: 4 * time.Hour}
+	e.org.AddFault(simsf.Fault{Kind: simsf.KindApexLogBody, Times: -1, Status: 503})
+	first := e.run(t, opts, nil, 0)
+	if first.err == nil || !errors.Is(first.err, salesforce.ErrUnavailable) {
+		t.Fatalf("first run error %v, want the recent log's unavailable body", first.err)
+	}
+	if len(first.records) != 1 || meta(first.records[0].Entry, "Id") != old || meta(first.records[0].Entry, "body_skip_reason") != apexlog.ReasonFailed {
+		t.Fatalf("first run shipped %v; want only the old log, flagged download_failed", first.records)
+	}
+	if first.events[apexlog.EventBodyFailed] != 1 {
+		t.Fatalf("events %v", first.events)
+	}
+	e.org.ClearFaults()
+	second := e.run(t, opts, first.cursor, 0)
+	if second.err != nil {
+		t.Fatal(second.err)
+	}
+	if len(second.records) != 1 || second.records[0].Entry.Line != "recent" || meta(second.records[0].Entry, "Id") != recent {
+		t.Fatalf("second run shipped %v, want the recent log with its body", second.records)
+	}
+
+	gone, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-30 * time.Second), Body: []byte("gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.org.FailNext(simsf.KindApexLogBody, 1, 404)
+	third := e.run(t, opts, second.cursor, 0)
+	if third.err != nil {
+		t.Fatal(third.err)
+	}
+	if len(third.records) != 1 || meta(third.records[0].Entry, "Id") != gone || meta(third.records[0].Entry, "body_skip_reason") != apexlog.ReasonNotFound {
+		t.Fatalf("third run shipped %v, want the log flagged not_found", third.records)
+	}
+}
+
+// TestGarbageCursor: an unusable cursor restarts at the lookback, counted; the next run goes on
+// from the new cursor.
+func TestGarbageCursor(t *testing.T) {
+	for _, g := range []string{`nope`, `{"v":2}`, `{"v":1,"start_time":"x","last_id":"07L000000000001"}`, `{"v":1,"start_time":"2026-06-30T11:00:00.000Z","last_id":"') OR ('1'='1"}`} {
+		t.Run(g, func(t *testing.T) {
+			e := newEnv(t)
+			for i := range 4 {
+				if _, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Duration(100-30*i) * time.Minute), Body: []byte("x")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first := e.run(t, apexlog.Options{}, json.RawMessage(g), 0)
+			if first.err != nil || first.events[apexlog.EventCursorReset] != 1 || len(first.records) != 2 {
+				t.Fatalf("err %v, events %v, %d records; want a reset and the 2 logs inside the lookback", first.err, first.events, len(first.records))
+			}
+			if _, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Second), Body: []byte("new")}); err != nil {
+				t.Fatal(err)
+			}
+			second := e.run(t, apexlog.Options{}, first.cursor, 0)
+			if second.err != nil || len(second.events) != 0 || len(second.records) != 1 || !bytes.Equal([]byte(second.records[0].Entry.Line), []byte("new")) {
+				t.Fatalf("second run: err %v, events %v, %d records", second.err, second.events, len(second.records))
+			}
+		})
+	}
+}

@@ -1,0 +1,315 @@
+package eventlogfile
+
+import (
+	"bytes"
+	"errors"
+	"io"
+)
+
+// errRowTooLarge is returned for a record longer than the reader's cap; the record is consumed
+// (the reader is positioned at the next one), so the caller can skip it and go on.
+var errRowTooLarge = errors.New("CSV row larger than max_row_bytes")
+
+// csvReader is a streaming RFC 4180 reader tuned for EventLogFile bodies: fields separated by
+// commas, records by \n or \r\n, quoted fields with "" escapes and embedded commas and line
+// breaks, an optional UTF-8 BOM, blank lines ignored. It is lenient like encoding/csv with
+// LazyQuotes: a quote inside an unquoted field is data, and a quote in a quoted field that is
+// not followed by a quote, comma or line end is data too; an unterminated quote ends at EOF.
+//
+// The fields of the current record are decoded into one reused buffer, so reading allocates
+// nothing once the buffers have grown. Skipping records (Skip) uses the same state machine
+// without copying, so skipped and read records always have the same boundaries.
+type csvReader struct {
+	r        io.Reader
+	buf      []byte
+	pos, end int
+	eof      bool
+	err      error // sticky read error other than io.EOF
+	n        int64 // bytes read from r
+	started  bool
+
+	row      []byte // fields of the current record, concatenated
+	ends     []int  // end offset of each field in row
+	maxRow   int
+	tooLarge bool
+	discard  bool
+}
+
+const csvBufSize = 256 << 10
+
+func newCSVReader(r io.Reader, maxRow int) *csvReader {
+	return &csvReader{r: r, buf: make([]byte, csvBufSize), maxRow: maxRow}
+}
+
+// BytesRead returns how many bytes were read from the underlying reader.
+func (c *csvReader) BytesRead() int64 { return c.n }
+
+// NumFields returns the number of fields of the current record.
+func (c *csvReader) NumFields() int { return len(c.ends) }
+
+// Field returns field i of the current record (valid until the next Read).
+func (c *csvReader) Field(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = c.ends[i-1]
+	}
+	return c.row[start:c.ends[i]]
+}
+
+// fill reads more input, keeping buf[pos:end]. It returns false when nothing more is available
+// (EOF or an error, kept in c.err).
+func (c *csvReader) fill() bool {
+	if c.eof || c.err != nil {
+		return false
+	}
+	if c.pos > 0 {
+		c.end = copy(c.buf, c.buf[c.pos:c.end])
+		c.pos = 0
+	}
+	if c.end == len(c.buf) {
+		c.buf = append(c.buf, make([]byte, len(c.buf))...)
+	}
+	before := c.end
+	for {
+		n, err := c.r.Read(c.buf[c.end:])
+		c.end += n
+		c.n += int64(n)
+		switch {
+		case err == io.EOF:
+			c.eof = true
+		case err != nil:
+			c.err = err
+		}
+		if !c.started && (c.end >= 3 || c.eof || c.err != nil) {
+			c.started = true
+			if bytes.HasPrefix(c.buf[:c.end], []byte("\xef\xbb\xbf")) {
+				c.pos = 3
+				before = 3
+			}
+		}
+		if c.started && c.end > before {
+			return true
+		}
+		if c.eof || c.err != nil {
+			return false
+		}
+	}
+}
+
+// ensure makes at least n unread bytes available unless the input ends first.
+func (c *csvReader) ensure(n int) bool {
+	for c.end-c.pos < n {
+		if !c.fill() {
+			return c.end-c.pos >= n
+		}
+	}
+	return true
+}
+
+func (c *csvReader) endErr() error {
+	if c.err != nil {
+		return c.err
+	}
+	return io.EOF
+}
+
+// skipBlank skips empty lines; it returns false when the input is exhausted.
+func (c *csvReader) skipBlank() bool {
+	for {
+		if c.pos >= c.end && !c.fill() {
+			return false
+		}
+		switch c.buf[c.pos] {
+		case '\n':
+			c.pos++
+		case '\r':
+			if c.ensure(2) && c.buf[c.pos+1] == '\n' {
+				c.pos += 2
+				continue
+			}
+			return true
+		default:
+			return true
+		}
+	}
+}
+
+// AtEnd reports whether no record follows (only blank lines remain). It may read ahead. A read
+// error is returned as such.
+func (c *csvReader) AtEnd() (bool, error) {
+	if c.skipBlank() {
+		return false, nil
+	}
+	if c.err != nil {
+		return false, c.err
+	}
+	return true, nil
+}
+
+// Read decodes the next record. It returns io.EOF at the end of the input, errRowTooLarge for
+// a record over the cap (consumed), or the underlying read error.
+func (c *csvReader) Read() error {
+	c.discard = false
+	return c.read()
+}
+
+// Skip consumes n records without decoding them. It returns the number skipped and an error
+// when the input ended (io.EOF) or failed first. Over-long records count as records.
+func (c *csvReader) Skip(n int64) (int64, error) {
+	c.discard = true
+	defer func() { c.discard = false }()
+	var done int64
+	for done < n {
+		if err := c.read(); err != nil && err != errRowTooLarge {
+			return done, err
+		}
+		done++
+	}
+	return done, nil
+}
+
+type fieldEnd int
+
+const (
+	endComma fieldEnd = iota
+	endLine
+	endInput
+)
+
+func (c *csvReader) read() error {
+	c.row, c.ends, c.tooLarge = c.row[:0], c.ends[:0], false
+	if !c.skipBlank() {
+		return c.endErr()
+	}
+	for {
+		var how fieldEnd
+		if c.pos < c.end || c.fill() {
+			if c.buf[c.pos] == '"' {
+				c.pos++
+				how = c.quoted()
+			} else {
+				how = c.unquoted()
+			}
+		} else {
+			how = endInput // the record ended with a comma: one more, empty, field
+		}
+		if !c.discard {
+			c.ends = append(c.ends, len(c.row))
+		}
+		if how == endComma {
+			continue
+		}
+		if how == endInput && c.err != nil {
+			return c.err // a record cut by a broken download is not a record
+		}
+		if c.tooLarge {
+			c.row, c.ends = c.row[:0], c.ends[:0]
+			return errRowTooLarge
+		}
+		return nil
+	}
+}
+
+func (c *csvReader) add(b []byte) {
+	if c.discard || c.tooLarge {
+		return
+	}
+	if len(c.row)+len(b) > c.maxRow {
+		c.tooLarge = true
+		return
+	}
+	c.row = append(c.row, b...)
+}
+
+func (c *csvReader) addByte(b byte) {
+	if c.discard || c.tooLarge {
+		return
+	}
+	if len(c.row)+1 > c.maxRow {
+		c.tooLarge = true
+		return
+	}
+	c.row = append(c.row, b)
+}
+
+// special marks the bytes that end an unquoted field.
+var special = [256]bool{',': true, '\n': true, '\r': true}
+
+func (c *csvReader) unquoted() fieldEnd {
+	for {
+		b := c.buf[c.pos:c.end]
+		i := 0
+		for i < len(b) && !special[b[i]] {
+			i++
+		}
+		c.add(b[:i])
+		c.pos += i
+		if i == len(b) {
+			if !c.fill() {
+				return endInput
+			}
+			continue
+		}
+		switch c.buf[c.pos] {
+		case ',':
+			c.pos++
+			return endComma
+		case '\n':
+			c.pos++
+			return endLine
+		default: // '\r': \r\n ends the record, a lone \r is data
+			if c.ensure(2) && c.buf[c.pos+1] == '\n' {
+				c.pos += 2
+				return endLine
+			}
+			c.addByte('\r')
+			c.pos++
+			if c.pos >= c.end && !c.fill() {
+				return endInput
+			}
+		}
+	}
+}
+
+func (c *csvReader) quoted() fieldEnd {
+	for {
+		b := c.buf[c.pos:c.end]
+		i := bytes.IndexByte(b, '"')
+		if i < 0 {
+			c.add(b)
+			c.pos = c.end
+			if !c.fill() {
+				return endInput // unterminated quote: the field runs to the end
+			}
+			continue
+		}
+		c.add(b[:i])
+		c.pos += i + 1
+		if !c.ensure(1) {
+			return endInput
+		}
+		switch c.buf[c.pos] {
+		case '"':
+			c.addByte('"')
+			c.pos++
+		case ',':
+			c.pos++
+			return endComma
+		case '\n':
+			c.pos++
+			return endLine
+		case '\r':
+			if c.ensure(2) && c.buf[c.pos+1] == '\n' {
+				c.pos += 2
+				return endLine
+			}
+			if c.end-c.pos == 1 && c.eof {
+				c.pos++
+				return endInput
+			}
+			c.addByte('"')
+		default:
+			c.addByte('"') // a stray quote inside a quoted field is data
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package eventlogfile
+
+import (
+	"encoding/csv"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func readAll(t *testing.T, r io.Reader, maxRow int) ([][]string, error) {
+	t.Helper()
+	c := newCSVReader(r, maxRow)
+	var out [][]string
+	for {
+		err := c.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err == errRowTooLarge {
+			out = append(out, []string{"<too large>"})
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		rec := make([]string, c.NumFields())
+		for i := range rec {
+			rec[i] = string(c.Field(i))
+		}
+		out = append(out, rec)
+	}
+}
+
+func TestCSVQuirks(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want [][]string
+	}{
+		{"quoted everything", "\"A\",\"B\"\n\"1\",\"x, y\"\n", [][]string{{"A", "B"}, {"1", "x, y"}}},
+		{"bare values", "A,B\n1,2\n", [][]string{{"A", "B"}, {"1", "2"}}},
+		{"embedded newline and quotes", "A,B\n\"line1\nline2\",\"say \"\"hi\"\"\"\n", [][]string{{"A", "B"}, {"line1\nline2", `say "hi"`}}},
+		{"crlf", "A,B\r\n1,2\r\n", [][]string{{"A", "B"}, {"1", "2"}}},
+		{"crlf inside quotes kept", "A\r\n\"a\r\nb\"\r\n", [][]string{{"A"}, {"a\r\nb"}}},
+		{"bom", "\xef\xbb\xbf\"A\",\"B\"\n1,2\n", [][]string{{"A", "B"}, {"1", "2"}}},
+		{"no final newline", "A,B\n1,2", [][]string{{"A", "B"}, {"1", "2"}}},
+		{"blank lines", "A\n\n\r\n1\n\n", [][]string{{"A"}, {"1"}}},
+		{"empty fields", "A,B,C\n,,\n\"\",x,\n", [][]string{{"A", "B", "C"}, {"", "", ""}, {"", "x", ""}}},
+		{"lazy quotes", "A,B\nab\"c,\"d\"e\"\n", [][]string{{"A", "B"}, {`ab"c`, `d"e`}}},
+		{"unterminated quote", "A\n\"abc\n", [][]string{{"A"}, {"abc\n"}}},
+		{"lone cr is data", "A\na\rb\n", [][]string{{"A"}, {"a\rb"}}},
+		{"header only", "\"A\",\"B\"\n", [][]string{{"A", "B"}}},
+		{"empty", "", nil},
+		{"bom only", "\xef\xbb\xbf", nil},
+		{"multibyte", "A\n\"é,ü\"\n", [][]string{{"A"}, {"é,ü"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, wrap := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader} {
+				got, err := readAll(t, wrap(strings.NewReader(c.in)), 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, c.want) {
+					t.Fatalf("got %q\nwant %q", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCSVMatchesEncodingCSV compares with encoding/csv (LazyQuotes) on random well-formed
+// input, read through readers returning odd-sized chunks.
+func TestCSVMatchesEncodingCSV(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "b", ",", "\"", "\n", "\r\n", " ", "é", "x"}
+	for iter := range 300 {
+		var b strings.Builder
+		rows := 1 + r.IntN(20)
+		for range rows {
+			nf := 1 + r.IntN(5)
+			for f := range nf {
+				if f > 0 {
+					b.WriteByte(',')
+				}
+				var v strings.Builder
+				for range r.IntN(12) {
+					v.WriteString(alphabet[r.IntN(len(alphabet))])
+				}
+				s := v.String()
+				if r.IntN(3) > 0 || strings.ContainsAny(s, ",\"\n\r") {
+					s = `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+				}
+				b.WriteString(s)
+			}
+			b.WriteString("\n")
+		}
+		in := b.String()
+		std := csv.NewReader(strings.NewReader(in))
+		std.FieldsPerRecord, std.LazyQuotes = -1, true
+		want, err := std.ReadAll()
+		if err != nil {
+			t.Fatalf("encoding/csv: %v", err)
+		}
+		// encoding/csv turns \r\n inside quoted fields into \n; ours keeps the bytes.
+		got, err := readAll(t, iotest.HalfReader(strings.NewReader(in)), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			for j := range got[i] {
+				got[i][j] = strings.ReplaceAll(got[i][j], "\r\n", "\n")
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("iteration %d: input %q\n got %q\nwant %q", iter, in, got, want)
+		}
+	}
+}
+
+func TestCSVSkipMatchesRead(t *testing.T) {
+	in := "A,B\n\"1\na\",x\n2,y\n\n\"3\",\"z\"\"\"\n4,w\n"
+	for n := int64(0); n <= 6; n++ {
+		c := newCSVReader(iotest.OneByteReader(strings.NewReader(in)), 1<<20)
+		skipped, err := c.Skip(n)
+		if n <= 5 && (err != nil || skipped != n) {
+			t.Fatalf("Skip(%d) = %d, %v", n, skipped, err)
+		}
+		if n == 6 {
+			if !errors.Is(err, io.EOF) || skipped != 5 {
+				t.Fatalf("Skip past the end = %d, %v", skipped, err)
+			}
+			continue
+		}
+		all, _ := readAll(t, strings.NewReader(in), 1<<20)
+		err = c.Read()
+		if n == 5 {
+			if err != io.EOF {
+				t.Fatalf("after skipping all: %v", err)
+			}
+			continue
+		}
+		if err != nil || string(c.Field(0)) != all[n][0] {
+			t.Fatalf("after Skip(%d) read %q (%v), want %q", n, c.Field(0), err, all[n][0])
+		}
+	}
+}
+
+func TestCSVRowTooLargeIsSkipped(t *testing.T) {
+	big := strings.Repeat("x", 5000)
+	in := "A,B\n1,2\n\"" + big + "\",3\n4,5\n"
+	got, err := readAll(t, iotest.HalfReader(strings.NewReader(in)), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"A", "B"}, {"1", "2"}, {"<too large>"}, {"4", "5"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestCSVReadErrorIsNotARecord(t *testing.T) {
+	boom := errors.New("connection reset")
+	r := io.MultiReader(strings.NewReader("A,B\n1,2\n3,"), iotest.ErrReader(boom))
+	c := newCSVReader(r, 1<<20)
+	for range 2 {
+		if err := c.Read(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Read(); !errors.Is(err, boom) {
+		t.Fatalf("a record cut by a read error: %v", err)
+	}
+}
+
+func TestCSVAtEnd(t *testing.T) {
+	c := newCSVReader(strings.NewReader("A\n1\n\n\r\n"), 1<<20)
+	_ = c.Read()
+	if end, _ := c.AtEnd(); end {
+		t.Fatal("AtEnd before the last record")
+	}
+	_ = c.Read()
+	if end, err := c.AtEnd(); !end || err != nil {
+		t.Fatalf("AtEnd after the last record = %v, %v", end, err)
+	}
+	if c.BytesRead() != 7 {
+		t.Fatalf("BytesRead = %d", c.BytesRead())
+	}
+}

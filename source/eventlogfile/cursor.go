@@ -1,0 +1,151 @@
+package eventlogfile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// cursorVersion is the version of Cursor.
+const cursorVersion = 1
+
+// Cursor is the checkpoint value of one event type (key "eventlogfile:<EventType>"):
+//
+//	{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT…","row":1234}
+//	{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT…","row":5000,"done":true}
+//
+// Files are taken in (CreatedDate, Id) order, so (Created, FileID) is a keyset position:
+// every file before it is done, and so is every file at Created whose Id is below FileID. That
+// order is also the set of "ids done at the boundary CreatedDate" the Python original kept as a
+// list: it needs no list, never grows, and never stalls when more than a page of files share one
+// CreatedDate. Row counts the data rows of FileID already shipped or skipped; Done marks the
+// whole file finished. A partly shipped file resumes at Row only while its Id and CreatedDate
+// both still match; a Daily file regenerated in place (same Id, newer CreatedDate) appears again
+// later in the order and is shipped again from row 0.
+type Cursor struct {
+	V       int    `json:"v"`
+	Created string `json:"created"`
+	FileID  string `json:"file_id"`
+	Row     int64  `json:"row"`
+	Done    bool   `json:"done,omitempty"`
+
+	created time.Time
+}
+
+// legacyCursor is the Python original's value: {"ids":[[id, created], …], "last_created": …};
+// ids may also be bare strings.
+type legacyCursor struct {
+	IDs         []json.RawMessage `json:"ids"`
+	LastCreated string            `json:"last_created"`
+}
+
+// decodeCursor reads a stored value. ok is false for an absent value. A legacy value becomes a
+// cursor at its last_created with the ids done there (skip); anything unusable is an error
+// wrapping source.ErrCursor.
+func decodeCursor(raw json.RawMessage) (c Cursor, skip map[string]bool, ok bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return Cursor{}, nil, false, nil
+	}
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(raw, &probe) == nil {
+		if _, legacy := probe["last_created"]; legacy {
+			if _, versioned := probe["v"]; !versioned {
+				return decodeLegacy(raw)
+			}
+		}
+	}
+	if ok, err = source.DecodeCursor(raw, cursorVersion, &c); err != nil || !ok {
+		return Cursor{}, nil, ok, err
+	}
+	if err := c.validate(); err != nil {
+		return Cursor{}, nil, false, errors.Join(source.ErrCursor, err)
+	}
+	return c, nil, true, nil
+}
+
+func (c *Cursor) validate() error {
+	t, err := salesforce.ParseDateTime(c.Created)
+	if err != nil {
+		return fmt.Errorf("created: %w", err)
+	}
+	if err := salesforce.ValidateID(c.FileID); err != nil {
+		return fmt.Errorf("file_id: %w", err)
+	}
+	if c.Row < 0 {
+		return fmt.Errorf("row %d is negative", c.Row)
+	}
+	c.created = t
+	c.Created = salesforce.FormatDateTime(t)
+	return nil
+}
+
+func decodeLegacy(raw json.RawMessage) (Cursor, map[string]bool, bool, error) {
+	var l legacyCursor
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return Cursor{}, nil, false, errors.Join(source.ErrCursor, err)
+	}
+	t, err := salesforce.ParseDateTime(l.LastCreated)
+	if err != nil {
+		return Cursor{}, nil, false, errors.Join(source.ErrCursor, fmt.Errorf("legacy last_created: %w", err))
+	}
+	skip := map[string]bool{}
+	for _, e := range l.IDs {
+		var id string
+		var pair []string
+		switch {
+		case json.Unmarshal(e, &id) == nil:
+		case json.Unmarshal(e, &pair) == nil && len(pair) == 2:
+			// Only ids recorded at last_created matter: older ones are before the listing.
+			if pt, err := salesforce.ParseDateTime(pair[1]); err != nil || !pt.Equal(t) {
+				continue
+			}
+			id = pair[0]
+		default:
+			continue
+		}
+		if salesforce.ValidateID(id) == nil {
+			skip[id] = true
+		}
+	}
+	// A legacy cursor is a position *at* last_created with no file done yet in the keyset
+	// sense: list from last_created inclusive and skip the ids it names.
+	return Cursor{V: cursorVersion, Created: salesforce.FormatDateTime(t), created: t}, skip, true, nil
+}
+
+// appendCursor appends the JSON of a cursor (the field order is fixed, so equal cursors are
+// equal bytes).
+func appendCursor(dst []byte, created, fileID string, row int64, done bool) []byte {
+	dst = append(dst, `{"v":1,"created":"`...)
+	dst = append(dst, created...)
+	dst = append(dst, `","file_id":"`...)
+	dst = append(dst, fileID...)
+	dst = append(dst, `","row":`...)
+	dst = strconv.AppendInt(dst, row, 10)
+	if done {
+		dst = append(dst, `,"done":true`...)
+	}
+	return append(dst, '}')
+}
+
+// arena hands out small byte slices carved from large blocks, so the per-row cursors (kept by
+// the job until their push is committed) cost one allocation per block instead of one per row.
+// A block stays alive as long as any cursor in it does.
+type arena struct{ block []byte }
+
+const arenaBlock = 64 << 10
+
+// cursor returns a cursor value in the arena.
+func (a *arena) cursor(created, fileID string, row int64, done bool) json.RawMessage {
+	const maxLen = 128
+	if cap(a.block)-len(a.block) < maxLen {
+		a.block = make([]byte, 0, arenaBlock)
+	}
+	start := len(a.block)
+	a.block = appendCursor(a.block, created, fileID, row, done)
+	return a.block[start:len(a.block):len(a.block)]
+}

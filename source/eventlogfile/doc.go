@@ -1,0 +1,2 @@
+// Package eventlogfile is the EventLogFile source.
+package eventlogfile

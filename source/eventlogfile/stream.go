@@ -1,0 +1,533 @@
+package eventlogfile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// Skip reasons of the records that only advance the cursor.
+const (
+	SkipEmptyFile   = "empty_file"    // a file without data rows
+	SkipFileDone    = "file_done"     // a resumed file had no rows left
+	SkipAbandoned   = "file_abandoned" // a failing file older than DownloadMaxAge
+	SkipRowTooLarge = "row_too_large" // a row over MaxRowBytes
+	SkipLegacyDone  = "legacy_done"   // a file a legacy (Python) cursor had already shipped
+)
+
+// fileInfo is one row of the listing.
+type fileInfo struct {
+	ID      string
+	Created string // SOQL literal form
+	created time.Time
+	logDate time.Time
+	length  int64
+	names   string // LogFileFieldNames
+	types   string // LogFileFieldTypes
+}
+
+// stream ships the files of one event type in (CreatedDate, Id) order.
+type stream struct {
+	src    *Source
+	typ    string
+	key    string
+	log    *slog.Logger
+	count  func(string, int64)
+	labels []loki.Label
+
+	cur     Cursor          // position after the last record handed out (or the stored one)
+	has     bool            // cur came from the store (else it is the lookback start)
+	skipIDs map[string]bool // legacy: files at cur.Created already shipped
+
+	files    []fileInfo
+	next     int
+	listed   bool
+	more     bool // the last listing filled its page: list again after its files
+	finished bool
+
+	file  *openFile
+	arena arena
+}
+
+// openFile is the file being shipped.
+type openFile struct {
+	info       fileInfo
+	dl         io.Closer
+	csv        *csvReader
+	plan       *shape.Plan
+	names      []string
+	kinds      []shape.Kind
+	tsIdx      []int
+	row        int64 // data rows consumed so far: the next row's index
+	firstIsRow bool  // the file has no header: the record read as header is row 0
+	rec        shape.Record
+	fallbacks  int64 // rows timestamped from LogDate
+}
+
+func (st *stream) Key() string { return st.key }
+
+func (st *stream) Close() error {
+	st.closeFile()
+	return nil
+}
+
+func (st *stream) closeFile() {
+	if st.file == nil {
+		return
+	}
+	if n := st.file.fallbacks; n > 0 {
+		st.count("timestamp_fallback", n)
+	}
+	_ = st.file.dl.Close()
+	st.file = nil
+}
+
+// Next implements source.Stream.
+func (st *stream) Next(ctx context.Context) (source.Record, error) {
+	ctx = st.src.ctx(ctx)
+	for {
+		if err := ctx.Err(); err != nil {
+			return source.Record{}, err
+		}
+		if st.finished {
+			return source.Record{}, io.EOF
+		}
+		if st.file != nil {
+			rec, ok, err := st.nextRow()
+			if err != nil {
+				return st.failed(ctx, st.file.info, err)
+			}
+			if ok {
+				return rec, nil
+			}
+			continue
+		}
+		f, ok, err := st.nextFile(ctx)
+		if err != nil {
+			return source.Record{}, err
+		}
+		if !ok {
+			st.finished = true
+			return source.Record{}, io.EOF
+		}
+		if st.skipIDs[f.ID] && f.Created == st.cur.Created {
+			return st.done(f, 0, SkipLegacyDone), nil
+		}
+		rec, ok, err := st.open(ctx, f)
+		if err != nil {
+			return st.failed(ctx, f, err)
+		}
+		if ok {
+			return rec, nil
+		}
+	}
+}
+
+// done closes the file and returns a Skip record marking it finished after rows rows.
+func (st *stream) done(f fileInfo, rows int64, reason string) source.Record {
+	st.closeFile()
+	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: rows, Done: true, created: f.created}
+	return source.Record{Skip: true, SkipReason: reason, Cursor: st.arena.cursor(f.Created, f.ID, rows, true)}
+}
+
+// failed handles a file that could not be downloaded or read: abandoned (skipped, loudly) when
+// older than DownloadMaxAge, else the type stops at it for this run without advancing.
+func (st *stream) failed(ctx context.Context, f fileInfo, err error) (source.Record, error) {
+	rows := int64(0)
+	if st.file != nil {
+		rows = st.file.row
+	}
+	st.closeFile()
+	if ctx.Err() != nil {
+		return source.Record{}, ctx.Err()
+	}
+	if errors.Is(err, salesforce.ErrRequestLimit) {
+		return source.Record{}, err
+	}
+	age := st.src.sfNow().Sub(f.created)
+	if age > st.src.opts.DownloadMaxAge {
+		st.log.Error("abandoning an EventLogFile that keeps failing: its remaining rows are not shipped",
+			"file_id", f.ID, "created", f.Created, "age", age.Round(time.Second), "download_max_age", st.src.opts.DownloadMaxAge,
+			"rows_shipped", rows, "err", err)
+		st.count("file_abandoned", 1)
+		return st.done(f, rows, SkipAbandoned), nil
+	}
+	st.count("file_failed", 1)
+	st.finished = true
+	return source.Record{}, fmt.Errorf("eventlogfile: file %s (%s, created %s, %d rows shipped): %w; retried next run, abandoned once older than %s",
+		f.ID, st.typ, f.Created, rows, err, st.src.opts.DownloadMaxAge)
+}
+
+// nextFile returns the next file in order, listing when the current page is used up.
+func (st *stream) nextFile(ctx context.Context) (fileInfo, bool, error) {
+	for {
+		if st.next < len(st.files) {
+			f := st.files[st.next]
+			st.next++
+			return f, true, nil
+		}
+		if st.listed && !st.more {
+			return fileInfo{}, false, nil
+		}
+		first := !st.listed
+		files, err := st.list(ctx)
+		if err != nil {
+			return fileInfo{}, false, err
+		}
+		st.files, st.next, st.listed, st.more = files, 0, true, len(files) >= st.src.opts.PageSize
+		if first {
+			st.checkPartial()
+		}
+		if len(files) == 0 {
+			return fileInfo{}, false, nil
+		}
+	}
+}
+
+// checkPartial notices a partly shipped file that is no longer where the cursor left it: it
+// was regenerated in place (same Id, newer CreatedDate: it comes again later in the order and
+// is shipped again from row 0) or deleted.
+func (st *stream) checkPartial() {
+	c := st.cur
+	if !st.has || c.Done || c.FileID == "" {
+		return
+	}
+	if len(st.files) > 0 && st.files[0].ID == c.FileID && st.files[0].Created == c.Created {
+		return
+	}
+	st.count("file_regenerated", 1)
+	st.log.Warn("a partly shipped EventLogFile changed since the last run (regenerated in place, or deleted): it is not resumed; a regenerated file is shipped again from row 0 at its new CreatedDate",
+		"file_id", c.FileID, "created", c.Created, "rows_shipped", c.Row)
+}
+
+// list runs the listing query from the cursor's keyset position (one query, LIMIT page size).
+func (st *stream) list(ctx context.Context) ([]fileInfo, error) {
+	o := st.src.opts
+	c := st.cur
+	var pos string
+	switch {
+	case c.FileID == "":
+		pos = "CreatedDate >= " + c.Created
+	case c.Done:
+		pos = "(CreatedDate > " + c.Created + " OR (CreatedDate = " + c.Created + " AND Id > '" + c.FileID + "'))"
+	default:
+		pos = "(CreatedDate > " + c.Created + " OR (CreatedDate = " + c.Created + " AND Id >= '" + c.FileID + "'))"
+	}
+	q := "SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength, Sequence, LogFileFieldNames, LogFileFieldTypes" +
+		" FROM EventLogFile WHERE EventType = " + salesforce.QuoteString(st.typ) +
+		" AND Interval = " + salesforce.QuoteString(o.Interval) + " AND " + pos
+	if o.SettleWindow > 0 {
+		q += " AND CreatedDate <= " + salesforce.FormatDateTime(st.src.sfNow().Add(-o.SettleWindow))
+	}
+	q += " ORDER BY CreatedDate, Id LIMIT " + strconv.Itoa(o.PageSize)
+	var out []fileInfo
+	for rec, err := range o.Client.Records(ctx, q) {
+		if err != nil {
+			return nil, fmt.Errorf("eventlogfile: listing %s files: %w", st.typ, err)
+		}
+		f, err := parseFile(rec)
+		if err != nil {
+			st.log.Warn("listing row skipped", "err", err)
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func parseFile(rec salesforce.Record) (fileInfo, error) {
+	var f fileInfo
+	id, _ := rec.String("Id")
+	if err := salesforce.ValidateID(id); err != nil {
+		return f, fmt.Errorf("EventLogFile row without a usable Id: %w", err)
+	}
+	created, ok := rec.Time("CreatedDate")
+	if !ok {
+		return f, fmt.Errorf("EventLogFile %s has no usable CreatedDate", id)
+	}
+	f.ID, f.created, f.Created = id, created, salesforce.FormatDateTime(created)
+	f.logDate, _ = rec.Time("LogDate")
+	if n, ok := rec.Float64("LogFileLength"); ok {
+		f.length = int64(n)
+	}
+	f.names, _ = rec.String("LogFileFieldNames")
+	f.types, _ = rec.String("LogFileFieldTypes")
+	return f, nil
+}
+
+// open downloads a file, reads its header and skips to the resume row. It returns a record
+// when the file turns out to have nothing left to ship (ok true), or ok false with the file
+// open for nextRow.
+func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, error) {
+	o := st.src.opts
+	start := int64(0)
+	switch {
+	case st.has && !st.cur.Done && st.cur.FileID == f.ID && st.cur.Created == f.Created:
+		start = st.cur.Row
+	case st.has && !st.cur.Done && st.cur.FileID == f.ID:
+		st.log.Info("shipping a regenerated EventLogFile again from row 0", "file_id", f.ID, "was_created", st.cur.Created, "created", f.Created)
+	}
+	dl, err := o.Client.DownloadEventLogFile(ctx, f.ID)
+	if err != nil {
+		return source.Record{}, false, fmt.Errorf("download: %w", err)
+	}
+	of := &openFile{info: f, dl: dl, csv: newCSVReader(dl, o.MaxRowBytes)}
+	st.file = of
+	// The cursor now names this file: rows are counted from 0 of it.
+	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: start, created: f.created}
+	switch err := of.csv.Read(); {
+	case err == io.EOF:
+		return st.finish(SkipEmptyFile)
+	case err != nil:
+		return source.Record{}, false, fmt.Errorf("reading the header: %w", err)
+	}
+	st.header(of)
+	if start > 0 {
+		skip := start
+		if of.firstIsRow {
+			of.firstIsRow = false
+			skip--
+		}
+		n, err := of.csv.Skip(skip)
+		if err != nil {
+			if err == io.EOF {
+				err = fmt.Errorf("the file has %d rows but %d were shipped before: the download is short", n, start)
+			}
+			return source.Record{}, false, err
+		}
+		of.row = start
+	}
+	if of.firstIsRow {
+		return source.Record{}, false, nil
+	}
+	end, err := of.csv.AtEnd()
+	if err != nil {
+		return source.Record{}, false, err
+	}
+	if end {
+		reason := SkipFileDone
+		if start == 0 {
+			reason = SkipEmptyFile
+		}
+		return st.finish(reason)
+	}
+	return source.Record{}, false, nil
+}
+
+// finish ends a file that has no (more) rows: done when it was read completely; otherwise the
+// type stops for this run (ok false, no error) and resumes at the same row next run.
+func (st *stream) finish(reason string) (source.Record, bool, error) {
+	of := st.file
+	if !st.complete(of) {
+		st.closeFile()
+		st.finished = true
+		return source.Record{}, false, nil
+	}
+	return st.done(of.info, of.row, reason), true, nil
+}
+
+// complete reports whether the whole file was read: a body shorter than LogFileLength was cut
+// (or listed before it was completely written) and is resumed next run, unless the file is
+// already older than DownloadMaxAge.
+func (st *stream) complete(of *openFile) bool {
+	f := of.info
+	if f.length <= 0 || of.csv.BytesRead() >= f.length {
+		return true
+	}
+	age := st.src.sfNow().Sub(f.created)
+	if age > st.src.opts.DownloadMaxAge {
+		st.log.Warn("EventLogFile body is shorter than its LogFileLength; accepting it as complete (older than download_max_age)",
+			"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length)
+		st.count("file_short", 1)
+		return true
+	}
+	st.log.Warn("EventLogFile body is shorter than its LogFileLength; the type resumes at its next row on the next run",
+		"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "rows", of.row)
+	st.count("file_incomplete", 1)
+	return false
+}
+
+// header reads the field names from the first record, or from LogFileFieldNames when the first
+// record is data, and builds the file's shaping plan.
+func (st *stream) header(of *openFile) {
+	o := st.src.opts
+	first := make([]string, of.csv.NumFields())
+	for i := range first {
+		first[i] = string(of.csv.Field(i))
+	}
+	listed := splitNames(of.info.names)
+	names := first
+	if len(listed) > 0 && !equalFold(first, listed) && !looksLikeHeader(first) {
+		names, of.firstIsRow = listed, true
+	}
+	of.names = names
+	of.kinds = make([]shape.Kind, len(names))
+	if !o.StringValues {
+		types := splitNames(of.info.types)
+		byName := map[string]string{}
+		for i, n := range listed {
+			if i < len(types) {
+				byName[strings.ToUpper(n)] = types[i]
+			}
+		}
+		for i, n := range names {
+			switch byName[strings.ToUpper(n)] {
+			case "Number", "Double", "Integer", "Long", "Decimal":
+				of.kinds[i] = shape.Number
+			case "Boolean":
+				of.kinds[i] = shape.Bool
+			}
+		}
+	}
+	for _, c := range []string{o.TimestampColumn, "TIMESTAMP_DERIVED", "TIMESTAMP"} {
+		for i, n := range names {
+			if strings.EqualFold(n, c) && !containsInt(of.tsIdx, i) {
+				of.tsIdx = append(of.tsIdx, i)
+			}
+		}
+	}
+	of.plan = o.Shaper.Plan(shape.Schema{Source: Name, Type: st.typ, Fields: names, Labels: st.labels})
+}
+
+// nextRow ships the next row of the open file. ok false with a nil error means the file was
+// finished without a record to return (the caller moves on).
+func (st *stream) nextRow() (source.Record, bool, error) {
+	of := st.file
+	if of.firstIsRow {
+		of.firstIsRow = false
+	} else {
+		switch err := of.csv.Read(); {
+		case err == io.EOF:
+			rec, ok, err := st.finish(SkipFileDone)
+			return rec, ok, err
+		case err == errRowTooLarge:
+			of.row++
+			st.count("row_too_large", 1)
+			st.log.Warn("CSV row larger than max_row_bytes skipped", "file_id", of.info.ID, "row", of.row-1, "max_row_bytes", st.src.opts.MaxRowBytes)
+			return st.rowRecord(source.Record{Skip: true, SkipReason: SkipRowTooLarge})
+		case err != nil:
+			return source.Record{}, false, err
+		}
+	}
+	r := &of.rec
+	r.Reset()
+	r.Type = st.typ
+	nf := of.csv.NumFields()
+	for i, name := range of.names {
+		var v []byte
+		if i < nf {
+			v = of.csv.Field(i)
+		}
+		kind := of.kinds[i]
+		if len(v) == 0 {
+			kind = shape.String
+		}
+		r.Append(name, kind, v)
+	}
+	if nf > len(of.names) {
+		extra := r.AppendTo()
+		for i := len(of.names); i < nf; i++ {
+			if i > len(of.names) {
+				extra = append(extra, ',')
+			}
+			extra = append(extra, of.csv.Field(i)...)
+		}
+		r.EndField(ExtraField, shape.String, extra)
+	}
+	r.ID = append(r.ID, of.info.ID...)
+	r.ID = append(r.ID, ':')
+	r.ID = strconv.AppendInt(r.ID, of.row, 10)
+	r.Time = of.info.logDate
+	found := false
+	for _, i := range of.tsIdx {
+		if i < nf {
+			if t, ok := parseRowTime(of.csv.Field(i)); ok {
+				r.Time, found = t, true
+				break
+			}
+		}
+	}
+	if !found {
+		of.fallbacks++
+	}
+	of.row++
+	e, skip := of.plan.Shape(r)
+	if skip != "" {
+		return st.rowRecord(source.Record{Skip: true, SkipReason: skip})
+	}
+	return st.rowRecord(source.Record{Entry: e})
+}
+
+// rowRecord stamps a row's record with the cursor after it, looking ahead to mark the file's
+// last row done.
+func (st *stream) rowRecord(rec source.Record) (source.Record, bool, error) {
+	of := st.file
+	f := of.info
+	end, err := of.csv.AtEnd()
+	done := false
+	if err == nil && end {
+		if st.complete(of) {
+			done = true
+			st.closeFile()
+		} else {
+			// The rest is not there yet: ship this row, then stop the type for the run.
+			st.closeFile()
+			st.finished = true
+		}
+	}
+	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: of.row, Done: done, created: f.created}
+	rec.Cursor = st.arena.cursor(f.Created, f.ID, of.row, done)
+	return rec, true, nil
+}
+
+func splitNames(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+	}
+	return parts
+}
+
+func equalFold(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !strings.EqualFold(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// looksLikeHeader reports whether every value is a column-name-like identifier.
+func looksLikeHeader(vals []string) bool {
+	for _, v := range vals {
+		if v == "" || salesforce.ValidateIdentifier(v) != nil {
+			return false
+		}
+	}
+	return len(vals) > 0
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -18,11 +18,11 @@ import (
 
 // Skip reasons of the records that only advance the cursor.
 const (
-	SkipEmptyFile   = "empty_file"    // a file without data rows
-	SkipFileDone    = "file_done"     // a resumed file had no rows left
+	SkipEmptyFile   = "empty_file"     // a file without data rows
+	SkipFileDone    = "file_done"      // a resumed file had no rows left
 	SkipAbandoned   = "file_abandoned" // a failing file older than DownloadMaxAge
-	SkipRowTooLarge = "row_too_large" // a row over MaxRowBytes
-	SkipLegacyDone  = "legacy_done"   // a file a legacy (Python) cursor had already shipped
+	SkipRowTooLarge = "row_too_large"  // a row over MaxRowBytes
+	SkipLegacyDone  = "legacy_done"    // a file a legacy (Python) cursor had already shipped
 )
 
 // fileInfo is one row of the listing.

@@ -270,9 +270,9 @@ func TestTokenMintIsSingleFlight(t *testing.T) {
 	})
 }
 
-// TestWaitingForMintHonoursContext: a caller waiting behind another's mint
+// TestWaitingForMintHonorsContext: a caller waiting behind another's mint
 // gives up when its own context ends.
-func TestWaitingForMintHonoursContext(t *testing.T) {
+func TestWaitingForMintHonorsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mints atomic.Int64
 		release := make(chan struct{})

@@ -200,7 +200,7 @@ func responseError(resp *http.Response) error {
 // checkRetry is retryablehttp's CheckRetry: the policy of policy.go.
 func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
-		return false, ctx.Err()
+		return false, &ctxEndedError{ctx.Err()}
 	}
 	if classify(ctx, resp, err) == actBackoff {
 		k, _ := ctx.Value(kindKey{}).(Kind)
@@ -217,6 +217,14 @@ func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error)
 	return false, err
 }
 
+// ctxEndedError marks the caller's context ending, as seen by checkRetry, so
+// that giveUp can tell it from a transport timeout (which also matches
+// context.DeadlineExceeded).
+type ctxEndedError struct{ err error }
+
+func (e *ctxEndedError) Error() string { return e.err.Error() }
+func (e *ctxEndedError) Unwrap() error { return e.err }
+
 // giveUp is retryablehttp's ErrorHandler, called when an attempt failed and
 // no retry follows: it closes the response and returns the typed error,
 // marked ErrUnavailable when the failure was transient.
@@ -230,8 +238,9 @@ func (c *Client) giveUp(resp *http.Response, err error, attempts int) (*http.Res
 	if err == nil {
 		err = errors.New("salesforce: request failed")
 	}
-	if err == context.Canceled || err == context.DeadlineExceeded {
-		return nil, err // the caller's context ended (checkRetry returns ctx.Err() as is)
+	var ended *ctxEndedError
+	if errors.As(err, &ended) {
+		return nil, ended.err // the caller's context ended: not the org's fault
 	}
 	if classify(context.Background(), nil, err) == actBackoff {
 		return nil, unavailable(fmt.Errorf("%w (gave up after %d attempts)", err, attempts))
@@ -317,7 +326,7 @@ func (c *Client) authorizedStream(ctx context.Context, kind Kind, path string, h
 	r := request{kind: kind, method: http.MethodGet, header: header}
 	err := c.authorize(ctx, r, path, func(ar request) error {
 		var err error
-		resp, err = c.send(ctx, ar)
+		resp, err = c.send(ctx, ar) //nolint:bodyclose // handed to the caller, who closes it
 		return err
 	})
 	if err != nil {

@@ -40,7 +40,7 @@ type Download struct {
 func (d *Download) Read(p []byte) (int, error) {
 	n, err := d.body.Read(p)
 	switch {
-	case err == nil || err == io.EOF || errors.Is(err, ErrBodyTooLarge) || errors.Is(err, ErrUnavailable):
+	case err == nil || errors.Is(err, io.EOF) || errors.Is(err, ErrBodyTooLarge) || errors.Is(err, ErrUnavailable):
 	case d.ctx.Err() != nil:
 		// The caller gave up: that is not the org being unavailable.
 		err = fmt.Errorf("salesforce: reading %s: %w", d.url, d.ctx.Err())
@@ -60,7 +60,7 @@ func (d *Download) Close() error {
 
 // DownloadEventLogFile opens the CSV blob of the EventLogFile with the given
 // id as a stream (one API call). It asks for gzip and decompresses
-// transparently when the server honours it.
+// transparently when the server honors it.
 func (c *Client) DownloadEventLogFile(ctx context.Context, id string) (*Download, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err

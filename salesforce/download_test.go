@@ -212,7 +212,7 @@ func TestSlowConsumerIsNotAStall(t *testing.T) {
 		time.Sleep(30 * time.Millisecond) // slower than the idle timeout
 		n, err := d.Read(buf)
 		got.Write(buf[:n])
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {

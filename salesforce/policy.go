@@ -53,7 +53,7 @@ func classify(ctx context.Context, resp *http.Response, err error) action {
 	// The caller's context ending is final. A transport timeout also
 	// matches context.DeadlineExceeded, but while ctx is alive it is just a
 	// slow server: transient.
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) || err == context.DeadlineExceeded {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 		return actReturn
 	}
 	if err != nil {

@@ -288,8 +288,8 @@ func TestBackoffBoundedByDeadline(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		_, err := c.Limits(ctx)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err = %v, want the deadline", err)
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
+			t.Fatalf("err = %v, want the deadline (not ErrUnavailable)", err)
 		}
 		if elapsed := time.Since(start); elapsed > 30*time.Second {
 			t.Errorf("returned %s after start, past the 30s deadline", elapsed)
@@ -401,41 +401,46 @@ func TestClassifyTable(t *testing.T) {
 	ctx := context.Background()
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	resp := func(code int) *http.Response { return &http.Response{StatusCode: code} }
+	expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel2()
 	api := func(code int, ec string) error { return &APIError{StatusCode: code, ErrorCode: ec} }
 	tests := []struct {
-		name string
-		ctx  context.Context
-		resp *http.Response
-		err  error
-		want action
+		name   string
+		ctx    context.Context
+		status int // 0 = no response (transport error)
+		err    error
+		want   action
 	}{
-		{"200", ctx, resp(200), nil, actReturn},
-		{"401", ctx, resp(401), nil, actReauth},
-		{"401 decoded", ctx, resp(401), api(401, CodeInvalidSession), actReauth},
-		{"403 undecoded waits for the body", ctx, resp(403), nil, actReturn},
-		{"403 invalid session", ctx, resp(403), api(403, CodeInvalidSession), actReauth},
-		{"403 limit", ctx, resp(403), api(403, CodeRequestLimitExceeded), actReturn},
-		{"403 access", ctx, resp(403), api(403, CodeInsufficientAccess), actReturn},
-		{"404", ctx, resp(404), nil, actReturn},
-		{"408", ctx, resp(408), nil, actBackoff},
-		{"414", ctx, resp(414), nil, actReturn},
-		{"429", ctx, resp(429), nil, actBackoff},
-		{"500", ctx, resp(500), nil, actBackoff},
-		{"501", ctx, resp(501), nil, actReturn},
-		{"503", ctx, resp(503), nil, actBackoff},
-		{"bad body", ctx, resp(200), &BadResponseError{Err: errors.New("x")}, actBackoff},
-		{"transport", ctx, nil, &url.Error{Op: "Get", Err: errors.New("connection reset by peer")}, actBackoff},
-		{"url parse", ctx, nil, &url.Error{Op: "parse", Err: errors.New("bad")}, actReturn},
-		{"canceled error", ctx, nil, fmt.Errorf("x: %w", context.Canceled), actReturn},
-		{"transport timeout with live ctx", ctx, nil, &url.Error{Op: "Get", Err: timeoutErr{}}, actBackoff},
-		{"caller deadline", ctx, nil, context.DeadlineExceeded, actReturn},
-		{"canceled ctx", canceled, resp(503), nil, actReturn},
-		{"auth refused", ctx, resp(400), &AuthError{StatusCode: 400, Code: "invalid_grant"}, actReturn},
-		{"auth 5xx", ctx, resp(502), &AuthError{StatusCode: 502, Code: "x"}, actBackoff},
+		{"200", ctx, 200, nil, actReturn},
+		{"401", ctx, 401, nil, actReauth},
+		{"401 decoded", ctx, 401, api(401, CodeInvalidSession), actReauth},
+		{"403 undecoded waits for the body", ctx, 403, nil, actReturn},
+		{"403 invalid session", ctx, 403, api(403, CodeInvalidSession), actReauth},
+		{"403 limit", ctx, 403, api(403, CodeRequestLimitExceeded), actReturn},
+		{"403 access", ctx, 403, api(403, CodeInsufficientAccess), actReturn},
+		{"404", ctx, 404, nil, actReturn},
+		{"408", ctx, 408, nil, actBackoff},
+		{"414", ctx, 414, nil, actReturn},
+		{"429", ctx, 429, nil, actBackoff},
+		{"500", ctx, 500, nil, actBackoff},
+		{"501", ctx, 501, nil, actReturn},
+		{"503", ctx, 503, nil, actBackoff},
+		{"bad body", ctx, 200, &BadResponseError{Err: errors.New("x")}, actBackoff},
+		{"transport", ctx, 0, &url.Error{Op: "Get", Err: errors.New("connection reset by peer")}, actBackoff},
+		{"url parse", ctx, 0, &url.Error{Op: "parse", Err: errors.New("bad")}, actReturn},
+		{"canceled error", ctx, 0, fmt.Errorf("x: %w", context.Canceled), actReturn},
+		{"transport timeout with live ctx", ctx, 0, &url.Error{Op: "Get", Err: timeoutErr{}}, actBackoff},
+		{"caller deadline passed", expired, 0, &url.Error{Op: "Get", Err: timeoutErr{}}, actReturn},
+		{"canceled ctx", canceled, 503, nil, actReturn},
+		{"auth refused", ctx, 400, &AuthError{StatusCode: 400, Code: "invalid_grant"}, actReturn},
+		{"auth 5xx", ctx, 502, &AuthError{StatusCode: 502, Code: "x"}, actBackoff},
 	}
 	for _, tt := range tests {
-		if got := classify(tt.ctx, tt.resp, tt.err); got != tt.want {
+		var resp *http.Response
+		if tt.status != 0 {
+			resp = &http.Response{StatusCode: tt.status}
+		}
+		if got := classify(tt.ctx, resp, tt.err); got != tt.want {
 			t.Errorf("%s: classify = %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ type simEnv struct {
 }
 
 // newSim starts an org with one fully permitted integration user
-// pre-authorised on a JWT app holding simKeys()[0].
+// pre-authorized on a JWT app holding simKeys()[0].
 func newSim(t *testing.T, opts simsf.Options) *simEnv {
 	t.Helper()
 	if opts.Seed == 0 {
@@ -130,7 +131,7 @@ func TestSimJWT(t *testing.T) {
 			wantCode: "invalid_grant", wantDesc: simsf.DescNotApproved,
 		},
 		{
-			name:     "user not pre-authorised",
+			name:     "user not pre-authorized",
 			setup:    func(o *simsf.Org) { o.AddUser("other@example.com", simsf.AllPermissions()) },
 			mod:      func(o *salesforce.Options) { o.Username = "other@example.com" },
 			wantCode: "invalid_grant", wantDesc: simsf.DescNotApproved,
@@ -183,7 +184,7 @@ func TestSimJWT(t *testing.T) {
 			if !errors.As(err, &ae) || !errors.Is(err, salesforce.ErrAuth) {
 				t.Fatalf("err = %v, want *AuthError", err)
 			}
-			if ae.StatusCode != 400 || ae.Code != tt.wantCode || ae.Description != tt.wantDesc {
+			if ae.StatusCode != http.StatusBadRequest || ae.Code != tt.wantCode || ae.Description != tt.wantDesc {
 				t.Fatalf("AuthError = %+v, want 400 %s %q", ae, tt.wantCode, tt.wantDesc)
 			}
 			if n := env.org.CallCount(simsf.KindToken); n != 1 {
@@ -646,7 +647,7 @@ func TestSimPermissions(t *testing.T) {
 	if !errors.As(err, &ae) || errors.Is(err, salesforce.ErrRequestLimit) || errors.Is(err, salesforce.ErrUnavailable) {
 		t.Fatalf("err = %v, want a plain permission APIError", err)
 	}
-	if ae.StatusCode != 400 && ae.StatusCode != 403 {
+	if ae.StatusCode != http.StatusBadRequest && ae.StatusCode != http.StatusForbidden {
 		t.Fatalf("status = %d", ae.StatusCode)
 	}
 	t.Logf("missing permission: %v", err)
@@ -699,13 +700,11 @@ func TestSimDescribeGlobalLimitsAndUsage(t *testing.T) {
 func TestSimApexLog(t *testing.T) {
 	env := newSim(t, simsf.Options{})
 	uid, _ := env.org.UserID(simUser)
-	var ids []string
 	for i := range 3 {
-		id, err := env.org.AddApexLog(simsf.ApexLogSpec{LogUser: uid, StartTime: time.Now().Add(-time.Duration(10-i) * time.Minute)})
+		_, err := env.org.AddApexLog(simsf.ApexLogSpec{LogUser: uid, StartTime: time.Now().Add(-time.Duration(10-i) * time.Minute)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
 	}
 	c := env.client(t)
 	soql := "SELECT Id, LogUser.Username, LogLength, StartTime FROM ApexLog WHERE LogUser.Username IN " +

@@ -262,7 +262,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	if b.ctr != nil {
 		b.ctr.bytes.Add(int64(n))
 	}
-	if err != nil && err != io.EOF && b.fired.Load() {
+	if err != nil && !errors.Is(err, io.EOF) && b.fired.Load() {
 		err = fmt.Errorf("%w: no data for %s", errBodyIdle, b.idle)
 	}
 	return n, err

@@ -340,6 +340,13 @@ func (s *Subscription) yield(it Item) Item {
 // wait blocks for the next response and turns it into pending items; it sets s.stopped when
 // the pull ends without an error.
 func (s *Subscription) wait(ctx context.Context) error {
+	// A response already received wins over the timers: the idle clock runs from the last
+	// response read, and one waiting in the channel was not read yet.
+	select {
+	case r := <-s.st.recv:
+		return s.received(ctx, r)
+	default:
+	}
 	var idle <-chan time.Time
 	if !s.req.WaitForKeepalive {
 		rest := s.idle - time.Since(s.last)
@@ -372,13 +379,17 @@ func (s *Subscription) wait(ctx context.Context) error {
 		s.stop(StopDeadline)
 		return nil
 	case r := <-s.st.recv:
-		s.last = time.Now()
-		if r.err != nil {
-			return s.streamEnded(ctx, r.err)
-		}
-		s.accept(r.resp)
-		return nil
+		return s.received(ctx, r)
 	}
+}
+
+func (s *Subscription) received(ctx context.Context, r recvResult) error {
+	s.last = time.Now()
+	if r.err != nil {
+		return s.streamEnded(ctx, r.err)
+	}
+	s.accept(r.resp)
+	return nil
 }
 
 // accept turns one FetchResponse into pending items.

@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
@@ -77,6 +78,10 @@ type Options struct {
 	Shaper *shape.Shaper
 	// Counter attributes this source's API calls (see Source.Calls); nil makes one.
 	Counter *salesforce.Counter
+	// OrgID is the sf_org_id label; empty means Client.OrgID (read at Open).
+	OrgID string
+	// Labels are further stream labels of every entry (the org label in multi-org setups).
+	Labels []loki.Label
 	// Users limits the logs to those of these usernames (LogUser.Username); empty means all.
 	Users []string
 	// Lookback is where a key without a usable cursor starts (0 = DefaultLookback).
@@ -189,7 +194,15 @@ const (
 )
 
 // Open implements source.Source: one stream, key "apexlog".
-func (s *Source) Open(_ context.Context, req source.OpenRequest) ([]source.Stream, error) {
+func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	orgID := s.opts.OrgID
+	if orgID == "" {
+		var err error
+		if orgID, err = s.opts.Client.OrgID(salesforce.WithCounter(ctx, s.opts.Counter)); err != nil {
+			return nil, fmt.Errorf("apexlog: org id: %w", err)
+		}
+	}
+	labels := append([]loki.Label{{Name: "sf_org_id", Value: orgID}}, s.opts.Labels...)
 	log := req.Log
 	if log == nil {
 		log = s.opts.Log
@@ -214,7 +227,7 @@ func (s *Source) Open(_ context.Context, req source.OpenRequest) ([]source.Strea
 	}
 	fields := append(append([]string(nil), listFields...), fieldSkipped, fieldReason, fieldBody)
 	st.fields = fields
-	st.plan = s.opts.Shaper.Plan(shape.Schema{Source: Name, Type: "ApexLog", Fields: fields, LineField: fieldBody})
+	st.plan = s.opts.Shaper.Plan(shape.Schema{Source: Name, Type: "ApexLog", Fields: fields, LineField: fieldBody, Labels: labels})
 	return []source.Stream{st}, nil
 }
 

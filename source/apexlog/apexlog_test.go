@@ -172,6 +172,9 @@ func TestBodies(t *testing.T) {
 	}
 	for _, rec := range res.records {
 		id := meta(rec.Entry, "Id")
+		if org, _ := rec.Entry.Labels.Get("sf_org_id"); org != e.org.OrgID() {
+			t.Fatalf("labels %s", rec.Entry.Labels)
+		}
 		if src, _ := rec.Entry.Labels.Get("source"); src != "apexlog" {
 			t.Fatalf("labels %s", rec.Entry.Labels)
 		}

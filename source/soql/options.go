@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 )
@@ -15,7 +16,7 @@ import (
 const (
 	DefaultLookback      = time.Hour
 	DefaultOverlap       = 5 * time.Minute
-	DefaultMaxOverlapIDs = 1000
+	DefaultMaxOverlapIDs = 500
 	// BigObjectPageSize is the most rows one Big Object query returns, and the default
 	// PageSize.
 	BigObjectPageSize = 200
@@ -46,6 +47,10 @@ type Options struct {
 	Shaper *shape.Shaper
 	// Counter attributes this source's API calls (see Source.Calls); nil makes one.
 	Counter *salesforce.Counter
+	// OrgID is the sf_org_id label; empty means Client.OrgID (read at Open).
+	OrgID string
+	// Labels are further stream labels of every entry (the org label in multi-org setups).
+	Labels []loki.Label
 	// Now is the wall clock (nil = time.Now). Salesforce's clock is derived from it with the
 	// client's measured offset.
 	Now func() time.Time

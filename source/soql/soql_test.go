@@ -281,6 +281,9 @@ func TestShapedRowsAdvance(t *testing.T) {
 		if src, _ := rec.Entry.Labels.Get("source"); src != "soql" {
 			t.Fatalf("labels %s", rec.Entry.Labels)
 		}
+		if id, _ := rec.Entry.Labels.Get("sf_org_id"); id != e.org.OrgID() {
+			t.Fatalf("sf_org_id label %q, want %q", id, e.org.OrgID())
+		}
 		if et, _ := rec.Entry.Labels.Get("event_type"); et != "LoginHistory" {
 			t.Fatalf("labels %s", rec.Entry.Labels)
 		}

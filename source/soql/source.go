@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
@@ -94,7 +95,15 @@ func (s *Source) Calls() map[salesforce.Kind]int64 { return s.counter.Calls() }
 
 // Open implements source.Source: one stream per object, reading its cursor from req. Nothing is
 // queried until a stream's first Next.
-func (s *Source) Open(_ context.Context, req source.OpenRequest) ([]source.Stream, error) {
+func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	orgID := s.opts.OrgID
+	if orgID == "" && len(s.objects) > 0 {
+		var err error
+		if orgID, err = s.opts.Client.OrgID(salesforce.WithCounter(ctx, s.counter)); err != nil {
+			return nil, fmt.Errorf("soql: org id: %w", err)
+		}
+	}
+	labels := append([]loki.Label{{Name: "sf_org_id", Value: orgID}}, s.opts.Labels...)
 	log := req.Log
 	if log == nil {
 		log = s.opts.Log
@@ -110,7 +119,7 @@ func (s *Source) Open(_ context.Context, req source.OpenRequest) ([]source.Strea
 		if o.BigObject {
 			kind = byEventIdentifier
 		}
-		st := &stream{src: s, obj: o, key: key, kind: kind, log: log.With("key", key), count: count, budget: req.Budget}
+		st := &stream{src: s, obj: o, key: key, kind: kind, log: log.With("key", key), count: count, budget: req.Budget, labels: labels}
 		cur, ok, err := decodeCursor(req.Cursors[key], o.TimestampField, kind)
 		if err != nil {
 			st.log.Warn("stored cursor is unusable; starting from the lookback", "lookback", o.Lookback, "err", err)
@@ -142,6 +151,7 @@ type stream struct {
 	log    *slog.Logger
 	count  func(string, int64)
 	budget source.Budget
+	labels []loki.Label
 
 	// The cursor: pos is the last row delivered in order (nil before the first), from the
 	// window's start, win the rows remembered in [from, pos].
@@ -231,7 +241,7 @@ func (st *stream) init(ctx context.Context) error {
 	st.fields = withFields(fields, st.kind.field(), o.TimestampField)
 	st.q = &querier{client: st.src.opts.Client, object: o.Name, tsField: tsf.Name, kind: st.kind,
 		selectList: strings.Join(st.fields, ", ")}
-	st.plan = st.src.opts.Shaper.Plan(shape.Schema{Source: Name, Type: o.Name, Fields: st.fields})
+	st.plan = st.src.opts.Shaper.Plan(shape.Schema{Source: Name, Type: o.Name, Fields: st.fields, Labels: st.labels})
 
 	now := st.sfNow()
 	start, incl := position{ts: now.Add(-o.Lookback)}, true

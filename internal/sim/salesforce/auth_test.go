@@ -45,7 +45,7 @@ func TestJWTBearer(t *testing.T) {
 		{name: "wrong key", key: true, wantCode: 400, wantErr: "invalid_grant", wantDesc: DescInvalidAssertion},
 		{name: "unsupported alg", alg: "HS256", wantCode: 400, wantErr: "invalid_grant", wantDesc: DescInvalidAssertion},
 		{name: "unknown user", mod: func(c map[string]any) { c["sub"] = "nobody@example.com" }, wantCode: 400, wantErr: "invalid_grant", wantDesc: DescNotApproved},
-		{name: "user not pre-authorised", mod: func(c map[string]any) { c["sub"] = "stranger@example.com" }, wantCode: 400, wantErr: "invalid_grant", wantDesc: DescNotApproved},
+		{name: "user not pre-authorized", mod: func(c map[string]any) { c["sub"] = "stranger@example.com" }, wantCode: 400, wantErr: "invalid_grant", wantDesc: DescNotApproved},
 		{name: "inactive user", mod: func(c map[string]any) { c["sub"] = "inactive@example.com"; c["iss"] = "app-with-inactive" }, wantCode: 400, wantErr: "invalid_grant", wantDesc: DescInactiveUser},
 		{name: "unknown client id", mod: func(c map[string]any) { c["iss"] = "nope" }, wantCode: 400, wantErr: "invalid_client_id", wantDesc: DescClientIDInvalid},
 		{name: "app without refresh_token scope", mod: func(c map[string]any) { c["iss"] = "no-refresh-scope" }, wantCode: 400, wantErr: "invalid_request", wantDesc: DescRefreshScope},
@@ -92,7 +92,7 @@ func TestJWTBearer(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 400 {
+		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("GET token: %d", resp.StatusCode)
 		}
 	})
@@ -224,17 +224,17 @@ func TestUserInfoAndIdentity(t *testing.T) {
 	resp, b := e.get("/services/oauth2/userinfo")
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	if resp.StatusCode != 200 || m["organization_id"] != e.org.OrgID() || m["preferred_username"] != testUser ||
+	if resp.StatusCode != http.StatusOK || m["organization_id"] != e.org.OrgID() || m["preferred_username"] != testUser ||
 		m["user_id"] != e.org.mustUser(t, testUser) || !strings.HasSuffix(m["sub"].(string), "/id/"+e.org.OrgID()+"/"+m["user_id"].(string)) {
 		t.Errorf("userinfo %d %v", resp.StatusCode, m)
 	}
 	resp, _ = e.get("/id/" + e.org.OrgID() + "/" + e.org.mustUser(t, testUser))
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		t.Errorf("identity URL: %d", resp.StatusCode)
 	}
 	e.org.ExpireSessions()
 	resp, b = e.get("/services/oauth2/userinfo")
-	if resp.StatusCode != 403 || string(b) != "Bad_OAuth_Token" {
+	if resp.StatusCode != http.StatusForbidden || string(b) != "Bad_OAuth_Token" {
 		t.Errorf("dead token: %d %s", resp.StatusCode, b)
 	}
 	// An app without the openid scope: a bare 403.
@@ -245,10 +245,10 @@ func TestUserInfoAndIdentity(t *testing.T) {
 	_, tm := e.postToken(url.Values{"grant_type": {GrantJWTBearer}, "assertion": {signJWT(t, key, c)}})
 	e.token = tm["access_token"].(string)
 	resp, b = e.get("/services/oauth2/userinfo")
-	if resp.StatusCode != 403 || string(b) == "Bad_OAuth_Token" {
+	if resp.StatusCode != http.StatusForbidden || string(b) == "Bad_OAuth_Token" {
 		t.Errorf("no openid scope: %d %s", resp.StatusCode, b)
 	}
-	if resp, _ := e.get(ver + "/limits"); resp.StatusCode != 200 {
+	if resp, _ := e.get(ver + "/limits"); resp.StatusCode != http.StatusOK {
 		t.Errorf("api scope token cannot call REST: %d", resp.StatusCode)
 	}
 }
@@ -256,17 +256,17 @@ func TestUserInfoAndIdentity(t *testing.T) {
 func TestAPIDisabledAndVersions(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.login()
-	if resp, _ := e.get("/services/data/v99.0/limits"); resp.StatusCode != 404 {
+	if resp, _ := e.get("/services/data/v99.0/limits"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("future version: %d", resp.StatusCode)
 	}
-	if resp, _ := e.get("/services/data/v60.0/limits"); resp.StatusCode != 200 {
+	if resp, _ := e.get("/services/data/v60.0/limits"); resp.StatusCode != http.StatusOK {
 		t.Errorf("older version: %d", resp.StatusCode)
 	}
-	if resp, _ := e.get("/services/data/vlatest/limits"); resp.StatusCode != 404 {
+	if resp, _ := e.get("/services/data/vlatest/limits"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("bad version: %d", resp.StatusCode)
 	}
 	resp, b := e.get("/services/data/")
-	if resp.StatusCode != 200 || !strings.Contains(string(b), `"version":"62.0"`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"version":"62.0"`) {
 		t.Errorf("versions: %d %s", resp.StatusCode, b)
 	}
 	noErr(t, e.org.SetPermissions(testUser, Permissions{ViewAllData: true}))

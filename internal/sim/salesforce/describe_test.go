@@ -2,6 +2,7 @@ package salesforce
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func TestDescribe(t *testing.T) {
 			KeyPrefix string `json:"keyPrefix"`
 		} `json:"sobjects"`
 	}
-	if resp.StatusCode != 200 || json.Unmarshal(b, &g) != nil {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &g) != nil {
 		t.Fatalf("describeGlobal: %d %s", resp.StatusCode, b)
 	}
 	names := map[string]bool{}
@@ -51,7 +52,7 @@ func TestDescribe(t *testing.T) {
 			Groupable  bool   `json:"groupable"`
 		} `json:"fields"`
 	}
-	if resp.StatusCode != 200 || json.Unmarshal(b, &d) != nil || d.Name != "EventLogFile" {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &d) != nil || d.Name != "EventLogFile" {
 		t.Fatalf("describe: %d %s", resp.StatusCode, b)
 	}
 	types := map[string]string{}
@@ -72,13 +73,13 @@ func TestDescribe(t *testing.T) {
 	if code, _, ec := e.query("SELECT " + strings.Join(list, ", ") + " FROM EventLogFile"); code != 200 {
 		t.Errorf("explicit SELECT of every described field: %s", ec)
 	}
-	if resp, _ := e.get(ver + "/tooling/sobjects/TraceFlag/describe"); resp.StatusCode != 200 {
+	if resp, _ := e.get(ver + "/tooling/sobjects/TraceFlag/describe"); resp.StatusCode != http.StatusOK {
 		t.Errorf("tooling describe: %d", resp.StatusCode)
 	}
-	if resp, _ := e.get(ver + "/sobjects/Nope__c/describe"); resp.StatusCode != 404 {
+	if resp, _ := e.get(ver + "/sobjects/Nope__c/describe"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown object describe: %d", resp.StatusCode)
 	}
-	if resp, b := e.get(ver + "/sobjects/LoginHistory"); resp.StatusCode != 200 || !strings.Contains(string(b), `"objectDescribe"`) {
+	if resp, b := e.get(ver + "/sobjects/LoginHistory"); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"objectDescribe"`) {
 		t.Errorf("sobject basic info: %d %s", resp.StatusCode, b)
 	}
 }
@@ -94,7 +95,7 @@ func TestPermissions(t *testing.T) {
 	if code, _, ec := e.query("SELECT Id FROM EventLogFile"); code != 400 || ec != CodeInvalidType {
 		t.Errorf("ELF query without View Event Log Files: %d %s", code, ec)
 	}
-	if resp, _ := e.get(ver + "/sobjects/EventLogFile/describe"); resp.StatusCode != 404 {
+	if resp, _ := e.get(ver + "/sobjects/EventLogFile/describe"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("ELF describe without permission: %d", resp.StatusCode)
 	}
 	if code, _, ec := e.queryPath(ver + "/sobjects/EventLogFile/" + elf + "/LogFile"); code != 403 || ec != CodeInsufficientAccess {
@@ -146,13 +147,13 @@ func TestApexLog(t *testing.T) {
 	}
 	for _, path := range []string{ver + "/tooling/sobjects/ApexLog/" + id1 + "/Body", ver + "/sobjects/ApexLog/" + id1 + "/Body/"} {
 		resp, got := e.get(path, "Accept-Encoding", "identity")
-		if resp.StatusCode != 200 || string(got) != string(body) || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		if resp.StatusCode != http.StatusOK || string(got) != string(body) || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 			t.Errorf("%s: %d %q", path, resp.StatusCode, got)
 		}
 	}
 	_, p, _ = e.queryPath(ver + "/tooling/query?q=" + url.QueryEscape("SELECT LogLength FROM ApexLog WHERE Id = '"+id3+"'"))
 	resp, got := e.get(ver+"/tooling/sobjects/ApexLog/"+id3+"/Body", "Accept-Encoding", "identity")
-	if resp.StatusCode != 200 || float64(len(got)) != p.Records[0]["LogLength"].(float64) || len(got) < 2048 {
+	if resp.StatusCode != http.StatusOK || float64(len(got)) != p.Records[0]["LogLength"].(float64) || len(got) < 2048 {
 		t.Errorf("generated body %d bytes, LogLength %v", len(got), p.Records[0]["LogLength"])
 	}
 	if e.org.CallCount(KindApexLogBody) != 3 || e.org.CallCount(KindToolingQuery) != 2 {

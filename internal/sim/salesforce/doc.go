@@ -13,7 +13,7 @@
 // # What it serves
 //
 //   - POST /services/oauth2/token: JWT bearer (RS256 verified against the
-//     app's certificate; iss, sub among pre-authorised users, aud equal to the
+//     app's certificate; iss, sub among pre-authorized users, aud equal to the
 //     org's URL, exp window) and client credentials (refused on the generic
 //     login hosts). Errors are {"error","error_description"} with HTTP 400.
 //     Token responses carry access_token, instance_url, id (identity URL with

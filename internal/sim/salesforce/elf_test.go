@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-func (e *env) download(id string, gz bool) (*http.Response, []byte) {
+func (e *env) download(id string, gz bool) (reply, []byte) {
 	e.t.Helper()
 	enc := "identity"
 	if gz {
@@ -49,7 +49,7 @@ func TestEventLogFileCSV(t *testing.T) {
 		id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: et, Interval: IntervalHourly, LogDate: logDate, Rows: 500}))
 		rec := e.elfRecord(id)
 		resp, body := e.download(id, false)
-		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/csv" {
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/csv" {
 			t.Fatalf("%s: %d %s", et, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 		if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(len(body)) || float64(len(body)) != rec["LogFileLength"].(float64) {
@@ -193,7 +193,7 @@ func TestEventLogFileDeterministic(t *testing.T) {
 		}
 		return sb.String()
 	}
-	if dump(3) != dump(3) {
+	if first, second := dump(3), dump(3); first != second {
 		t.Fatal("Populate is not deterministic")
 	}
 }
@@ -247,10 +247,10 @@ func TestEventLogFileVisibilityAndReadiness(t *testing.T) {
 	if n := list(); n != 2 {
 		t.Fatalf("listed %d files before the late one appears", n)
 	}
-	if resp, _ := e.download(late, false); resp.StatusCode != 404 {
+	if resp, _ := e.download(late, false); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("download of a not yet visible file: %d", resp.StatusCode)
 	}
-	if resp, _ := e.download(notReady, false); resp.StatusCode != 404 {
+	if resp, _ := e.download(notReady, false); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("download before ReadyAt: %d", resp.StatusCode)
 	}
 	_, half := e.download(partial, false)
@@ -262,7 +262,7 @@ func TestEventLogFileVisibilityAndReadiness(t *testing.T) {
 		t.Fatalf("listed %d files after the late one appeared", n)
 	}
 	for _, id := range []string{late, notReady} {
-		if resp, _ := e.download(id, false); resp.StatusCode != 200 {
+		if resp, _ := e.download(id, false); resp.StatusCode != http.StatusOK {
 			t.Errorf("%s: %d", id, resp.StatusCode)
 		}
 	}
@@ -301,7 +301,7 @@ func TestDownloadConnectionReset(t *testing.T) {
 	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || n != 100000 {
 		t.Fatalf("read %d bytes, err %v; want 100000 and unexpected EOF", n, err)
 	}
-	if resp, _ := e.download(id, false); resp.StatusCode != 200 {
+	if resp, _ := e.download(id, false); resp.StatusCode != http.StatusOK {
 		t.Errorf("second download: %d", resp.StatusCode)
 	}
 }
@@ -371,7 +371,7 @@ func TestOversizedField(t *testing.T) {
 	e.login()
 	id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "API", Rows: 11, OversizedField: 2 << 20}))
 	resp, body := e.download(id, false)
-	if resp.StatusCode != 200 || float64(len(body)) != e.elfRecord(id)["LogFileLength"].(float64) {
+	if resp.StatusCode != http.StatusOK || float64(len(body)) != e.elfRecord(id)["LogFileLength"].(float64) {
 		t.Fatalf("%d, %d bytes vs LogFileLength %v", resp.StatusCode, len(body), e.elfRecord(id)["LogFileLength"])
 	}
 	rows := must[[][]string](t)(csv.NewReader(bytes.NewReader(body)).ReadAll())

@@ -36,7 +36,7 @@ func (k CallKind) countsAgainstLimit() bool {
 	return true
 }
 
-// Fault is a misbehaviour injected into matching requests.
+// Fault is a misbehavior injected into matching requests.
 type Fault struct {
 	// Kind selects the requests affected ("" = every kind).
 	Kind CallKind
@@ -50,7 +50,7 @@ type Fault struct {
 	Body string
 	// HTMLBody answers 200 with an HTML maintenance page.
 	HTMLBody bool
-	// Delay waits this long before answering (honours the request context).
+	// Delay waits this long before answering (honors the request context).
 	Delay time.Duration
 	// ExpireSession expires the caller's session before the request is
 	// handled, so it answers 401 INVALID_SESSION_ID.

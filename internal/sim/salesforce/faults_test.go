@@ -33,30 +33,30 @@ func TestFaultsAndAccounting(t *testing.T) {
 	if code, _, _ := e.query(q); code != 200 {
 		t.Fatal("query hit a describe fault")
 	}
-	if resp, b := e.get(ver + "/sobjects/LoginHistory/describe"); resp.StatusCode != 500 || !strings.Contains(string(b), CodeUnknownException) {
+	if resp, b := e.get(ver + "/sobjects/LoginHistory/describe"); resp.StatusCode != http.StatusInternalServerError || !strings.Contains(string(b), CodeUnknownException) {
 		t.Fatalf("describe fault: %d %s", resp.StatusCode, b)
 	}
 
 	e.org.HTMLNext("", 1)
 	resp, b := e.get(ver + "/query?q=" + url.QueryEscape(q))
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.HasPrefix(string(b), "<!DOCTYPE html>") {
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.HasPrefix(string(b), "<!DOCTYPE html>") {
 		t.Fatalf("HTML fault: %d %s", resp.StatusCode, b)
 	}
 
 	e.org.AddFault(Fault{Kind: KindQuery, Status: 502})
-	if resp, _ := e.get(ver + "/query?q=" + url.QueryEscape(q)); resp.StatusCode != 502 {
+	if resp, _ := e.get(ver + "/query?q=" + url.QueryEscape(q)); resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("502 fault: %d", resp.StatusCode)
 	}
 
 	// Persistent faults until cleared.
 	e.org.AddFault(Fault{Kind: KindLimits, Times: -1, Status: 503})
 	for i := 0; i < 3; i++ {
-		if resp, _ := e.get(ver + "/limits"); resp.StatusCode != 503 {
+		if resp, _ := e.get(ver + "/limits"); resp.StatusCode != http.StatusServiceUnavailable {
 			t.Fatalf("persistent fault %d: %d", i, resp.StatusCode)
 		}
 	}
 	e.org.ClearFaults()
-	if resp, _ := e.get(ver + "/limits"); resp.StatusCode != 200 {
+	if resp, _ := e.get(ver + "/limits"); resp.StatusCode != http.StatusOK {
 		t.Fatal("ClearFaults left a fault")
 	}
 
@@ -79,12 +79,15 @@ func TestSlowResponsesHonourContext(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.srv.URL+ver+"/limits", nil)
 	req.Header.Set("Authorization", "Bearer "+e.token)
-	_, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		resp.Body.Close()
+	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("slow response: %v", err)
 	}
 	e.org.SetLatency(time.Millisecond)
-	if resp, _ := e.get(ver + "/limits"); resp.StatusCode != 200 {
+	if resp, _ := e.get(ver + "/limits"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("with latency: %d", resp.StatusCode)
 	}
 }
@@ -95,18 +98,18 @@ func TestRequestLimit(t *testing.T) {
 	q := "SELECT Id FROM User"
 	for i := 1; i <= 5; i++ {
 		resp, _ := e.get(ver + "/query?q=" + url.QueryEscape(q))
-		if resp.StatusCode != 200 || resp.Header.Get("Sforce-Limit-Info") != "api-usage="+itoa(i)+"/5" {
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Sforce-Limit-Info") != "api-usage="+itoa(i)+"/5" {
 			t.Fatalf("call %d: %d %q", i, resp.StatusCode, resp.Header.Get("Sforce-Limit-Info"))
 		}
 	}
 	resp, b := e.get(ver + "/query?q=" + url.QueryEscape(q))
-	if resp.StatusCode != 403 || !strings.Contains(string(b), CodeRequestLimitExceeded) || resp.Header.Get("Retry-After") != "" {
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), CodeRequestLimitExceeded) || resp.Header.Get("Retry-After") != "" {
 		t.Fatalf("over the limit: %d %s", resp.StatusCode, b)
 	}
 	// /limits still answers and does not count.
 	resp, b = e.get(ver + "/limits")
 	var lim map[string]map[string]any
-	if resp.StatusCode != 200 || json.Unmarshal(b, &lim) != nil || lim["DailyApiRequests"]["Max"] != 5.0 || lim["DailyApiRequests"]["Remaining"] != 0.0 {
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &lim) != nil || lim["DailyApiRequests"]["Max"] != 5.0 || lim["DailyApiRequests"]["Remaining"] != 0.0 {
 		t.Fatalf("/limits: %d %s", resp.StatusCode, b)
 	}
 	if _, nested := lim["PermissionSets"]["CreateCustom"].(map[string]any); !nested {

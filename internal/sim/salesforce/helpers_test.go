@@ -132,7 +132,13 @@ func (e *env) login() string {
 	return e.token
 }
 
-func (e *env) get(path string, hdr ...string) (*http.Response, []byte) {
+// reply is a finished response (its body already read and closed).
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (e *env) get(path string, hdr ...string) (reply, []byte) {
 	e.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+path, nil)
 	if e.token != "" {
@@ -150,7 +156,7 @@ func (e *env) get(path string, hdr ...string) (*http.Response, []byte) {
 	if err != nil {
 		e.t.Fatalf("read %s: %v", path, err)
 	}
-	return resp, b
+	return reply{StatusCode: resp.StatusCode, Header: resp.Header}, b
 }
 
 type page struct {
@@ -177,7 +183,7 @@ func (e *env) queryPath(path string, hdr ...string) (int, page, string) {
 	e.t.Helper()
 	resp, b := e.get(path, hdr...)
 	var p page
-	if resp.StatusCode == 200 {
+	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(b, &p); err != nil {
 			e.t.Fatalf("bad page JSON: %v: %s", err, b)
 		}

@@ -108,16 +108,16 @@ func writeFaultStatus(w http.ResponseWriter, f *Fault) {
 		_, _ = w.Write([]byte(f.Body))
 		return
 	}
-	switch {
-	case f.Status == http.StatusServiceUnavailable:
+	switch f.Status {
+	case http.StatusServiceUnavailable:
 		writeAPIError(w, newAPIError(f.Status, CodeServerUnavailable, "Server temporarily unavailable"))
-	case f.Status == http.StatusNotFound:
+	case http.StatusNotFound:
 		writeAPIError(w, newAPIError(f.Status, CodeNotFound, "The requested resource does not exist"))
-	case f.Status == http.StatusUnauthorized:
+	case http.StatusUnauthorized:
 		writeAPIError(w, newAPIError(f.Status, CodeInvalidSessionID, "Session expired or invalid"))
-	case f.Status == http.StatusForbidden:
+	case http.StatusForbidden:
 		writeAPIError(w, newAPIError(f.Status, CodeRequestLimitExceeded, "TotalRequests Limit exceeded."))
-	case f.Status == http.StatusBadGateway || f.Status == http.StatusGatewayTimeout:
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
 		writeHTML(w, f.Status, "<html><body><h1>"+strconv.Itoa(f.Status)+" "+http.StatusText(f.Status)+"</h1></body></html>")
 	default:
 		writeAPIError(w, newAPIError(f.Status, CodeUnknownException,

@@ -40,7 +40,7 @@ func normalizeID(s string) (string, bool) {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z') {
+		if !isAlnum(c) {
 			return "", false
 		}
 	}
@@ -99,3 +99,7 @@ func (r *rng) intn(n int) int {
 
 // pick returns a random element of list.
 func pick[T any](r *rng, list []T) T { return list[r.intn(len(list))] }
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z'
+}

@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -197,10 +198,10 @@ func TestQueryAllAndRetrieve(t *testing.T) {
 		t.Fatalf("queryAll next page: %d %d", code, len(p3.Records))
 	}
 	resp, b := e.get(ver + "/sobjects/LoginHistory/" + id + "?fields=Id,Status")
-	if resp.StatusCode != 200 || string(b) != `{"attributes":{"type":"LoginHistory","url":"/services/data/v62.0/sobjects/LoginHistory/`+id+`"},"Id":"`+id+`","Status":"Success"}` {
+	if resp.StatusCode != http.StatusOK || string(b) != `{"attributes":{"type":"LoginHistory","url":"/services/data/v62.0/sobjects/LoginHistory/`+id+`"},"Id":"`+id+`","Status":"Success"}` {
 		t.Errorf("retrieve: %d %s", resp.StatusCode, b)
 	}
-	if resp, _ := e.get(ver + "/sobjects/LoginHistory/0Ya00000000zzzz"); resp.StatusCode != 404 {
+	if resp, _ := e.get(ver + "/sobjects/LoginHistory/0Ya00000000zzzz"); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("retrieve missing: %d", resp.StatusCode)
 	}
 }

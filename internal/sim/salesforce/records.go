@@ -281,13 +281,13 @@ func (o *Org) applyDue(now time.Time) {
 	}
 }
 
-// sfDateTime formats a datetime the way Salesforce serialises it in JSON.
+// sfDateTime formats a datetime the way Salesforce serializes it in JSON.
 func sfDateTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000+0000")
 }
 
 // javaDouble formats a float like Java's Double.toString, which is how
-// Salesforce serialises double fields (12899.0, 1.073741824E9).
+// Salesforce serializes double fields (12899.0, 1.073741824E9).
 func javaDouble(v float64) string {
 	if v == 0 {
 		return "0.0"

@@ -12,9 +12,12 @@ import (
 func TestStartAndListenAndServe(t *testing.T) {
 	org := New(Options{})
 	srv := must[*Server](t)(org.Start())
-	resp := must[*http.Response](t)(http.Get(srv.URL + "/services/data/"))
+	resp, err := http.Get(srv.URL + "/services/data/")
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("Start: %d", resp.StatusCode)
 	}
 	noErr(t, srv.Close())

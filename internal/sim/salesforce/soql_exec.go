@@ -898,8 +898,7 @@ func (c *execCtx) aggregate(p *plan, rows []*record) []aggRow {
 		var kb strings.Builder
 		for i, g := range p.groups {
 			kv[i] = c.get(g, r)
-			kb.WriteString(fmt.Sprint(normKey(kv[i])))
-			kb.WriteByte(0)
+			fmt.Fprint(&kb, normKey(kv[i]), "\x00")
 		}
 		g := byKey[kb.String()]
 		if g == nil {

@@ -191,7 +191,7 @@ func lex(src string) ([]token, *apiError) {
 	}
 }
 
-// lexDateTime recognises YYYY-MM-DD and YYYY-MM-DDThh:mm:ss[.fff](Z|±hh:mm)
+// lexDateTime recognizes YYYY-MM-DD and YYYY-MM-DDThh:mm:ss[.fff](Z|±hh:mm)
 // at i. It returns n == 0 when the text is not a date at all.
 func lexDateTime(src string, i int) (token, int, *apiError) {
 	s := src[i:]
@@ -206,7 +206,8 @@ func lexDateTime(src string, i int) (token, int, *apiError) {
 		}
 		return true
 	}
-	if !(digits(0, 4) && len(s) > 4 && s[4] == '-' && digits(5, 2) && len(s) > 7 && s[7] == '-' && digits(8, 2)) {
+	isDate := digits(0, 4) && len(s) > 4 && s[4] == '-' && digits(5, 2) && len(s) > 7 && s[7] == '-' && digits(8, 2)
+	if !isDate {
 		return token{}, 0, nil
 	}
 	bad := func(n int, why string) (token, int, *apiError) {
@@ -227,7 +228,8 @@ func lexDateTime(src string, i int) (token, int, *apiError) {
 		}
 		return token{kind: tkDate, text: s[:10], t: d, pos: i}, 10, nil
 	}
-	if !(digits(11, 2) && len(s) > 13 && s[13] == ':' && digits(14, 2) && len(s) > 16 && s[16] == ':' && digits(17, 2)) {
+	isTime := digits(11, 2) && len(s) > 13 && s[13] == ':' && digits(14, 2) && len(s) > 16 && s[16] == ':' && digits(17, 2)
+	if !isTime {
 		return bad(n, "expected hh:mm:ss")
 	}
 	n = 19

@@ -192,7 +192,7 @@ func TestQuerySemantics(t *testing.T) {
 	// Keyset cursor: rows after (10:02:00, ids[4]).
 	eq(names("SELECT Name FROM Audit_Event__c WHERE (CreatedDate > 2026-06-30T10:02:00Z OR (CreatedDate = 2026-06-30T10:02:00.000Z AND Id > '"+ids[4]+"')) ORDER BY CreatedDate, Id"),
 		"AE-f", "AE-g", "AE-h", "AE-i", "AE-j")
-	// Offsets in literals are honoured.
+	// Offsets in literals are honored.
 	eq(names("SELECT Name FROM Audit_Event__c WHERE CreatedDate >= 2026-06-30T12:04:00+02:00"), "AE-i", "AE-j")
 	// 15-character ids match 18-character ones.
 	eq(names("SELECT Name FROM Audit_Event__c WHERE Id = '"+ids[2][:15]+"'"), "AE-c")
@@ -236,7 +236,7 @@ func TestValueFormats(t *testing.T) {
 		}
 	}
 	if !strings.Contains(s, `.0,"Sequence"`) {
-		t.Errorf("LogFileLength is not serialised as a double (N.0): %s", s)
+		t.Errorf("LogFileLength is not serialized as a double (N.0): %s", s)
 	}
 	for v, want := range map[float64]string{12899: "12899.0", 1073741824: "1.073741824E9", 0: "0.0", 1.5: "1.5", 0.0001: "1.0E-4", 1e7: "1.0E7"} {
 		if got := javaDouble(v); got != want {

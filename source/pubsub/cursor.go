@@ -1,0 +1,69 @@
+package pubsub
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// KeyPrefix starts every checkpoint key of this source: pubsub:<topic>, e.g.
+// pubsub:/event/LoginEventStream (the Python original's key, so its state migrates as is).
+const KeyPrefix = "pubsub:"
+
+// cursorVersion is the version of Cursor.
+const cursorVersion = 1
+
+// Cursor is the checkpoint value of one topic.
+type Cursor struct {
+	V int `json:"v"`
+	// ReplayID is the resume position, base64 (standard alphabet, padded) of the opaque bytes:
+	// the replay id of the last event shipped, or a keepalive's latest_replay_id.
+	ReplayID string `json:"replay_id"`
+	// AdvancedAt is when ReplayID last changed (the local wall clock). Its age is how close
+	// the position is to Salesforce's retention horizon (about 72 hours); refresh_after is
+	// measured from it.
+	AdvancedAt time.Time `json:"advanced_at,omitzero"`
+	// LastEventAt is the timestamp of the last event shipped: the stable fallback time of an
+	// event that carries none (so a replayed event gets the same timestamp and Loki dedups it).
+	LastEventAt time.Time `json:"last_event_at,omitzero"`
+}
+
+// Key returns the checkpoint key of a topic.
+func Key(topic string) string { return KeyPrefix + topic }
+
+// EncodeCursor returns the stored form of c (version set).
+func EncodeCursor(c Cursor) json.RawMessage {
+	c.V = cursorVersion
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // only strings and times
+	}
+	return b
+}
+
+// DecodeCursor reads a stored cursor. A value written by the Python original (a bare base64
+// string) is accepted as a replay id whose age is unknown. ok is false when raw is empty.
+// Errors wrap source.ErrCursor.
+func DecodeCursor(raw json.RawMessage) (c Cursor, id []byte, ok bool, err error) {
+	if len(raw) > 0 && raw[0] == '"' {
+		var legacy string
+		if err := json.Unmarshal(raw, &legacy); err != nil {
+			return Cursor{}, nil, false, errors.Join(source.ErrCursor, err)
+		}
+		c = Cursor{V: cursorVersion, ReplayID: legacy}
+	} else {
+		found, err := source.DecodeCursor(raw, cursorVersion, &c)
+		if err != nil || !found {
+			return Cursor{}, nil, false, err
+		}
+	}
+	id, err = base64.StdEncoding.DecodeString(c.ReplayID)
+	if err != nil || len(id) == 0 {
+		return Cursor{}, nil, false, errors.Join(source.ErrCursor, fmt.Errorf("replay_id %q is not base64 of a replay id", c.ReplayID))
+	}
+	return c, id, true, nil
+}

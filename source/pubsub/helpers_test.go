@@ -1,0 +1,269 @@
+package pubsub_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/salesforce"
+	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/pubsub"
+	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/storetest"
+)
+
+const (
+	loginTopic = "/event/LoginEventStream"
+	username   = "integration@example.com"
+)
+
+// clock is a settable wall clock shared by the org, the Pub/Sub simulator and the source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// env is a simulated org with its Pub/Sub API, and a client of both.
+type env struct {
+	clock  *clock
+	org    *simsf.Org
+	ps     *simpubsub.Server
+	sf     *salesforce.Client
+	client *sfpubsub.Client
+}
+
+func newEnv(t *testing.T, psOpts simpubsub.Options) *env {
+	t.Helper()
+	// The clock starts 100h back, so that tests can move it 96h forward and still publish
+	// events the receiver accepts (neither too old nor in the future).
+	e := &env{clock: &clock{t: time.Now().UTC().Add(-100 * time.Hour).Truncate(time.Millisecond)}}
+	e.org = simsf.New(simsf.Options{Now: e.clock.Now, Seed: 7, Logger: quiet()})
+	e.org.AddUser(username, simsf.AllPermissions())
+	kp, err := simsf.NewKeyPair(e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.org.AddJWTApp("client-id", kp.Certificate, username); err != nil {
+		t.Fatal(err)
+	}
+	orgSrv, err := e.org.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orgSrv.Close() })
+	e.sf, err = salesforce.New(salesforce.Options{LoginURL: orgSrv.URL, ClientID: "client-id", Username: username,
+		PrivateKeyPEM: kp.KeyPEM, Now: e.clock.Now, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	psOpts.Now = e.clock.Now
+	psOpts.Authenticate = simpubsub.HandlerAuthenticator(e.org.Handler(), e.org.OrgID())
+	psOpts.Logger = quiet()
+	e.ps = simpubsub.New(psOpts)
+	if _, err := e.ps.AddTopic(loginTopic, simpubsub.LoginEventStreamSchema); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.ps.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	e.client, err = sfpubsub.New(e.sf, sfpubsub.Options{Endpoint: l.Addr, Plaintext: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.client.Close() })
+	return e
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// publishLogins publishes LoginEventStream events from..from+n-1 at the current clock.
+func (e *env) publishLogins(t *testing.T, from, n int) [][]byte {
+	t.Helper()
+	evs := make([]map[string]any, n)
+	for i := range n {
+		evs[i] = simpubsub.LoginEvent(from+i, e.clock.Now())
+	}
+	ids, err := e.ps.Publish(loginTopic, evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func (e *env) source(t *testing.T, opts pubsub.Options) *pubsub.Source {
+	t.Helper()
+	if opts.Now == nil {
+		opts.Now = e.clock.Now
+	}
+	if opts.Log == nil {
+		opts.Log = quiet()
+	}
+	s, err := pubsub.New(e.client, e.sf, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// pullAll opens s with cursors and reads every stream to its end, returning the records per key
+// and the counters and notes the source reported.
+type pulled struct {
+	records map[string][]source.Record
+	errs    map[string]error
+	counts  map[string]int64
+	notes   []string
+}
+
+func pullAll(t *testing.T, s *pubsub.Source, cursors map[string]json.RawMessage) pulled {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := pulled{records: map[string][]source.Record{}, errs: map[string]error{}, counts: map[string]int64{}}
+	var mu sync.Mutex
+	streams, err := s.Open(ctx, source.OpenRequest{
+		Cursors: cursors, Budget: source.Budget{Deadline: time.Now().Add(50 * time.Second)}, Log: quiet(),
+		Count: func(ev string, n int64) { mu.Lock(); p.counts[ev] += n; mu.Unlock() },
+		Note:  func(n string) { mu.Lock(); p.notes = append(p.notes, n); mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range streams {
+		for {
+			rec, err := st.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				p.errs[st.Key()] = err
+				break
+			}
+			p.records[st.Key()] = append(p.records[st.Key()], rec)
+		}
+		_ = st.Close()
+	}
+	return p
+}
+
+// lastCursor is the cursor of a key's last record (what the job would commit).
+func (p pulled) lastCursor(key string) json.RawMessage {
+	recs := p.records[key]
+	if len(recs) == 0 {
+		return nil
+	}
+	return recs[len(recs)-1].Cursor
+}
+
+// memCoord is a coordinator over the real store protocol and the in-memory backend (epoch
+// floor+1, no lease): enough to run job.Run against the source.
+type memCoord struct {
+	st *store.Store
+}
+
+func newMemCoord() *memCoord {
+	return &memCoord{st: storetest.NewStore(storetest.NewMemory())}
+}
+
+func (c *memCoord) Begin(ctx context.Context, inv string) (job.Session, error) {
+	snap, err := c.st.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w, err := c.st.Claim(ctx, store.ClaimRequest{Epoch: snap.Floor() + 1, Invocation: inv, Holder: "test/" + inv,
+		Lease: store.LeaseRef{Kind: "store", Name: "sf2loki"}}, snap)
+	if err != nil {
+		return nil, err
+	}
+	return &memSession{w: w, fresh: snap.Absent}, nil
+}
+
+func (c *memCoord) Peek(ctx context.Context) (map[string]json.RawMessage, error) {
+	snap, err := c.st.Read(ctx)
+	if err != nil || snap.Absent {
+		return nil, err
+	}
+	out := map[string]json.RawMessage{}
+	for k, cp := range snap.Doc.Checkpoints {
+		out[k] = cp.Value
+	}
+	return out, nil
+}
+
+type memSession struct {
+	w     *store.Writer
+	fresh bool
+}
+
+func (s *memSession) Epoch() uint64  { return s.w.Epoch() }
+func (s *memSession) Holder() string { return "test/" + s.w.Invocation() }
+func (s *memSession) Fresh() bool    { return s.fresh }
+func (s *memSession) Checkpoints() map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for k, cp := range s.w.Checkpoints() {
+		out[k] = cp.Value
+	}
+	return out
+}
+func (s *memSession) Commit(ctx context.Context, u map[string]json.RawMessage) error {
+	return s.w.Commit(ctx, store.Change{Set: u})
+}
+func (s *memSession) Lost() <-chan struct{}         { return nil }
+func (s *memSession) Release(context.Context) error { return nil }
+func (s *memSession) Stats() job.SessionStats       { return job.SessionStats{} }
+
+// receiver is a strict simulated Loki and a client pushing to it.
+func receiver(t *testing.T) (*simloki.Server, *loki.Client) {
+	t.Helper()
+	srv := simloki.New(simloki.Options{})
+	c, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxRetries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+// runJob performs one invocation with the source.
+func runJob(t *testing.T, coord *memCoord, sink *loki.Client, src source.Source) *job.Report {
+	t.Helper()
+	return job.Run(context.Background(), job.Deps{Coordinator: coord, Sink: sink, Bindings: []job.Binding{{Source: src}}},
+		job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second, ReleaseReserve: time.Second, Log: quiet()})
+}
+
+// storedCursor reads a key's stored cursor.
+func storedCursor(t *testing.T, coord *memCoord, key string) (pubsub.Cursor, bool) {
+	t.Helper()
+	cps, err := coord.Peek(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, ok, err := pubsub.DecodeCursor(cps[key])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ok
+}

@@ -1,0 +1,228 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// MetadataReplayID is the structured-metadata name of an entry's replay id (base64).
+const MetadataReplayID = "replay_id"
+
+// Event is one decoded event, as a Shaper sees it.
+type Event struct {
+	// Topic is the topic name and Type its event_type (the name without /event/ or /data/).
+	Topic, Type string
+	// ID is the event's id and ReplayID its position.
+	ID       string
+	ReplayID []byte
+	// Fields is the decoded Avro record (see sfpubsub.Fields for the value types).
+	Fields sfpubsub.Fields
+	// Time is the entry timestamp: EventDate, CreatedDate or ChangeEventHeader.commitTimestamp
+	// (TimeField names which), else the topic's last event time (TimeField empty).
+	Time      time.Time
+	TimeField string
+}
+
+// Shaper turns an event into a Loki entry, or names why it is dropped (sampled, drop_row:...).
+// One Shaper serves one topic in one run, from one goroutine.
+type Shaper interface {
+	Shape(ev *Event) (e loki.Entry, skip string)
+}
+
+// DefaultShaper writes the whole record as the line (fields in schema order) with the labels
+// job and service_name (sf2loki), source (pubsub), event_type and labels.
+func DefaultShaper(eventType string, labels ...loki.Label) Shaper {
+	base := []loki.Label{{Name: "job", Value: "sf2loki"}, {Name: "service_name", Value: "sf2loki"}, {Name: "source", Value: Name}, {Name: "event_type", Value: eventType}}
+	return &defaultShaper{labels: loki.NewLabels(append(base, labels...)...)}
+}
+
+type defaultShaper struct {
+	labels loki.Labels
+}
+
+func (d *defaultShaper) Shape(ev *Event) (loki.Entry, string) {
+	return loki.Entry{Timestamp: ev.Time, Labels: d.labels, Line: string(ev.Fields.AppendJSON(nil))}, ""
+}
+
+// stream is one topic's bounded pull.
+type stream struct {
+	src      *Source
+	topic    string
+	key      string
+	log      *slog.Logger
+	count    func(string, int64)
+	note     func(string)
+	deadline time.Time
+	rep      *TopicReport
+
+	cur    Cursor // stored cursor (zero when none)
+	resume []byte // stored replay id (nil when none)
+
+	sub      *sfpubsub.Subscription
+	openErr  error
+	shaper   Shaper
+	fellBack bool
+	lastAt   time.Time
+	ev       Event
+}
+
+func (st *stream) Key() string { return st.key }
+
+// start opens the subscription from the stored position (or the configured start).
+func (st *stream) start(ctx context.Context) error {
+	o := st.src.opts
+	req := sfpubsub.SubscribeRequest{
+		Topic: st.topic, Max: o.MaxEvents, NumRequested: o.NumRequested, Idle: o.Idle,
+		Deadline: st.deadline, WaitForKeepalive: st.rep.Refreshing,
+	}
+	switch {
+	case st.resume != nil:
+		req.Preset, req.ReplayID = sfpubsub.Custom, st.resume
+	case o.Start == StartLatest:
+		req.Preset = sfpubsub.Latest
+	default:
+		req.Preset = sfpubsub.Earliest
+	}
+	return st.open(ctx, req)
+}
+
+func (st *stream) open(ctx context.Context, req sfpubsub.SubscribeRequest) error {
+	sub, err := st.src.c.Subscribe(ctx, req)
+	if err != nil {
+		return fmt.Errorf("pubsub: %s: %w", st.topic, err)
+	}
+	st.sub = sub
+	st.lastAt = st.cur.LastEventAt
+	if st.shaper == nil {
+		typ := EventType(st.topic)
+		if f := st.src.opts.NewShaper; f != nil {
+			st.shaper = f(st.topic, typ)
+		} else {
+			st.shaper = DefaultShaper(typ, st.src.opts.Labels...)
+		}
+	}
+	if req.WaitForKeepalive {
+		st.log.Info("the stored replay id has not advanced for refresh_after; waiting for a keepalive to refresh it", "age", st.rep.ReplayAge.Round(time.Second))
+	}
+	return nil
+}
+
+// Next implements source.Stream.
+func (st *stream) Next(ctx context.Context) (source.Record, error) {
+	if st.openErr != nil {
+		return source.Record{}, st.openErr
+	}
+	for {
+		it, err := st.sub.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			reason := st.sub.Stopped()
+			st.src.update(func() { st.rep.Stop = reason })
+			st.count("stopped_"+string(reason), 1)
+			st.log.Debug("topic pull ended", "reason", reason, "delivered", st.sub.Delivered())
+			return source.Record{}, io.EOF
+		}
+		if err != nil {
+			if errors.Is(err, sfpubsub.ErrReplayLost) && !st.fellBack {
+				if ferr := st.replayLost(ctx, err); ferr != nil {
+					return source.Record{}, ferr
+				}
+				continue
+			}
+			return source.Record{}, fmt.Errorf("pubsub: %s: %w", st.topic, err)
+		}
+		if it.Keepalive() {
+			st.src.update(func() { st.rep.Keepalives++; st.rep.Skipped++ })
+			return source.Record{Skip: true, SkipReason: "keepalive", Cursor: st.cursor(it.ReplayID)}, nil
+		}
+		return st.event(ctx, it.Event)
+	}
+}
+
+// replayLost applies the replay_lost policy to a refused stored position.
+func (st *stream) replayLost(ctx context.Context, cause error) error {
+	o := st.src.opts
+	stored := base64.StdEncoding.EncodeToString(st.resume)
+	if o.ReplayLost == ReplayLostFail {
+		return fmt.Errorf("%w: pubsub: %s: Salesforce refused the stored replay id %s (expired past the ~72h retention, or invalid after an org migration), so events since it may be lost; nothing was committed for this topic. To resume, set sources.pubsub.replay_lost to earliest (or latest), or delete the checkpoint %s: %w",
+			source.ErrNeedsHuman, st.topic, stored, st.key, cause)
+	}
+	st.fellBack = true
+	_ = st.sub.Close()
+	req := sfpubsub.SubscribeRequest{Topic: st.topic, Max: o.MaxEvents, NumRequested: o.NumRequested, Idle: o.Idle, Deadline: st.deadline}
+	var missed string
+	if o.ReplayLost == ReplayLostEarliest {
+		req.Preset = sfpubsub.Earliest
+		missed = "events published between the stored position and the oldest event Salesforce still retains may have been missed, and retained events already shipped are shipped again"
+	} else {
+		req.Preset = sfpubsub.Latest
+		missed = "every event published since the stored position, up to now, may have been missed"
+	}
+	st.log.Warn("the stored replay id was refused; resuming per replay_lost", "replay_lost", o.ReplayLost, "preset", req.Preset.String(), "err", cause)
+	st.count("replay_fallback", 1)
+	st.note(fmt.Sprintf("%s: the stored replay id was refused (expired or invalid) and the topic resumed from %s (replay_lost: %s): %s", st.topic, req.Preset, o.ReplayLost, missed))
+	st.src.update(func() { st.rep.Fallback = req.Preset.String() })
+	st.resume = nil
+	return st.open(ctx, req)
+}
+
+// event decodes and shapes one event.
+func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record, error) {
+	schema, err := st.src.c.Schema(ctx, ev.SchemaID)
+	if err != nil {
+		// Never skip an event for a schema problem: the next run replays from the last commit.
+		return source.Record{}, fmt.Errorf("pubsub: %s: %w", st.topic, err)
+	}
+	fields, err := sfpubsub.Decode(schema, ev.Payload)
+	if err != nil {
+		st.log.Warn("undecodable event payload skipped", "replay_id", base64.StdEncoding.EncodeToString(ev.ReplayID), "event_id", ev.ID, "err", err)
+		st.count("undecodable", 1)
+		st.src.update(func() { st.rep.Skipped++ })
+		return source.Record{Skip: true, SkipReason: "undecodable", Cursor: st.cursor(ev.ReplayID)}, nil
+	}
+	t, field, ok := sfpubsub.EventTime(fields)
+	if !ok {
+		t = st.lastAt
+		if t.IsZero() {
+			// No time anywhere yet: the run's clock, once (later events of the topic reuse it).
+			t = st.src.opts.Now().UTC()
+			st.count("time_fallback_now", 1)
+		}
+	}
+	st.lastAt = t
+	st.ev = Event{Topic: st.topic, Type: EventType(st.topic), ID: ev.ID, ReplayID: ev.ReplayID, Fields: fields, Time: t, TimeField: field}
+	entry, skip := st.shaper.Shape(&st.ev)
+	cursor := st.cursor(ev.ReplayID)
+	if skip != "" {
+		st.src.update(func() { st.rep.Skipped++ })
+		return source.Record{Skip: true, SkipReason: skip, Cursor: cursor}, nil
+	}
+	md := make([]loki.Label, 0, len(entry.Metadata)+1)
+	md = append(md, entry.Metadata...)
+	entry.Metadata = append(md, loki.Label{Name: MetadataReplayID, Value: base64.StdEncoding.EncodeToString(ev.ReplayID)})
+	st.src.update(func() { st.rep.Events++ })
+	return source.Record{Entry: entry, Cursor: cursor}, nil
+}
+
+// cursor returns the cursor after an item with replay id id.
+func (st *stream) cursor(id []byte) json.RawMessage {
+	c := Cursor{ReplayID: base64.StdEncoding.EncodeToString(id), AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
+	return EncodeCursor(c)
+}
+
+// Close implements source.Stream.
+func (st *stream) Close() error {
+	if st.sub != nil {
+		return st.sub.Close()
+	}
+	return nil
+}

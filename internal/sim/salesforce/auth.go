@@ -355,3 +355,29 @@ func (o *Org) handleUserInfo(w http.ResponseWriter, r *http.Request, now time.Ti
 		},
 	})
 }
+
+// SessionInfo describes the user behind a live access token.
+type SessionInfo struct {
+	OrgID       string
+	UserID      string
+	Username    string
+	Permissions Permissions
+	Scopes      []string
+}
+
+// Session reports who a live access token acts for, sliding its expiry like
+// any API use. ok is false for unknown, expired or inactive sessions. It is
+// how the Pub/Sub API (internal/sim/salesforce/pubsub) authenticates calls
+// without a REST round trip; it is not counted as a request.
+func (o *Org) Session(token string) (SessionInfo, bool) {
+	now := o.now()
+	o.authMu.Lock()
+	defer o.authMu.Unlock()
+	s, ok := o.sessions[token]
+	if !ok || !o.sessionValid(s, now) || !s.user.active {
+		return SessionInfo{}, false
+	}
+	s.lastUsed = now
+	return SessionInfo{OrgID: o.orgID, UserID: s.user.id, Username: s.user.username,
+		Permissions: s.user.perms, Scopes: append([]string(nil), s.app.Scopes...)}, true
+}

@@ -275,3 +275,35 @@ func TestAPIDisabledAndVersions(t *testing.T) {
 		t.Errorf("API disabled: %d %s", code, ec)
 	}
 }
+
+func TestSessionLookup(t *testing.T) {
+	e := newEnv(t, Options{SessionLifetime: 10 * time.Minute})
+	tok := e.login()
+	perms := AllPermissions()
+	perms.Topics = []string{"/event/LoginEventStream"}
+	noErr(t, e.org.SetPermissions(testUser, perms))
+	e.org.ResetCalls()
+	s, ok := e.org.Session(tok)
+	if !ok || s.OrgID != e.org.OrgID() || s.Username != testUser || s.UserID != e.org.mustUser(t, testUser) ||
+		!s.Permissions.CanSubscribe("/event/LoginEventStream") || s.Permissions.CanSubscribe("/event/ApiEventStream") {
+		t.Fatalf("Session: %+v %v", s, ok)
+	}
+	if e.org.TotalCalls() != 0 {
+		t.Error("Session lookups are not requests")
+	}
+	e.clock.Advance(9 * time.Minute)
+	if _, ok := e.org.Session(tok); !ok {
+		t.Fatal("session expired early")
+	}
+	e.clock.Advance(9 * time.Minute) // slid by the previous lookup
+	if _, ok := e.org.Session(tok); !ok {
+		t.Fatal("lookup did not slide the session")
+	}
+	e.org.ExpireSessions()
+	if _, ok := e.org.Session(tok); ok {
+		t.Fatal("expired session still valid")
+	}
+	if _, ok := e.org.Session("nope"); ok {
+		t.Fatal("unknown token valid")
+	}
+}

@@ -176,3 +176,5 @@ func queryPage(w http.ResponseWriter, total int, next string, records ...map[str
 	}
 	writeJSON(w, http.StatusOK, page)
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

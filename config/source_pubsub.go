@@ -1,8 +1,82 @@
 package config
 
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+
+	"github.com/sf2loki/sf2loki/shape"
+)
+
 // PubSubSource configures the Pub/Sub API source.
 type PubSubSource struct {
-	Enabled bool `yaml:"enabled" desc:"Subscribe to the configured topics."`
+	Enabled      bool     `yaml:"enabled" desc:"Subscribe to the configured topics."`
+	Topics       []string `yaml:"topics" example:"[/event/LoginEventStream, /event/Order_Event__e, /data/AccountChangeEvent]" desc:"Topics to ship: Real-Time Event Monitoring streams (/event/LoginEventStream), custom platform events (/event/X__e), Change Data Capture channels (/data/AccountChangeEvent); * adds every event stream the org has (minus categories another source ships). Per-topic sampling and labels: shape.types with the topic's name without /event/ or /data/ as type."`
+	Endpoint     string   `yaml:"endpoint" default:"api.pubsub.salesforce.com:7443" desc:"Pub/Sub API host:port (a regional endpoint if your org uses one)."`
+	MaxEvents    int      `yaml:"max_events" default:"1000" min:"1" desc:"N: the most events one topic ships per run; the topic's pull stops there (or on idle, or at the run's deadline)."`
+	NumRequested int      `yaml:"num_requested" default:"100" min:"1" desc:"Most events outstanding on one subscription (1-100, Salesforce's cap); more are requested as they arrive."`
+	Idle         Duration `yaml:"idle" default:"5s" desc:"A topic's pull ends when nothing arrived for this long (Salesforce's keepalives come only every ~270s)."`
+	RefreshAfter Duration `yaml:"refresh_after" default:"24h" desc:"When a topic's stored replay id has not advanced for this long, the run waits (up to its deadline) for a keepalive and commits its newer replay id, so a quiet topic never ages out of the ~72h retention; needs run.max_duration above ~5m to see a keepalive. 0 = never."`
+	AgeWarning   Duration `yaml:"age_warning" default:"48h" desc:"A stored replay id older than this adds a note to the run report (and doctor warns)."`
+	ReplayLost   string   `yaml:"replay_lost" default:"fail" enum:"fail|earliest|latest" desc:"When Salesforce refuses a stored replay id (expired after ~72h, or an org migration): fail (exit 7, nothing committed for the topic, a human decides), earliest (resume from the oldest retained event: duplicates, and custom events/CDC count against the delivery allocation) or latest (resume from now: everything in between is lost). Both fallbacks log a warning, count replay_fallback and note in the run report that events may have been missed."`
+	Start        string   `yaml:"start" default:"earliest" enum:"earliest|latest" desc:"Where a topic without a stored replay id starts: earliest (what Salesforce still retains, ~72h) or latest (only new events)."`
+	Plaintext    bool     `yaml:"plaintext" desc:"Talk to the endpoint without TLS: only for a loopback endpoint (the simulated org of sf2loki demo)."`
+	TLS          TLS      `yaml:"tls" desc:"TLS settings for the Pub/Sub endpoint (ca_file, server_name, insecure_skip_verify)."`
 }
 
-func validatePubSub(s PubSubSource, path string, errs *Errors) {}
+// topicRE is a Pub/Sub topic name.
+var topicRE = regexp.MustCompile(`^/(event|data)/[A-Za-z0-9_]+$`)
+
+// pubsubRetention is Salesforce's replay retention for platform events and CDC.
+const pubsubRetention = 72 * time.Hour
+
+func validatePubSub(s PubSubSource, path string, errs *Errors) {
+	if !s.Enabled {
+		return
+	}
+	if len(s.Topics) == 0 {
+		errs.add(path+".topics", "is required: list the topics to ship (/event/LoginEventStream, /data/AccountChangeEvent, ...) or * for the org's event streams")
+	}
+	seen := map[string]bool{}
+	for i, t := range s.Topics {
+		p := fmt.Sprintf("%s.topics[%d]", path, i)
+		switch {
+		case t == shape.Wildcard:
+		case !topicRE.MatchString(t):
+			errs.add(p, "%q is not a topic name like /event/LoginEventStream, /event/Order_Event__e or /data/AccountChangeEvent", t)
+		case seen[t]:
+			errs.add(p, "%q is listed twice", t)
+		}
+		seen[t] = true
+	}
+	if host, port, err := net.SplitHostPort(s.Endpoint); err != nil || host == "" || port == "" {
+		errs.add(path+".endpoint", "%q is not host:port (e.g. api.pubsub.salesforce.com:7443)", s.Endpoint)
+	} else if s.Plaintext && !isLoopback(host) {
+		errs.add(path+".plaintext", "plaintext gRPC is only allowed to a loopback endpoint, not %s", host)
+	}
+	if s.NumRequested > 100 {
+		errs.add(path+".num_requested", "%d is above Salesforce's cap of 100 outstanding events", s.NumRequested)
+	}
+	if s.Idle == 0 {
+		errs.add(path+".idle", "must be positive")
+	}
+	if s.RefreshAfter.D() >= pubsubRetention {
+		errs.add(path+".refresh_after", "%s is not below Salesforce's ~72h retention: a quiet topic's replay id would expire before it is refreshed", s.RefreshAfter)
+	}
+	if s.TLS.CertFile != "" || s.TLS.KeyFile != "" {
+		errs.add(path+".tls.cert_file", "client certificates are not supported by the Pub/Sub API")
+	}
+}
+
+// claims lists the configured topics for the overlap guard (the wildcard included).
+func (s PubSubSource) claims(path string) []shape.Claim {
+	if !s.Enabled {
+		return nil
+	}
+	out := make([]shape.Claim, 0, len(s.Topics))
+	for i, t := range s.Topics {
+		out = append(out, shape.Claim{Source: "pubsub", Name: t, Path: fmt.Sprintf("%s.topics[%d]", path, i)})
+	}
+	return out
+}

@@ -20,6 +20,14 @@ func appendJSONString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs attention (the common case).
+		for i+8 <= len(s) && safe8(uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if jsonSafe[c] {
@@ -64,6 +72,20 @@ func appendJSONString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// safe8 reports whether none of the eight bytes of x is a control character, '"', '\\' or
+// non-ASCII (SWAR: a zero byte of v shows as a set high bit of (v-lsb) &^ v).
+func safe8(x uint64) bool {
+	ctl := (x - lsb*0x20) &^ x
+	quote := x ^ (lsb * '"')
+	back := x ^ (lsb * '\\')
+	return (ctl|(quote-lsb)&^quote|(back-lsb)&^back|x)&msb == 0
 }
 
 // isJSONNumber reports whether v is a number in JSON syntax.

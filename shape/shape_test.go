@@ -439,3 +439,41 @@ func TestCheckOverlap(t *testing.T) {
 		t.Fatalf("Owned = %v", got)
 	}
 }
+
+func TestSafe8(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		for pos := 0; pos < 8; pos++ {
+			var x uint64
+			for i := 0; i < 8; i++ {
+				c := uint64('a')
+				if i == pos {
+					c = uint64(b)
+				}
+				x |= c << (8 * i)
+			}
+			want := b < 0x80 && jsonSafe[b]
+			if got := safe8(x); got != want {
+				t.Fatalf("safe8 with byte %#x at %d = %v, want %v", b, pos, got, want)
+			}
+		}
+	}
+}
+
+func TestJSONStringRoundTrips(t *testing.T) {
+	pieces := []string{"a", "é", "\"", "\\", "\n", "\x01", "\x7f", "\u2028", "\xff", "日本", "<tag>", " "}
+	for i := 0; i < 5000; i++ {
+		var b strings.Builder
+		for j := 0; j < i%40; j++ {
+			b.WriteString(pieces[(i*7+j*13)%len(pieces)])
+		}
+		s := b.String()
+		out := appendJSONString(nil, s)
+		var back string
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("invalid JSON for %q: %s (%v)", s, out, err)
+		}
+		if want := strings.ToValidUTF8(s, "\ufffd"); back != want && strings.ReplaceAll(back, "\ufffd", "") != strings.ReplaceAll(want, "\ufffd", "") {
+			t.Fatalf("round trip of %q gave %q", s, back)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package eventlogfile
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
+)
+
+// ReadEntries turns an EventLogFile CSV body into shaped entries exactly as the source does
+// (header, CSV quirks, timestamps, typed values, shaping), without Salesforce, cursors being
+// committed or a job: the no-network ceiling of the EventLogFile pipeline for benchmarks, and a
+// way to preview what a file becomes. Rows the shaper drops are not passed to each. It returns
+// the number of data rows read.
+func ReadEntries(r io.Reader, eventType string, sh *shape.Shaper, each func(loki.Entry) error) (int64, error) {
+	src := &Source{opts: Options{Shaper: sh, TimestampColumn: DefaultTimestampColumn, MaxRowBytes: DefaultMaxRowBytes, Log: slog.New(slog.DiscardHandler)}}
+	st := &stream{src: src, typ: eventType, key: Key(eventType), log: src.opts.Log, count: func(string, int64) {}}
+	f := fileInfo{ID: "0AT000000000000AAA", Created: "1970-01-01T00:00:00.000Z"}
+	of := &openFile{info: f, dl: io.NopCloser(nil), csv: newCSVReader(r, DefaultMaxRowBytes)}
+	st.file = of
+	switch err := of.csv.Read(); {
+	case err == io.EOF:
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	st.header(of)
+	for st.file != nil {
+		rec, ok, err := st.nextRow()
+		if err != nil {
+			return of.row, err
+		}
+		if ok && !rec.Skip {
+			if err := each(rec.Entry); err != nil {
+				return of.row, err
+			}
+		}
+	}
+	return of.row, nil
+}

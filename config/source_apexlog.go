@@ -1,8 +1,59 @@
 package config
 
+import (
+	"fmt"
+
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source/apexlog"
+)
+
 // ApexLogSource configures the ApexLog source.
 type ApexLogSource struct {
-	Enabled bool `yaml:"enabled" desc:"Ship ApexLog debug logs."`
+	Enabled          bool     `yaml:"enabled" desc:"Ship ApexLog debug logs (Tooling API), one entry per log: the body as the line, the log's fields as structured metadata."`
+	Users            []string `yaml:"users" desc:"Only the logs of these usernames (LogUser.Username); empty: every user's."`
+	Lookback         Duration `yaml:"lookback" default:"1h" desc:"How far back the source starts with no checkpoint (by StartTime)."`
+	MaxBodyBytes     ByteSize `yaml:"max_body_bytes" default:"5MiB" desc:"Larger logs are not downloaded: their entry carries the metadata, body_skipped=true and body_skip_reason=size."`
+	DownloadMaxAge   Duration `yaml:"download_max_age" default:"2h" desc:"A log whose body keeps failing to download holds the source back until it is this old (Salesforce's clock), then ships as metadata with body_skip_reason=download_failed."`
+	PageSize         int      `yaml:"page_size" default:"200" min:"1" desc:"Logs listed per query (SOQL LIMIT, at most 2000); each log costs one more call for its body."`
+	MaxRecordsPerRun int      `yaml:"max_records_per_run" default:"0" min:"0" desc:"Logs one run ships (0 = only batch.max_records)."`
 }
 
-func validateApexLog(s ApexLogSource, path string, errs *Errors) {}
+// ApexLogOptions returns the source options the section maps to (Client, Shaper and labels are
+// the caller's).
+func (s ApexLogSource) ApexLogOptions() apexlog.Options {
+	return apexlog.Options{
+		Users: s.Users, Lookback: s.Lookback.D(), MaxBodyBytes: s.MaxBodyBytes.Int(), DownloadMaxAge: s.DownloadMaxAge.D(),
+		PageSize: s.PageSize, MaxRecordsPerRun: s.MaxRecordsPerRun,
+	}
+}
+
+func validateApexLog(s ApexLogSource, path string, errs *Errors) {
+	if !s.Enabled {
+		return
+	}
+	for i, u := range s.Users {
+		if !apexlog.ValidUsername(u) {
+			errs.add(fmt.Sprintf("%s.users[%d]", path, i), "%q is not a username (letters, digits and . _ %% + - @)", u)
+		}
+	}
+	if s.Lookback == 0 {
+		errs.add(path+".lookback", "must be positive")
+	}
+	if s.MaxBodyBytes == 0 {
+		errs.add(path+".max_body_bytes", "must be positive")
+	}
+	if s.DownloadMaxAge == 0 {
+		errs.add(path+".download_max_age", "must be positive")
+	}
+	if s.PageSize > apexlog.MaxPageSize {
+		errs.add(path+".page_size", "%d is above %d", s.PageSize, apexlog.MaxPageSize)
+	}
+}
+
+// claims names the ApexLog category for the overlap guard.
+func (s ApexLogSource) claims(path string) []shape.Claim {
+	if !s.Enabled {
+		return nil
+	}
+	return []shape.Claim{{Source: apexlog.Name, Name: "ApexLog", Path: path + ".enabled"}}
+}

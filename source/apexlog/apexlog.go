@@ -105,11 +105,15 @@ type Options struct {
 // usernameRE is what a username in the filter may contain.
 var usernameRE = regexp.MustCompile(`^[A-Za-z0-9._%+\-@]+$`)
 
+// ValidUsername reports whether u may be used in the user filter: letters, digits and
+// . _ % + - @ (it is quoted in SOQL anyway).
+func ValidUsername(u string) bool { return usernameRE.MatchString(u) }
+
 // Validate checks opts without any network call; errors name the Options field.
 func (o Options) Validate() error {
 	var errs []error
 	for i, u := range o.Users {
-		if !usernameRE.MatchString(u) {
+		if !ValidUsername(u) {
 			errs = append(errs, fmt.Errorf("apexlog: Users[%d]: %q is not a username (letters, digits and . _ %% + - @)", i, u))
 		}
 	}

@@ -22,8 +22,11 @@ type DataSet struct {
 	// type (default 2).
 	HourlyFiles int
 	DailyFiles  int
-	// RowsPerFile is the row count of each generated file (default 200).
-	RowsPerFile int
+	// RowsPerFile is the row count of each generated file (default 200);
+	// BytesPerFile, when set, sizes each file by bytes instead (e.g. 1 GiB:
+	// bodies are generated while streaming, never held in memory).
+	RowsPerFile  int
+	BytesPerFile int64
 	// Record counts (defaults: 500, 100, 300, 500, 500, 20, 50).
 	LoginHistory         int
 	SetupAuditTrail      int
@@ -171,7 +174,7 @@ func (o *Org) populateELF(ds DataSet, now time.Time, seed uint64) error {
 			logDate := now.Truncate(time.Hour).Add(-time.Duration(h) * time.Hour)
 			created := logDate.Add(time.Hour + time.Duration(5+r.intn(40))*time.Minute)
 			spec := EventLogFileSpec{EventType: et, Interval: IntervalHourly, LogDate: logDate, CreatedDate: created,
-				Sequence: 1, Rows: ds.RowsPerFile}
+				Sequence: 1, Rows: ds.RowsPerFile, TargetBytes: ds.BytesPerFile}
 			if created.After(now) {
 				spec.VisibleAt = created
 			}
@@ -180,7 +183,7 @@ func (o *Org) populateELF(ds DataSet, now time.Time, seed uint64) error {
 			}
 			// A late sibling for the oldest hour of the first type.
 			if ti == 0 && h == ds.HourlyFiles {
-				spec.Sequence, spec.Rows = 2, max(1, ds.RowsPerFile/10)
+				spec.Sequence, spec.Rows, spec.TargetBytes = 2, max(1, ds.RowsPerFile/10), ds.BytesPerFile/10
 				spec.CreatedDate = now.Add(30 * time.Minute)
 				spec.VisibleAt = spec.CreatedDate
 				if _, err := o.AddEventLogFile(spec); err != nil {
@@ -191,7 +194,8 @@ func (o *Org) populateELF(ds DataSet, now time.Time, seed uint64) error {
 		for d := ds.DailyFiles; d >= 1; d-- {
 			logDate := now.Truncate(24 * time.Hour).Add(-time.Duration(d) * 24 * time.Hour)
 			created := logDate.Add(24*time.Hour + 2*time.Hour + time.Duration(r.intn(60))*time.Minute)
-			spec := EventLogFileSpec{EventType: et, Interval: IntervalDaily, LogDate: logDate, CreatedDate: created, Rows: ds.RowsPerFile}
+			spec := EventLogFileSpec{EventType: et, Interval: IntervalDaily, LogDate: logDate, CreatedDate: created,
+				Rows: ds.RowsPerFile, TargetBytes: ds.BytesPerFile}
 			if created.After(now) {
 				spec.VisibleAt = created
 			}

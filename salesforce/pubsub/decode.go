@@ -28,7 +28,7 @@ type Field struct {
 //	null → nil            boolean → bool          int → int32        long → int64
 //	float → float32       double → float64        string, enum → string
 //	bytes, fixed → []byte (base64 in JSON)         array → []any
-//	record → Fields       map → Fields sorted by key
+//	record → Fields       map → Map (entries sorted by key)
 //
 // Logical types are not converted: a timestamp-millis (EventDate, CreatedDate,
 // ChangeEventHeader.commitTimestamp) stays epoch milliseconds, exactly as delivered, so a
@@ -37,6 +37,15 @@ type Field struct {
 // arrays of hexadecimal strings ("0x400080", "3-0x01") over the schema's field positions,
 // not expanded to field names.
 type Fields []Field
+
+// Map is a decoded Avro map: its entries sorted by key.
+type Map []Field
+
+// MarshalJSON encodes the map as a JSON object.
+func (m Map) MarshalJSON() ([]byte, error) { return Fields(m).AppendJSON(nil), nil }
+
+// AppendJSONValue appends one decoded value (see Fields for the types) as JSON.
+func AppendJSONValue(dst []byte, v any) []byte { return appendJSONValue(dst, v) }
 
 // Get returns the value of the field called name.
 func (f Fields) Get(name string) (any, bool) {
@@ -87,6 +96,8 @@ func appendJSONValue(dst []byte, v any) []byte {
 		return append(dst, '"')
 	case Fields:
 		return x.AppendJSON(dst)
+	case Map:
+		return Fields(x).AppendJSON(dst)
 	case []any:
 		dst = append(dst, '[')
 		for i, e := range x {
@@ -268,7 +279,7 @@ func (d *decoder) value(s avro.Schema, depth int) any {
 		return out
 	case avro.Map:
 		values := s.(*avro.MapSchema).Values()
-		out := Fields{}
+		out := Map{}
 		d.blocks(func() {
 			k := d.r.ReadString()
 			out = append(out, Field{Name: k, Value: d.value(values, depth+1)})

@@ -24,6 +24,7 @@ package pubsub
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -104,6 +105,11 @@ type Options struct {
 	NewShaper func(topic, eventType string) Shaper
 	// Labels are extra stream labels of the default shaper (sf_org_id, org).
 	Labels []loki.Label
+	// SkipDiscovered, when set, leaves out topics "*" discovered for which it returns true (the
+	// categories another source ships).
+	SkipDiscovered func(topic string) bool
+	// Closer is closed once every stream of the run is closed (the run's Pub/Sub client).
+	Closer io.Closer
 	// Log receives the source's own messages (nil = the run's logger).
 	Log *slog.Logger
 	// Now is the wall clock of cursor times (nil = time.Now).
@@ -206,6 +212,7 @@ type Source struct {
 
 	mu     sync.Mutex
 	topics []*TopicReport
+	open   int // streams not closed yet
 }
 
 // New returns the source; disc may be nil when Topics has no "*".
@@ -278,6 +285,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 	}
 	topics, err := s.resolveTopics(ctx, log)
 	if err != nil {
+		s.release()
 		return nil, err
 	}
 	now := s.opts.Now()
@@ -310,8 +318,37 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 		streams = append(streams, st)
 		reports = append(reports, st.rep)
 	}
-	s.update(func() { s.topics = reports })
+	s.update(func() { s.topics = reports; s.open = len(streams) })
+	if len(streams) == 0 {
+		s.release()
+	}
 	return streams, nil
+}
+
+// streamClosed closes Options.Closer after the last stream.
+func (s *Source) streamClosed() {
+	s.mu.Lock()
+	s.open--
+	last := s.open == 0
+	s.mu.Unlock()
+	if last {
+		s.release()
+	}
+}
+
+func (s *Source) release() {
+	if s.opts.Closer != nil {
+		_ = s.opts.Closer.Close()
+	}
+}
+
+// Calls returns the Pub/Sub calls made so far by kind (for the run report), when the client
+// counts them.
+func (s *Source) Calls() map[string]int64 {
+	if c, ok := s.c.(interface{ Stats() sfpubsub.Stats }); ok {
+		return c.Stats().Calls
+	}
+	return nil
 }
 
 // resolveTopics expands "*" with describeGlobal and removes duplicates, keeping order.
@@ -338,6 +375,10 @@ func (s *Source) resolveTopics(ctx context.Context, log *slog.Logger) ([]string,
 			continue
 		}
 		for _, f := range found {
+			if s.opts.SkipDiscovered != nil && s.opts.SkipDiscovered(f) {
+				log.Debug("discovered topic left out: another source ships its category", "topic", f)
+				continue
+			}
 			add(f)
 		}
 	}

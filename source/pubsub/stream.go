@@ -72,6 +72,7 @@ type stream struct {
 	openErr  error
 	shaper   Shaper
 	fellBack bool
+	closed   bool
 	lastAt   time.Time
 	ev       Event
 }
@@ -221,8 +222,14 @@ func (st *stream) cursor(id []byte) json.RawMessage {
 
 // Close implements source.Stream.
 func (st *stream) Close() error {
-	if st.sub != nil {
-		return st.sub.Close()
+	if st.closed {
+		return nil
 	}
-	return nil
+	st.closed = true
+	var err error
+	if st.sub != nil {
+		err = st.sub.Close()
+	}
+	st.src.streamClosed()
+	return err
 }

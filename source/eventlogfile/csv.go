@@ -284,6 +284,17 @@ func (c *csvReader) quoted() fieldEnd {
 			continue
 		}
 		c.add(b[:i])
+		// Fast path: the byte after the quote is in the buffer and ends the field.
+		if i+1 < len(b) {
+			switch b[i+1] {
+			case ',':
+				c.pos += i + 2
+				return endComma
+			case '\n':
+				c.pos += i + 2
+				return endLine
+			}
+		}
 		c.pos += i + 1
 		if !c.ensure(1) {
 			return endInput

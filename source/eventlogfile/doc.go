@@ -1,2 +1,52 @@
-// Package eventlogfile is the EventLogFile source.
+// Package eventlogfile is the EventLogFile source (reference/salesforce.md §4): it lists the
+// EventLogFile records of each configured event type and interval, streams each file's CSV and
+// turns every row into one Loki entry through package shape.
+//
+// # Keys and cursors
+//
+// One checkpoint key per event type, "eventlogfile:<EventType>" (see Key and Cursor). Files are
+// taken in (CreatedDate, Id) order with a keyset listing
+//
+//	SELECT Id, EventType, Interval, LogDate, CreatedDate, LogFileLength, Sequence,
+//	       LogFileFieldNames, LogFileFieldTypes
+//	FROM EventLogFile
+//	WHERE EventType = 'Login' AND Interval = 'Hourly'
+//	  AND (CreatedDate > C OR (CreatedDate = C AND Id > 'F'))   -- >= 'F' to resume F mid-file
+//	  AND CreatedDate <= now - settle_window
+//	ORDER BY CreatedDate, Id LIMIT page_size
+//
+// so any number of files sharing one CreatedDate is shipped without stalling, and a run makes
+// one listing query per type (another only when it uses up a full page), one download per file,
+// and one more download to resume a file it left mid-way. Every row's record carries the cursor
+// after it; a budget that ends inside a file makes the next run download it again, skip the
+// shipped rows without decoding them and go on at the next one. A file is resumed only when its
+// Id and CreatedDate both match the cursor: a Daily file regenerated in place (same Id, newer
+// CreatedDate) is counted (file_regenerated) and shipped again from row 0 when the order reaches
+// its new CreatedDate, never resumed at a row number that may mean another row.
+//
+// A stored value that is not a usable cursor (garbage, an unknown version, an id or date that
+// would not be a safe SOQL literal) is reported (warning, cursor_reset) and the type starts from
+// the lookback. The Python original's {"ids": [...], "last_created": ...} is read and migrated.
+//
+// # Files
+//
+// A download that fails (404 "not ready", 5xx, a broken stream) stops
+// the type for the run without advancing past the file; once the file is older than
+// download_max_age it is abandoned instead: error log, file_abandoned counter, and a Skip record
+// that moves the cursor past it. A throttled org (REQUEST_LIMIT_EXCEEDED) is never a reason to
+// abandon. A body shorter than the listed LogFileLength (listed before it was completely
+// written) ships the rows it has and resumes at the next row on a later run.
+//
+// # Rows
+//
+// The CSV reader handles the quirks of §4.5: a header row (or LogFileFieldNames when the first
+// row is data), quoted fields with commas, quotes and line breaks, \n or \r\n, a UTF-8 BOM,
+// blank lines, ragged rows (missing cells are empty, extra cells go to the field "_extra"
+// joined by commas) and rows over max_row_bytes (skipped, counted row_too_large). Each row
+// becomes a JSON object with the columns in file order. Values are strings, except that columns
+// typed Number or Boolean in LogFileFieldTypes are written as JSON numbers and booleans when
+// they parse as such (Options.StringValues turns that off). The entry time is the row's
+// TIMESTAMP_DERIVED (configurable), else TIMESTAMP, else the file's LogDate (counted
+// timestamp_fallback). Rows the shaper drops or samples out become Skip records, so the cursor
+// still advances over them.
 package eventlogfile

@@ -262,6 +262,14 @@ func (r *bigReader) fetchTie(ctx context.Context, t *tiePager) error {
 		return err
 	}
 	full := len(rows) >= r.pageSize
+	if t.after != "" && !t.incl {
+		for _, x := range rows {
+			if x.pos.ts.Equal(t.ts) && r.q.kind.cmp(x.pos, position{ts: t.ts, key: t.after}) <= 0 {
+				// The EventIdentifier filter was not applied: paging would loop.
+				return ErrIndexOrder
+			}
+		}
+	}
 	if full {
 		for i := 1; i < len(rows); i++ {
 			if r.q.kind.cmp(rows[i-1].pos, rows[i].pos) >= 0 {

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/source"
@@ -83,6 +84,7 @@ type seenEntry struct {
 // that were not re-read are forgotten.
 type window struct {
 	list    []seenEntry // known rows, ascending
+	enc     []byte      // base64url of list's hashes, 8 characters each, kept in step with list
 	inList  map[uint64]bool
 	pending map[uint64]bool
 	order   []uint64 // pending hashes in stored order (for a stable encoding)
@@ -120,6 +122,7 @@ func (w *window) add(h uint64, p position) {
 	n := len(w.list)
 	if n == 0 || !p.ts.Before(w.list[n-1].pos.ts) {
 		w.list = append(w.list, e)
+		w.enc = appendHash(w.enc, h)
 		return
 	}
 	i := n
@@ -129,6 +132,10 @@ func (w *window) add(h uint64, p position) {
 	w.list = append(w.list, seenEntry{})
 	copy(w.list[i+1:], w.list[i:])
 	w.list[i] = e
+	w.enc = w.enc[:0]
+	for _, x := range w.list {
+		w.enc = appendHash(w.enc, x.h)
+	}
 }
 
 // forgetPending drops the stored hashes that the re-read did not confirm.
@@ -139,34 +146,40 @@ func (w *window) forgetPending() {
 
 // dropFront forgets the oldest n known rows.
 func (w *window) dropFront(n int) {
+	if n == 0 {
+		return
+	}
 	for _, e := range w.list[:n] {
 		delete(w.inList, e.h)
 	}
 	w.list = append(w.list[:0], w.list[n:]...)
+	w.enc = append(w.enc[:0], w.enc[8*n:]...)
 }
 
 // size is the number of remembered rows.
 func (w *window) size() int { return len(w.list) + len(w.pending) }
 
-// encode returns the hashes, known rows first, as 8 base64url characters each.
-func (w *window) encode() string {
-	n := len(w.list) + len(w.pending)
-	if n == 0 {
-		return ""
-	}
-	raw := make([]byte, 0, 6*n)
-	put := func(h uint64) {
-		raw = append(raw, byte(h>>40), byte(h>>32), byte(h>>24), byte(h>>16), byte(h>>8), byte(h))
-	}
-	for _, e := range w.list {
-		put(e.h)
-	}
+// appendEncoded appends the hashes, known rows first, as 8 base64url characters each.
+func (w *window) appendEncoded(b []byte) []byte {
+	b = append(b, w.enc...)
 	for _, h := range w.order {
 		if w.pending[h] {
-			put(h)
+			b = appendHash(b, h)
 		}
 	}
-	return base64.RawURLEncoding.EncodeToString(raw)
+	return b
+}
+
+// encode returns the hashes as appendEncoded writes them.
+func (w *window) encode() string { return string(w.appendEncoded(nil)) }
+
+// appendHash appends the 8 base64url characters of a 48-bit hash.
+func appendHash(b []byte, h uint64) []byte {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	for shift := 42; shift >= 0; shift -= 6 {
+		b = append(b, alphabet[(h>>uint(shift))&63])
+	}
+	return b
 }
 
 func decodeSeen(s string) ([]uint64, error) {
@@ -209,13 +222,11 @@ type state struct {
 	maxID string
 }
 
-// eventIDRE bounds what an EventIdentifier read back from a cursor may look like (it is quoted
-// with QuoteString anyway).
-var eventIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
-
+// validKey checks a key read back from a cursor: an Id, or an EventIdentifier (any short text
+// without control characters; it is quoted with QuoteString in queries).
 func (k keyKind) validKey(key string) error {
 	if k == byEventIdentifier {
-		if !eventIDRE.MatchString(key) {
+		if key == "" || len(key) > 255 || !utf8.ValidString(key) || strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			return fmt.Errorf("%q is not an EventIdentifier", key)
 		}
 		return nil
@@ -285,21 +296,51 @@ func decodeCursor(raw json.RawMessage, field string, kind keyKind) (st state, ok
 	return st, true, nil
 }
 
-// encodeCursor returns the stored form of the stream's current state.
+// encodeCursor returns the stored form of the stream's current state (the JSON of cursorJSON,
+// written directly: it is built for every row).
 func encodeCursor(field string, kind keyKind, pos position, from *position, w *window, maxID string) json.RawMessage {
-	c := cursorJSON{V: cursorVersion, Field: field, TS: salesforce.FormatDateTime(pos.ts), LastID: pos.key, MaxID: maxID}
-	if kind == byEventIdentifier {
-		c.By = EventIdentifier
-	}
-	if from != nil {
-		c.FromTS, c.FromID = salesforce.FormatDateTime(from.ts), from.key
-	}
+	n := 256 + len(field) + len(pos.key) + len(maxID)
 	if w != nil {
-		c.Seen = w.encode()
+		n += 8 * w.size()
 	}
-	b, err := json.Marshal(c)
-	if err != nil { // strings and ints only: cannot fail
-		panic(err)
+	b := make([]byte, 0, n)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, cursorVersion, 10)
+	b = appendMember(b, "field", field)
+	if kind == byEventIdentifier {
+		b = appendMember(b, "by", EventIdentifier)
 	}
-	return b
+	b = appendMember(b, "ts", salesforce.FormatDateTime(pos.ts))
+	b = appendMember(b, "last_id", pos.key)
+	if from != nil {
+		b = appendMember(b, "from_ts", salesforce.FormatDateTime(from.ts))
+		if from.key != "" {
+			b = appendMember(b, "from_id", from.key)
+		}
+	}
+	if w != nil && w.size() > 0 {
+		b = append(b, `,"seen":"`...)
+		b = w.appendEncoded(b)
+		b = append(b, '"')
+	}
+	if maxID != "" {
+		b = appendMember(b, "max_id", maxID)
+	}
+	return append(b, '}')
+}
+
+// appendMember appends ,"name":"value" with value escaped as JSON.
+func appendMember(b []byte, name, value string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			q, _ := json.Marshal(value) // rare: keys are ids, UUIDs and API names
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, value...)
+	return append(b, '"')
 }

@@ -141,6 +141,10 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 			if err != nil {
 				return row{}, err
 			}
+			if k.last != nil && r.pos.key == k.last.key {
+				// A keyset query returned the row it starts after: reading on would loop.
+				return row{}, fmt.Errorf("soql: %s: row %s returned again after itself; the keyset condition is not honoured", k.q.object, r.pos.key)
+			}
 			k.last = &r.pos
 			return r, nil
 		}

@@ -277,22 +277,18 @@ func (st *stream) init(ctx context.Context) error {
 	return nil
 }
 
-// withFields returns fields with the key and timestamp fields added when missing.
+// withFields returns fields with the key and timestamp fields added when missing, each field
+// once (compared without case).
 func withFields(fields []string, need ...string) []string {
 	out := make([]string, 0, len(fields)+len(need))
-	for _, n := range need {
-		found := false
-		for _, f := range fields {
-			if strings.EqualFold(f, n) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			out = append(out, n)
+	seen := map[string]bool{}
+	for _, f := range append(need, fields...) {
+		if k := strings.ToLower(f); !seen[k] {
+			seen[k] = true
+			out = append(out, f)
 		}
 	}
-	return append(out, fields...)
+	return out
 }
 
 // limit is the LIMIT of the next standard query: none (negative) when the run can take a full

@@ -18,14 +18,18 @@ func loginEvent(ts time.Time, i int) simsf.Record {
 
 // pullAll runs until a run produces nothing and returns the EventIdentifiers delivered, in
 // order, with their EventDate, and the number of runs.
-func pullAll(t *testing.T, e *env, opts soql.Options, budget int) (order [][2]string, runs int) {
+func pullAll(t *testing.T, e *env, opts soql.Options, budget int) (order [][2]string, runs int, events map[string]int64) {
 	t.Helper()
 	cursors := map[string]json.RawMessage{}
+	events = map[string]int64{}
 	for ; runs < 100; runs++ {
 		res := e.run(t, opts, cursors, budget)
 		noErrors(t, res)
+		for k, v := range res.events {
+			events[k] += v
+		}
 		if len(res.records) == 0 {
-			return order, runs
+			return order, runs, events
 		}
 		if budget > 0 && len(res.entries()) > budget {
 			t.Fatalf("run %d delivered %d records, budget %d", runs, len(res.entries()), budget)
@@ -37,7 +41,7 @@ func pullAll(t *testing.T, e *env, opts soql.Options, budget int) (order [][2]st
 		e.clock.Advance(5 * time.Second)
 	}
 	t.Fatalf("not caught up after %d runs", runs)
-	return nil, runs
+	return nil, runs, nil
 }
 
 // exactlyOnceInOrder checks that order holds every identifier of want once, ascending by
@@ -106,8 +110,12 @@ func TestBigObjectTieGroup(t *testing.T) {
 				}
 				ids := insertShuffled(t, e.org, "LoginEvent", rows, 7)
 				opts := soql.Options{Objects: []soql.Object{{Name: "LoginEvent", BigObject: true, Overlap: w.overlap}}}
-				order, runs := pullAll(t, e, opts, 500)
+				order, runs, events := pullAll(t, e, opts, 500)
 				exactlyOnceInOrder(t, order, eventIDs(t, e.org, ids))
+				// 1 200 rows in the window exceed max_overlap_ids (500): the window shrinks.
+				if shrunk := events[soql.EventOverlapShrunk] > 0; shrunk != (w.overlap >= 0) {
+					t.Fatalf("events %v: overlap_shrunk counted %v, want %v", events, shrunk, w.overlap >= 0)
+				}
 				t.Logf("%d runs, %d queries", runs, e.org.CallCount(simsf.KindQuery))
 			})
 		}
@@ -128,7 +136,7 @@ func TestBigObjectCatchUp(t *testing.T) {
 	}
 	ids := insertShuffled(t, e.org, "LoginEvent", rows, 8)
 	opts := soql.Options{Objects: []soql.Object{{Name: "LoginEvent", BigObject: true, BufferRows: 1000}}}
-	order, runs := pullAll(t, e, opts, 1000)
+	order, runs, _ := pullAll(t, e, opts, 1000)
 	exactlyOnceInOrder(t, order, eventIDs(t, e.org, ids))
 	q := e.org.CallCount(simsf.KindQuery)
 	t.Logf("%d runs, %d queries for 3000 rows", runs, q)

@@ -64,11 +64,12 @@ func TestTieGroupAcrossRuns(t *testing.T) {
 	cursors := map[string]json.RawMessage{}
 	seen := map[string]int{}
 	var order [][2]string
-	runs, queries := 0, int64(0)
+	runs, queries, shrunk := 0, int64(0), int64(0)
 	for ; runs < 50; runs++ {
 		res := e.run(t, opts, cursors, 700)
 		noErrors(t, res)
 		queries += res.calls[salesforce.KindQuery]
+		shrunk += res.events[soql.EventOverlapShrunk]
 		if len(res.records) == 0 {
 			break
 		}
@@ -95,6 +96,9 @@ func TestTieGroupAcrossRuns(t *testing.T) {
 		t.Fatalf("%d distinct rows delivered, want %d", len(seen), len(ids))
 	}
 	ordered(t, order)
+	if shrunk == 0 {
+		t.Fatal("2 500 rows in the overlap window never shrank it below max_overlap_ids")
+	}
 	if got := e.org.CallCount(simsf.KindQuery) + e.org.CallCount(simsf.KindQueryMore); int64(got) != queries {
 		t.Fatalf("org counted %d queries, source %d", got, queries)
 	}

@@ -61,7 +61,7 @@ func TestPubSubSourceShapesDecodedEvents(t *testing.T) {
 
 	cfg := config.Defaults()
 	p := &cfg.Sources.PubSub
-	p.Enabled, p.Topics, p.Endpoint, p.Plaintext, p.Idle = true, []string{"/data/AccountChangeEvent"}, l.Addr, true, config.Duration(200*time.Millisecond)
+	p.Enabled, p.Topics, p.Endpoint, p.Plaintext, p.Idle = true, []string{"/data/AccountChangeEvent"}, l.Addr, true, config.Duration(time.Second)
 	cfg.Shape.Transforms = []config.ShapeTransform{
 		{Op: "drop_field", Fields: []string{"ChangeEventHeader.changedFields"}},
 		{Op: "mask", Fields: []string{"Fax"}, Mode: "full"},

@@ -169,7 +169,7 @@ func TestBoundedPullStopsAtMaxWithinTheCreditCap(t *testing.T) {
 func TestSmallRequestSizeTopsUp(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{})
 	f.publish(t, 0, 60)
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 1000, NumRequested: 7, Idle: 300 * time.Millisecond})
+	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 1000, NumRequested: 7, Idle: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestTenThousandEventsExactlyOnceAcrossRunsOfN(t *testing.T) {
 		if runs > 10 {
 			t.Fatal("more runs than 10 000 / 1 500 needs")
 		}
-		src := e.source(t, pubsub.Options{Topics: []string{loginTopic}, MaxEvents: n, Idle: 300 * time.Millisecond})
+		src := e.source(t, pubsub.Options{Topics: []string{loginTopic}, MaxEvents: n, Idle: time.Second})
 		rep := runJob(t, coord, sink, src)
 		if rep.Outcome != job.OutcomeOK {
 			t.Fatalf("run %d: outcome %s: %s", runs, rep.Outcome, rep.Error)
@@ -99,7 +99,8 @@ func TestIdleTopicEndsOnIdleAndCommitsNothing(t *testing.T) {
 	coord := newMemCoord()
 	_, sink := receiver(t)
 	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 200 * time.Millisecond}
-	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 3 {
+	first := pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second}
+	if rep := runJob(t, coord, sink, e.source(t, first)); rep.Outcome != job.OutcomeOK || rep.Records != 3 {
 		t.Fatalf("first run: %s, %d records", rep.Outcome, rep.Records)
 	}
 	before, _ := storedCursor(t, coord, loginKey)
@@ -121,11 +122,11 @@ func TestIdleTopicEndsOnIdleAndCommitsNothing(t *testing.T) {
 }
 
 func TestStalePositionWaitsForAKeepaliveAndCommitsIt(t *testing.T) {
-	e := newEnv(t, simpubsub.Options{KeepaliveInterval: 700 * time.Millisecond})
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: 1500 * time.Millisecond}) // longer than the idle period
 	e.publishLogins(t, 0, 2)
 	coord := newMemCoord()
 	lk, sink := receiver(t)
-	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 100 * time.Millisecond, RefreshAfter: 24 * time.Hour}
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, RefreshAfter: 24 * time.Hour}
 	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Records != 2 {
 		t.Fatalf("first run shipped %d", rep.Records)
 	}
@@ -150,7 +151,7 @@ func TestStalePositionWaitsForAKeepaliveAndCommitsIt(t *testing.T) {
 	// 71 hours later the refreshed position is still inside the retention window.
 	e.clock.Add(71 * time.Hour)
 	e.publishLogins(t, 2, 1)
-	if rep := runJob(t, coord, sink, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: 100 * time.Millisecond, RefreshAfter: -1})); rep.Outcome != job.OutcomeOK || rep.Records != 1 {
+	if rep := runJob(t, coord, sink, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, RefreshAfter: -1})); rep.Outcome != job.OutcomeOK || rep.Records != 1 {
 		t.Fatalf("resume from the refreshed id: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
 	}
 }
@@ -170,7 +171,7 @@ func TestReplayIDPastRetention(t *testing.T) {
 			e.publishLogins(t, 0, 5)
 			coord := newMemCoord()
 			lk, sink := receiver(t)
-			opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 200 * time.Millisecond, ReplayLost: tc.policy, RefreshAfter: -1}
+			opts := pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, ReplayLost: tc.policy, RefreshAfter: -1}
 			if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Records != 5 {
 				t.Fatalf("first run shipped %d", rep.Records)
 			}
@@ -291,7 +292,7 @@ func TestGoldenEvents(t *testing.T) {
 			if err := json.Compact(&want, golden); err != nil {
 				t.Fatal(err)
 			}
-			p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{tc.topic}, Idle: 200 * time.Millisecond}), nil)
+			p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{tc.topic}, Idle: time.Second}), nil)
 			recs := p.records[pubsub.Key(tc.topic)]
 			if err := p.errs[pubsub.Key(tc.topic)]; err != nil || len(recs) != 1 {
 				t.Fatalf("%d records, err %v", len(recs), err)
@@ -328,7 +329,7 @@ func TestUndecodableAndShapedOutEventsAdvanceTheCursor(t *testing.T) {
 		v, _ := ev.Fields.Get("EventIdentifier")
 		return v == "ev-00000002", "drop_row:test"
 	})
-	p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: 200 * time.Millisecond, NewShaper: drop.factory}), nil)
+	p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, NewShaper: drop.factory}), nil)
 	recs := p.records[loginKey]
 	if len(recs) != 4 {
 		t.Fatalf("%d records, want 4", len(recs))
@@ -384,7 +385,7 @@ func TestCursors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: 200 * time.Millisecond, RefreshAfter: -1}),
+			p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, RefreshAfter: -1}),
 				map[string]json.RawMessage{loginKey: tc.cursor})
 			recs := p.records[loginKey]
 			if err := p.errs[loginKey]; err != nil || len(recs) == 0 {
@@ -438,4 +439,20 @@ func TestOptionsValidate(t *testing.T) {
 		t.Error("New without a client: no error")
 	}
 	var _ source.Source = (*pubsub.Source)(nil)
+}
+
+type closeCounter struct{ n int }
+
+func (c *closeCounter) Close() error { c.n++; return nil }
+
+func TestClientClosedAfterTheLastStream(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+	if _, err := e.ps.AddTopic("/event/Other__e", simpubsub.LoginEventStreamSchema); err != nil {
+		t.Fatal(err)
+	}
+	var c closeCounter
+	pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic, "/event/Other__e"}, Idle: 50 * time.Millisecond, Closer: &c}), nil)
+	if c.n != 1 {
+		t.Fatalf("closer closed %d times after both streams closed, want once", c.n)
+	}
 }

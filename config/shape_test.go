@@ -117,3 +117,50 @@ func TestClaimsOfEventLogFile(t *testing.T) {
 		t.Fatalf("a disabled source claims %v", c)
 	}
 }
+
+// TestOverlapGuardRefusesToStart is the acceptance test: LoginEvent through soql and Login
+// through eventlogfile feed one category; config check refuses it, naming the category and both
+// keys, unless allow_overlap is set.
+func TestOverlapGuardRefusesToStart(t *testing.T) {
+	base := sfCreds + `sources:
+  soql:
+    enabled: true
+    objects:
+      - name: LoginEvent
+        big_object: true
+  eventlogfile:
+    enabled: true
+    event_types: [API, Login]
+`
+	_, err := load(t, base)
+	wantErrors(t, err, `sources.soql.objects[0].name: event category "login"`, "soql LoginEvent (sources.soql.objects[0].name)",
+		"eventlogfile Login (sources.eventlogfile.event_types[1])", "sources.allow_overlap")
+	if strings.Contains(err.Error(), `"api"`) {
+		t.Errorf("API overlaps nothing: %v", err)
+	}
+	if _, err := load(t, base+"  allow_overlap: true\n"); err != nil {
+		t.Fatalf("allow_overlap must bypass the guard: %v", err)
+	}
+	// An alias makes a custom object part of a category.
+	_, err = load(t, sfCreds+`sources:
+  soql:
+    enabled: true
+    objects:
+      - name: Audit_Login__c
+  eventlogfile:
+    enabled: true
+    event_types: [Login]
+shape:
+  category_aliases: {Audit_Login__c: login}
+`)
+	wantErrors(t, err, `event category "login"`, "Audit_Login__c")
+	// Per org: two orgs may each ship the category once.
+	org := func(name string) string {
+		return "  - name: " + name + "\n    salesforce:\n      client_id: id\n      username: u\n      private_key: |\n        -----BEGIN PRIVATE KEY-----\n        MIIB\n        -----END PRIVATE KEY-----\n"
+	}
+	cfg := "orgs:\n" + org("eu") + "    sources:\n      eventlogfile:\n        enabled: true\n        event_types: [Login]\n" +
+		org("us") + "    sources:\n      soql:\n        enabled: true\n        objects:\n          - name: LoginHistory\n"
+	if _, err := load(t, cfg); err != nil {
+		t.Fatalf("different orgs do not overlap: %v", err)
+	}
+}

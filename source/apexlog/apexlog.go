@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -297,7 +298,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 	return rec, nil
 }
 
-// fail makes err sticky unless the run is being cancelled.
+// fail makes err sticky unless the run is being canceled.
 func (st *stream) fail(ctx context.Context, err error) error {
 	err = fmt.Errorf("apexlog: %w", err)
 	if ctx.Err() == nil {
@@ -414,7 +415,7 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record) (source.Record,
 			reason = ReasonSize
 		case ctx.Err() != nil, errors.Is(err, salesforce.ErrRequestLimit):
 			return source.Record{}, err
-		case errors.As(err, &apiErr) && apiErr.StatusCode == 404:
+		case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound:
 			reason = ReasonNotFound
 		case st.sfNow().Sub(start) <= o.DownloadMaxAge:
 			return source.Record{}, fmt.Errorf("log %s: body download failed; the key waits for it (up to %s after its StartTime): %w", id, o.DownloadMaxAge, err)

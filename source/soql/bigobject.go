@@ -44,7 +44,6 @@ type bigReader struct {
 	hiEff    time.Time // the current window's upper bound
 	hiIncl   bool
 	finished bool
-	queries  int
 }
 
 // tiePager pages the rows of one EventDate in EventIdentifier order.
@@ -121,7 +120,7 @@ func (r *bigReader) next(ctx context.Context) (row, error) {
 
 // empty reports whether the EventDate range (lo, hi) with the given inclusivity holds nothing.
 func empty(lo time.Time, loIncl bool, hi time.Time, hiIncl bool) bool {
-	return hi.Before(lo) || hi.Equal(lo) && !(loIncl && hiIncl)
+	return hi.Before(lo) || hi.Equal(lo) && (!loIncl || !hiIncl)
 }
 
 // drain reads the next window and leaves its rows in pending and ties.
@@ -296,7 +295,6 @@ func (r *bigReader) run(ctx context.Context, cond string) ([]row, error) {
 	soql := "SELECT " + r.q.selectList + " FROM " + r.q.object + " WHERE " + cond +
 		" ORDER BY " + r.q.tsField + " DESC LIMIT " + strconv.Itoa(r.pageSize)
 	p, err := r.q.client.Query(ctx, soql)
-	r.queries++
 	if err != nil {
 		return nil, err
 	}

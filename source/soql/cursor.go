@@ -170,9 +170,6 @@ func (w *window) appendEncoded(b []byte) []byte {
 	return b
 }
 
-// encode returns the hashes as appendEncoded writes them.
-func (w *window) encode() string { return string(w.appendEncoded(nil)) }
-
 // appendHash appends the 8 base64url characters of a 48-bit hash.
 func appendHash(b []byte, h uint64) []byte {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

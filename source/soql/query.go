@@ -123,14 +123,13 @@ type keysetReader struct {
 	// limit returns the LIMIT of the next query: 0 to stop, negative for none.
 	limit func() int
 
-	last    *position
-	page    *salesforce.Page
-	buf     []salesforce.Record
-	open    bool // a query's pages are being read
-	got     int  // rows received by the open query
-	asked   int  // its LIMIT, negative for none
-	done    bool
-	queries int
+	last  *position
+	page  *salesforce.Page
+	buf   []salesforce.Record
+	open  bool // a query's pages are being read
+	got   int  // rows received by the open query
+	asked int  // its LIMIT, negative for none
+	done  bool
 }
 
 func (k *keysetReader) next(ctx context.Context) (row, error) {
@@ -143,7 +142,7 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 			}
 			if k.last != nil && r.pos.key == k.last.key {
 				// A keyset query returned the row it starts after: reading on would loop.
-				return row{}, fmt.Errorf("soql: %s: row %s returned again after itself; the keyset condition is not honoured", k.q.object, r.pos.key)
+				return row{}, fmt.Errorf("soql: %s: row %s returned again after itself; the keyset condition is not applied", k.q.object, r.pos.key)
 			}
 			k.last = &r.pos
 			return r, nil
@@ -194,7 +193,6 @@ func (k *keysetReader) query(ctx context.Context) error {
 		return err
 	}
 	p, err := k.q.client.Query(ctx, soql)
-	k.queries++
 	if err != nil {
 		return err
 	}

@@ -192,7 +192,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 	}
 	for {
 		r, err := st.rd.next(ctx)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return source.Record{}, io.EOF
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
 )
@@ -412,5 +413,21 @@ func TestRaggedQuotedCSV(t *testing.T) {
 		if !times[i].Equal(wantTimes[i]) {
 			t.Errorf("timestamp %d = %v, want %v", i, times[i], wantTimes[i])
 		}
+	}
+}
+
+func TestCounterAttributesCalls(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	e.addFile(simsf.EventLogFileSpec{Rows: 30, CreatedDate: epoch.Add(-2 * time.Hour)})
+	e.addFile(simsf.EventLogFileSpec{Rows: 30, CreatedDate: epoch.Add(-time.Hour)})
+	var c salesforce.Counter
+	res := e.run(e.source(Options{Counter: &c, EventTypes: []string{"*"}}), map[string]json.RawMessage{}, 1000, nil)
+	if res.entries != 60 {
+		t.Fatalf("entries %d", res.entries)
+	}
+	calls := c.Calls()
+	// One discovery query, one listing, two downloads.
+	if calls[salesforce.KindQuery] != 2 || calls[salesforce.KindEventLogFile] != 2 {
+		t.Fatalf("counted calls %v", calls)
 	}
 }

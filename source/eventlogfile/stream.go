@@ -94,7 +94,6 @@ func (st *stream) closeFile() {
 
 // Next implements source.Stream.
 func (st *stream) Next(ctx context.Context) (source.Record, error) {
-	ctx = st.src.ctx(ctx)
 	for {
 		if err := ctx.Err(); err != nil {
 			return source.Record{}, err
@@ -231,7 +230,7 @@ func (st *stream) list(ctx context.Context) ([]fileInfo, error) {
 	}
 	q += " ORDER BY CreatedDate, Id LIMIT " + strconv.Itoa(o.PageSize)
 	var out []fileInfo
-	for rec, err := range o.Client.Records(ctx, q) {
+	for rec, err := range o.Client.Records(st.src.ctx(ctx), q) {
 		if err != nil {
 			return nil, fmt.Errorf("eventlogfile: listing %s files: %w", st.typ, err)
 		}
@@ -277,7 +276,7 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	case st.has && !st.cur.Done && st.cur.FileID == f.ID:
 		st.log.Info("shipping a regenerated EventLogFile again from row 0", "file_id", f.ID, "was_created", st.cur.Created, "created", f.Created)
 	}
-	dl, err := o.Client.DownloadEventLogFile(ctx, f.ID)
+	dl, err := o.Client.DownloadEventLogFile(st.src.ctx(ctx), f.ID)
 	if err != nil {
 		return source.Record{}, false, fmt.Errorf("download: %w", err)
 	}

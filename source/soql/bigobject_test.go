@@ -186,3 +186,24 @@ func TestBigObjectLateRow(t *testing.T) {
 		t.Fatalf("a run with nothing new cost %d queries", q)
 	}
 }
+
+// TestBigObjectAPICallsPer10000 measures a Big Object's query calls for 10 000 rows in one run:
+// at least one per 200 rows (the Big Object page), plus the windows' boundaries.
+func TestBigObjectAPICallsPer10000(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	var rows []simsf.Record
+	for i := range 10_000 {
+		rows = append(rows, loginEvent(epoch.Add(-55*time.Minute+time.Duration(i)*300*time.Millisecond), i))
+	}
+	insertShuffled(t, e.org, "LoginEvent", rows, 10)
+	res := e.run(t, soql.Options{Objects: []soql.Object{{Name: "LoginEvent", BigObject: true}}}, nil, 0)
+	noErrors(t, res)
+	if n := len(res.entries()); n != 10_000 {
+		t.Fatalf("delivered %d rows, want 10000", n)
+	}
+	q, d := res.calls[salesforce.KindQuery], res.calls[salesforce.KindDescribe]
+	t.Logf("10000 Big Object rows: %d query calls, %d describe calls; all calls %v", q, d, res.calls)
+	if q > 10_000/200*5/4 || d != 1 {
+		t.Fatalf("10000 rows cost %d query calls and %d describes; want at most 62 and 1", q, d)
+	}
+}

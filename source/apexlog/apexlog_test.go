@@ -97,6 +97,7 @@ type result struct {
 	cursor  json.RawMessage
 	events  map[string]int64
 	err     error
+	logs    *bytes.Buffer
 }
 
 // run opens the source and pulls until EOF, an error, or max records (0 = no limit).
@@ -107,11 +108,11 @@ func (e *env) run(t *testing.T, opts apexlog.Options, cursor json.RawMessage, ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &result{cursor: cursor, events: map[string]int64{}}
+	res := &result{cursor: cursor, events: map[string]int64{}, logs: &bytes.Buffer{}}
 	streams, err := src.Open(context.Background(), source.OpenRequest{
 		Cursors: map[string]json.RawMessage{apexlog.Key: cursor},
 		Budget:  source.Budget{MaxRecords: max},
-		Log:     slog.New(slog.DiscardHandler),
+		Log:     slog.New(slog.NewTextHandler(res.logs, nil)),
 		Count:   func(ev string, n int64) { res.events[ev] += n },
 		Note:    func(string) {},
 	})
@@ -344,6 +345,9 @@ func TestGarbageCursor(t *testing.T) {
 			first := e.run(t, apexlog.Options{}, json.RawMessage(g), 0)
 			if first.err != nil || first.events[apexlog.EventCursorReset] != 1 || len(first.records) != 2 {
 				t.Fatalf("err %v, events %v, %d records; want a reset and the 2 logs inside the lookback", first.err, first.events, len(first.records))
+			}
+			if !strings.Contains(first.logs.String(), "level=WARN msg=\"stored cursor is unusable") {
+				t.Fatalf("no warning logged:\n%s", first.logs)
 			}
 			if _, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Second), Body: []byte("new")}); err != nil {
 				t.Fatal(err)

@@ -1,6 +1,7 @@
 package soql_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -103,6 +104,7 @@ type result struct {
 	events  map[string]int64
 	errs    map[string]error
 	calls   map[salesforce.Kind]int64
+	logs    *bytes.Buffer // the source's log, as text
 }
 
 // entries returns the non-skip records.
@@ -129,7 +131,7 @@ func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMe
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &result{cursors: map[string]json.RawMessage{}, events: map[string]int64{}, errs: map[string]error{}}
+	res := &result{cursors: map[string]json.RawMessage{}, events: map[string]int64{}, errs: map[string]error{}, logs: &bytes.Buffer{}}
 	for k, v := range cursors {
 		res.cursors[k] = v
 	}
@@ -137,7 +139,7 @@ func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMe
 	streams, err := src.Open(context.Background(), source.OpenRequest{
 		Cursors: cursors,
 		Budget:  source.Budget{MaxRecords: maxRecords},
-		Log:     slog.New(slog.DiscardHandler),
+		Log:     slog.New(slog.NewTextHandler(res.logs, nil)),
 		Count: func(ev string, n int64) {
 			mu.Lock()
 			defer mu.Unlock()

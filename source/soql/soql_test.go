@@ -184,6 +184,9 @@ func TestLateRows(t *testing.T) {
 			if second.events[soql.EventLateRecovered] != tc.recovered || second.events[soql.EventLateRows] != tc.late {
 				t.Fatalf("events %v, want %s=%d and %s=%d", second.events, soql.EventLateRecovered, tc.recovered, soql.EventLateRows, tc.late)
 			}
+			if w := strings.Count(second.logs.String(), "level=WARN msg=\"a row became visible later than the overlap window"); int64(w) != tc.late {
+				t.Fatalf("%d late-row warnings, want %d:\n%s", w, tc.late, second.logs)
+			}
 			third := e.run(t, opts, second.cursors, 0)
 			noErrors(t, third)
 			if n := len(third.records); n != 0 {
@@ -226,6 +229,9 @@ func TestGarbageCursor(t *testing.T) {
 			noErrors(t, first)
 			if first.events[soql.EventCursorReset] != 1 {
 				t.Fatalf("events %v, want one cursor_reset", first.events)
+			}
+			if !strings.Contains(first.logs.String(), "level=WARN msg=\"stored cursor is unusable") {
+				t.Fatalf("no warning logged:\n%s", first.logs)
 			}
 			if n := len(first.entries()); n != 20 {
 				t.Fatalf("delivered %d rows, want the 20 inside the lookback", n)

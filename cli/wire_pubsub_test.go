@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -89,7 +90,7 @@ func TestPubSubSourceShapesDecodedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := streams[0].Next(ctx); err != io.EOF {
+	if _, err := streams[0].Next(ctx); !errors.Is(err, io.EOF) {
 		t.Fatalf("second Next: %v, want the end", err)
 	}
 	_ = streams[0].Close()

@@ -455,7 +455,7 @@ func (s *Subscription) stop(reason StopReason) {
 	}
 }
 
-// Close ends the subscription (cancelling the call). It is safe to call more than once.
+// Close ends the subscription (canceling the call). It is safe to call more than once.
 func (s *Subscription) Close() error {
 	if s.stopped == "" && s.failed == nil {
 		s.failed = errClosed

@@ -3,6 +3,7 @@ package pubsub_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -155,7 +156,7 @@ func pullAll(t *testing.T, s *pubsub.Source, cursors map[string]json.RawMessage)
 	for _, st := range streams {
 		for {
 			rec, err := st.Next(ctx)
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {

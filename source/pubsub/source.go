@@ -181,7 +181,8 @@ func ValidTopic(name string) bool {
 		return false
 	}
 	for _, c := range rest {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		ok := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !ok {
 			return false
 		}
 	}

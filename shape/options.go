@@ -31,7 +31,7 @@ const (
 // MaskMode selects how OpMask hides a value.
 type MaskMode string
 
-// Mask modes. Whatever the mode, a value that is not recognised as what the mode expects is
+// Mask modes. Whatever the mode, a value that is not recognized as what the mode expects is
 // masked in full, so a mask never leaks a value it did not understand.
 const (
 	// MaskAuto masks e-mail addresses as MaskEmail, IP addresses as MaskIP, anything else as
@@ -145,7 +145,7 @@ const maxStreamLabels = 15
 func LabelName(field string) string {
 	b := []byte(strings.ToLower(field))
 	for i, c := range b {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+		if c != '_' && (c < 'a' || c > 'z') && (c < '0' || c > '9') {
 			b[i] = '_'
 		}
 	}
@@ -229,10 +229,9 @@ func Validate(opts Options) error {
 	for i, tr := range opts.Types {
 		p := fmt.Sprintf("types[%d]", i)
 		key := strings.ToLower(tr.Type)
-		switch {
-		case tr.Type == "":
+		if tr.Type == "" {
 			add(p+".type", "is required")
-		default:
+		} else {
 			if j, dup := seen[key]; dup {
 				add(p+".type", "%q is also types[%d]; merge the two entries", tr.Type, j)
 			}

@@ -271,24 +271,19 @@ func (p *Plan) rulesFor(name string) *fieldRules {
 // metadataName turns a field name into a structured-metadata name: characters outside
 // [A-Za-z0-9_] become '_' (LogUser.Username → LogUser_Username), as Loki would normalise them.
 func metadataName(name string) string {
-	ok := true
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			ok = false
-			break
-		}
-	}
-	if ok {
+	if strings.IndexFunc(name, func(r rune) bool { return !isNameChar(r) }) < 0 {
 		return name
 	}
-	b := []byte(name)
-	for i, c := range b {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			b[i] = '_'
+	return strings.Map(func(r rune) rune {
+		if isNameChar(r) {
+			return r
 		}
-	}
-	return string(b)
+		return '_'
+	}, name)
+}
+
+func isNameChar(r rune) bool {
+	return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
 // Labels returns the stream labels of records without promoted fields (the stream's base set).
@@ -351,7 +346,7 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 			lineIdx = i // written after the loop
 			continue
 		}
-		if p.lineField == "" && !(p.omitEmpty && len(v) == 0) {
+		if p.lineField == "" && (!p.omitEmpty || len(v) > 0) {
 			if !first {
 				out = append(out, ',')
 			}

@@ -2,6 +2,7 @@ package eventlogfile
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -41,7 +42,7 @@ func BenchmarkCSVParse(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c := newCSVReader(bytes.NewReader(body), DefaultMaxRowBytes)
-		for c.Read() != io.EOF {
+		for !errors.Is(c.Read(), io.EOF) {
 		}
 	}
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
@@ -90,7 +91,7 @@ func BenchmarkRowsToEntries(b *testing.B) {
 					}
 					return nil
 				})
-				if err != nil && err != io.EOF || n == 0 {
+				if err != nil && !errors.Is(err, io.EOF) || n == 0 {
 					b.Fatal(err)
 				}
 			}

@@ -75,7 +75,7 @@ func (c *csvReader) fill() bool {
 		c.end += n
 		c.n += int64(n)
 		switch {
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			c.eof = true
 		case err != nil:
 			c.err = err
@@ -160,7 +160,7 @@ func (c *csvReader) Skip(n int64) (int64, error) {
 	defer func() { c.discard = false }()
 	var done int64
 	for done < n {
-		if err := c.read(); err != nil && err != errRowTooLarge {
+		if err := c.read(); err != nil && !errors.Is(err, errRowTooLarge) {
 			return done, err
 		}
 		done++

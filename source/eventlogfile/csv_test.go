@@ -17,10 +17,10 @@ func readAll(t *testing.T, r io.Reader, maxRow int) ([][]string, error) {
 	var out [][]string
 	for {
 		err := c.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
-		if err == errRowTooLarge {
+		if errors.Is(err, errRowTooLarge) {
 			out = append(out, []string{"<too large>"})
 			continue
 		}
@@ -139,7 +139,7 @@ func TestCSVSkipMatchesRead(t *testing.T) {
 		all, _ := readAll(t, strings.NewReader(in), 1<<20)
 		err = c.Read()
 		if n == 5 {
-			if err != io.EOF {
+			if !errors.Is(err, io.EOF) {
 				t.Fatalf("after skipping all: %v", err)
 			}
 			continue

@@ -1,6 +1,7 @@
 package eventlogfile
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 
@@ -20,7 +21,7 @@ func ReadEntries(r io.Reader, eventType string, sh *shape.Shaper, each func(loki
 	of := &openFile{info: f, dl: io.NopCloser(nil), csv: newCSVReader(r, DefaultMaxRowBytes)}
 	st.file = of
 	switch err := of.csv.Read(); {
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		return 0, nil
 	case err != nil:
 		return 0, err

@@ -291,7 +291,7 @@ func (e *env) requestIDs(id string) []string {
 	var out []string
 	for {
 		err := c.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

@@ -285,7 +285,7 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	// The cursor now names this file: rows are counted from 0 of it.
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: start, created: f.created}
 	switch err := of.csv.Read(); {
-	case err == io.EOF:
+	case errors.Is(err, io.EOF):
 		return st.finish(SkipEmptyFile)
 	case err != nil:
 		return source.Record{}, false, fmt.Errorf("reading the header: %w", err)
@@ -299,7 +299,7 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 		}
 		n, err := of.csv.Skip(skip)
 		if err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				err = fmt.Errorf("the file has %d rows but %d were shipped before: the download is short", n, start)
 			}
 			return source.Record{}, false, err
@@ -406,10 +406,10 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 		of.firstIsRow = false
 	} else {
 		switch err := of.csv.Read(); {
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			rec, ok, err := st.finish(SkipFileDone)
 			return rec, ok, err
-		case err == errRowTooLarge:
+		case errors.Is(err, errRowTooLarge):
 			of.row++
 			st.count("row_too_large", 1)
 			st.log.Warn("CSV row larger than max_row_bytes skipped", "file_id", of.info.ID, "row", of.row-1, "max_row_bytes", st.src.opts.MaxRowBytes)

@@ -162,3 +162,45 @@ func TestThroughJob(t *testing.T) {
 		}
 	}
 }
+
+// TestThroughJobUnderAnOrgPrefix: the same source under an org binding gets its keys prefixed
+// by the job ("org=eu:eventlogfile:Login"), continues from the legacy unprefixed key written
+// by a single-org configuration, and labels its entries with the org.
+func TestThroughJobUnderAnOrgPrefix(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	day := epoch.Truncate(24 * time.Hour)
+	e.addFile(simsf.EventLogFileSpec{Rows: 40, LogDate: day.Add(-48 * time.Hour), CreatedDate: epoch.Add(-5 * time.Hour)})
+	srv := simloki.New(simloki.Options{Now: e.clock.Now, OutOfOrderWindow: 72 * time.Hour})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := &memCoord{st: storetest.NewStore(storetest.NewMemory())}
+	opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
+		ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
+	single := job.Binding{Source: e.source(Options{})}
+	if rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{single}, Sink: sink}, opts); rep.Outcome != job.OutcomeOK || rep.Records != 40 {
+		t.Fatalf("single-org run: %s, %d records", rep.Outcome, rep.Records)
+	}
+	e.addFile(simsf.EventLogFileSpec{Rows: 25, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-4 * time.Hour)})
+	eu := job.Binding{Org: "eu", LegacyFallback: true, Source: e.source(Options{Labels: []loki.Label{{Name: "org", Value: "eu"}}})}
+	rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{eu}, Sink: sink}, opts)
+	if rep.Outcome != job.OutcomeOK || rep.Records != 25 {
+		t.Fatalf("org run: %s, %d records; want only the 25 rows after the legacy cursor", rep.Outcome, rep.Records)
+	}
+	stored, _ := coord.Peek(context.Background())
+	if c := decoded(t, stored, "org=eu:"+Key("Login")); !c.Done || c.Row != 25 {
+		t.Fatalf("prefixed cursor %+v", c)
+	}
+	n := 0
+	for _, en := range srv.Entries() {
+		for _, l := range en.Labels {
+			if l.Name == "org" && l.Value == "eu" {
+				n++
+			}
+		}
+	}
+	if n != 25 {
+		t.Fatalf("%d entries carry org=eu, want the 25 of the org run", n)
+	}
+}

@@ -131,6 +131,7 @@ type fieldRules struct {
 	meta  string // structured-metadata name, "" when not metadata
 	label int    // index into Plan.promoted, -1 when not promoted
 	line  bool   // the LineField
+	key   []byte // the JSON member name and colon: "NAME":
 }
 
 type metaRef struct {
@@ -225,7 +226,7 @@ func (p *Plan) rulesFor(name string) *fieldRules {
 		return r
 	}
 	s := p.sh
-	r := &fieldRules{label: -1}
+	r := &fieldRules{label: -1, key: append(appendJSONString(nil, name), ':')}
 	for _, c := range s.transforms {
 		if c.Op == OpDropRow || !c.appliesTo(p.typ) || !matchAnyName(c.Fields, name) {
 			continue
@@ -351,8 +352,7 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 				out = append(out, ',')
 			}
 			first = false
-			out = appendJSONString(out, r.fields[i].name)
-			out = append(out, ':')
+			out = append(out, fr.key...)
 			out = appendJSONValue(out, kind, v)
 		}
 		if fr.meta != "" && len(v) > 0 && kind != Null {

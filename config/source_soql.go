@@ -26,6 +26,7 @@ type SOQLObject struct {
 	Overlap          Duration `yaml:"overlap" default:"5m" desc:"Window re-read every run for rows that became visible late, de-duplicated against remembered ids (0 = off)."`
 	MaxOverlapIDs    int      `yaml:"max_overlap_ids" default:"500" min:"1" desc:"Ids remembered in the overlap window (kept in the checkpoint, 8 bytes each); with more rows in the window it shrinks to the newest, with a warning."`
 	Settle           Duration `yaml:"settle" default:"0s" desc:"Rows younger than this (Salesforce's clock) wait for a later run; an alternative to overlap for slow persistence (0 = off)."`
+	LateProbe        bool     `yaml:"late_probe" default:"true" desc:"Standard objects: each query also fetches rows older than the overlap window with an Id above every Id read (inserted late); they are delivered, logged and counted as late_rows. Off: such rows are missed silently."`
 	PageSize         int      `yaml:"page_size" default:"200" min:"1" desc:"Big objects: rows per query (at most 200). Standard objects are paged by salesforce.batch_size."`
 	BufferRows       int      `yaml:"buffer_rows" default:"2000" min:"200" desc:"Big objects: rows held in memory while a window is drained newest-first."`
 	MaxRecordsPerRun int      `yaml:"max_records_per_run" default:"0" min:"0" desc:"Rows one run takes from this object (0 = only batch.max_records)."`
@@ -39,7 +40,7 @@ func (o SOQLObject) SourceObject() soql.Object {
 	}
 	return soql.Object{
 		Name: o.Name, TimestampField: o.TimestampField, Fields: o.Fields, Where: o.Where, BigObject: o.BigObject,
-		Lookback: o.Lookback.D(), Overlap: overlap, MaxOverlapIDs: o.MaxOverlapIDs, Settle: o.Settle.D(),
+		Lookback: o.Lookback.D(), Overlap: overlap, MaxOverlapIDs: o.MaxOverlapIDs, Settle: o.Settle.D(), NoLateProbe: !o.LateProbe,
 		PageSize: o.PageSize, BufferRows: o.BufferRows, MaxRecordsPerRun: o.MaxRecordsPerRun,
 	}
 }

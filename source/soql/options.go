@@ -84,6 +84,10 @@ type Object struct {
 	MaxOverlapIDs int
 	// Settle leaves rows younger than now − Settle for a later run (0 = none).
 	Settle time.Duration
+	// NoLateProbe leaves out the probe for rows that became visible later than the overlap
+	// window reaches back ((before the window) AND Id > max_id); such rows are then missed
+	// silently, as they always are for Big Objects.
+	NoLateProbe bool
 	// PageSize is the LIMIT of one Big Object query, at most BigObjectPageSize (0 =
 	// BigObjectPageSize). Standard objects are read with one query per run, paged by
 	// nextRecordsUrl in pages of the client's BatchSize (up to 2000 rows); a LIMIT is added only

@@ -262,7 +262,7 @@ func (st *stream) init(ctx context.Context) error {
 		return nil
 	}
 	k := &keysetReader{q: st.q, where: o.Where, start: start, startIncl: incl, limit: st.limit}
-	if st.pos != nil {
+	if st.pos != nil && !o.NoLateProbe {
 		k.probeMax = st.maxID
 	}
 	if o.Settle > 0 {

@@ -50,7 +50,8 @@
 // counted as "overlap_shrunk".
 //
 // A row that arrives later than the window reaches back cannot be found by re-reading. For
-// standard objects every query also carries a probe arm, (before the window) AND Id > max_id:
+// standard objects every query also carries a probe arm (unless Object.NoLateProbe),
+// (before the window) AND Id > max_id:
 // Salesforce allocates ids in increasing order, so a row inserted after everything read so far
 // has a higher Id whatever its timestamp. Such a row is reported as late: counted as
 // "late_rows", logged as a warning with its Id and timestamp, and still delivered (its

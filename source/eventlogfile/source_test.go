@@ -431,3 +431,50 @@ func TestCounterAttributesCalls(t *testing.T) {
 		t.Fatalf("counted calls %v", calls)
 	}
 }
+
+func TestBrokenDownloadResumesAtTheNextRow(t *testing.T) {
+	e := newEnv(t, simsf.Options{DisableGzip: true})
+	id := e.addFile(simsf.EventLogFileSpec{Rows: 3000, CreatedDate: epoch.Add(-2 * time.Hour)})
+	want := e.requestIDs(id)
+	e.org.ResetDownloadsAfter(200<<10, 1) // the first download breaks off after 200 KiB
+	src := e.source(Options{})
+	cursors := map[string]json.RawMessage{}
+	var got []string
+	collect := func(_ string, rec source.Record) {
+		if !rec.Skip {
+			got = append(got, requestID(rec.Entry.Line))
+		}
+	}
+	res := e.run(src, cursors, 10000, collect)
+	if res.errs[Key("Login")] == nil || res.entries == 0 || res.entries >= 3000 {
+		t.Fatalf("broken download: %d entries, errors %v", res.entries, res.errs)
+	}
+	if c := decoded(t, cursors, Key("Login")); c.Done || c.Row != int64(res.entries) {
+		t.Fatalf("cursor after the break %+v, want mid-file at row %d", c, res.entries)
+	}
+	res = e.run(src, cursors, 10000, collect)
+	if len(res.errs) > 0 {
+		t.Fatal(res.errs)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("delivered %d rows across the break, want all %d once in order", len(got), len(want))
+	}
+}
+
+func TestOversizedRowIsSkippedAndCounted(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	e.addFile(simsf.EventLogFileSpec{EventType: "API", Rows: 101, OversizedField: 300 << 10, CreatedDate: epoch.Add(-time.Hour)})
+	cursors := map[string]json.RawMessage{}
+	res := e.run(e.source(Options{EventTypes: []string{"API"}, MaxRowBytes: 64 << 10}), cursors, 1000, nil)
+	if res.entries != 100 || res.skips[SkipRowTooLarge] != 1 || res.counts["row_too_large"] != 1 || len(res.errs) > 0 {
+		t.Fatalf("entries %d, skips %v, counts %v, errs %v", res.entries, res.skips, res.counts, res.errs)
+	}
+	if c := decoded(t, cursors, Key("API")); !c.Done || c.Row != 101 {
+		t.Fatalf("cursor %+v", c)
+	}
+	// With a cap above the row it is shipped, line breaks and quotes intact.
+	res = e.run(e.source(Options{EventTypes: []string{"API"}}), map[string]json.RawMessage{}, 1000, nil)
+	if res.entries != 101 {
+		t.Fatalf("entries %d with the default cap", res.entries)
+	}
+}

@@ -21,7 +21,7 @@ type Shape struct {
 
 // ShapeTransform is one entry of shape.transforms.
 type ShapeTransform struct {
-	Op          string            `yaml:"op" enum:"hash|mask|drop_field|regex_replace|drop_row" example:"hash" desc:"What to do: hash (salted SHA-256), mask, drop_field, regex_replace, or drop_row."`
+	Op          string            `yaml:"op" enum:"hash|mask|drop_field|regex_replace|drop_row" example:"hash" desc:"What to do: hash (salted SHA-256; the original value is also replaced inside other fields), mask, drop_field, regex_replace, or drop_row."`
 	Name        string            `yaml:"name" desc:"Name of a drop_row rule, reported in skip reasons (drop_row:<name>)."`
 	Types       []string          `yaml:"types" desc:"Limit to these event types / objects (empty = all)."`
 	Fields      []string          `yaml:"fields" example:"[USER_ID, USER_NAME]" desc:"Fields the transform applies to (names or globs such as *_IP, case-insensitive); not for drop_row."`

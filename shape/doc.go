@@ -14,8 +14,9 @@
 // and metadata, which the entry keeps.
 //
 // Because transforms run before routing, a hashed or masked field is hashed or masked
-// everywhere it appears: the line, structured metadata and a promoted label. Cursors never
-// contain field values, so they need no transform.
+// everywhere it appears: the line, structured metadata and a promoted label; a hashed value is
+// also replaced inside the other fields of the record that contain it. Cursors never contain
+// field values, so they need no transform.
 //
 // The package also owns event categories and the startup overlap guard (Category,
 // CheckOverlap): two sources must not feed the same category (LoginEvent through SOQL and Login

@@ -14,7 +14,9 @@ type Op string
 // Transform operations.
 const (
 	// OpHash replaces each matched field's value by the hex HMAC-SHA256 of the value keyed with
-	// Options.Salt ("salted SHA-256"). Empty values stay empty.
+	// Options.Salt ("salted SHA-256"). Empty values stay empty. The original value (at least
+	// MinScrubBytes long) is also replaced by the hash wherever it appears inside another field
+	// of the record (USER_ID inside USER_ID_DERIVED).
 	OpHash Op = "hash"
 	// OpMask hides each matched field's value according to Transform.Mode.
 	OpMask Op = "mask"

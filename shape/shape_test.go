@@ -125,6 +125,15 @@ func TestHashedFieldIsHashedEverywhere(t *testing.T) {
 	if strings.Contains(e.Labels.String(), "jane") {
 		t.Fatalf("labels leak the value: %s", e.Labels)
 	}
+	// The original also disappears from inside other fields.
+	if !strings.Contains(e.Line, `"OTHER":"`+hid+` in text"`) {
+		t.Fatalf("hashed value not replaced inside another field: %s", e.Line)
+	}
+	// Short values are not chased into other fields.
+	e3, _ := p.Shape(row(&r, "USER_ID", "ab", "USER_NAME", "x", "OTHER", "tab"))
+	if !strings.Contains(e3.Line, `"OTHER":"tab"`) {
+		t.Fatalf("a short hashed value garbled another field: %s", e3.Line)
+	}
 	// Deterministic: same salt, same value, same hash.
 	e2, _ := p.Shape(row(&r, "USER_ID", "005xx0000012345", "USER_NAME", "jane@example.com", "OTHER", ""))
 	if meta(e2)["USER_ID"] != hid {

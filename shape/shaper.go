@@ -1,6 +1,7 @@
 package shape
 
 import (
+	"bytes"
 	"maps"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ type Shaper struct {
 	types      map[string]*TypeRule // by lower-cased type
 	static     []loki.Label
 	aliases    map[string]string
+	fieldOps   bool // a hash, mask or regex_replace transform exists
 }
 
 // compiled is a transform with its regular expression compiled.
@@ -37,6 +39,9 @@ func New(opts Options) (*Shaper, error) {
 		c := compiled{Transform: t, index: i}
 		if t.Op == OpRegexReplace {
 			c.re = regexp.MustCompile(t.Pattern) // validated above
+		}
+		if t.Op == OpHash || t.Op == OpMask || t.Op == OpRegexReplace {
+			s.fieldOps = true
 		}
 		s.transforms = append(s.transforms, c)
 	}
@@ -121,17 +126,20 @@ type Plan struct {
 	keyBuf    []byte    // label cache key
 	promoVals [][]byte  // promoted values of the current row
 	metaRefs  []metaRef // metadata of the current row
+	scrub     []scrubPair
+	scrubBuf  []byte
 	metaChunk []loki.Label
 }
 
 // fieldRules is what happens to one field.
 type fieldRules struct {
-	ops   []fieldOp
-	drop  bool
-	meta  string // structured-metadata name, "" when not metadata
-	label int    // index into Plan.promoted, -1 when not promoted
-	line  bool   // the LineField
-	key   []byte // the JSON member name and colon: "NAME":
+	ops    []fieldOp
+	drop   bool
+	meta   string // structured-metadata name, "" when not metadata
+	label  int    // index into Plan.promoted, -1 when not promoted
+	line   bool   // the LineField
+	key    []byte // the JSON member name and colon: "NAME":
+	hashes bool   // one of ops is a hash
 }
 
 type metaRef struct {
@@ -235,6 +243,7 @@ func (p *Plan) rulesFor(name string) *fieldRules {
 		case OpDropField:
 			r.drop = true
 		case OpHash, OpMask:
+			r.hashes = r.hashes || c.Op == OpHash
 			mode := c.Mode
 			if mode == "" {
 				mode = MaskAuto
@@ -308,6 +317,9 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 	if !p.sampleAll && !p.sampled(r, aligned) {
 		return loki.Entry{}, "sampled"
 	}
+	if p.sh.fieldOps {
+		p.transform(r, aligned)
+	}
 	out := p.out[:0]
 	metas := p.metaRefs[:0]
 	for i := range p.promoVals {
@@ -319,27 +331,11 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 	}
 	first := true
 	for i := range r.fields {
-		var fr *fieldRules
-		if aligned {
-			fr = p.rules[i]
-		} else {
-			fr = p.rulesFor(r.fields[i].name)
-		}
+		fr := p.fieldRules(r, aligned, i)
 		if fr.drop {
 			continue
 		}
 		v, kind := r.Value(i), r.fields[i].kind
-		if len(fr.ops) > 0 {
-			for j := range fr.ops {
-				var nv []byte
-				nv, kind = fr.ops[j].apply(p.h, v, kind, p.scratch)
-				if fr.ops[j].op == OpMask {
-					p.scratch = nv[:0]
-				}
-				r.set(i, kind, nv)
-				v = r.Value(i)
-			}
-		}
 		if fr.label >= 0 {
 			p.promoVals[fr.label] = v
 		}
@@ -388,6 +384,69 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 	p.out, p.metaRefs = out, metas
 	return e, ""
 }
+
+func (p *Plan) fieldRules(r *Record, aligned bool, i int) *fieldRules {
+	if aligned {
+		return p.rules[i]
+	}
+	return p.rulesFor(r.fields[i].name)
+}
+
+// MinScrubBytes is the shortest hashed value that is also replaced inside other fields; shorter
+// values are too common to identify anyone and would garble unrelated text.
+const MinScrubBytes = 6
+
+// transform applies the field transforms in place. A hashed field's original value is then
+// also replaced, by the same hash, wherever it appears inside another field (USER_ID inside
+// USER_ID_DERIVED, an e-mail inside a URI), so a hashed value never leaves in clear.
+func (p *Plan) transform(r *Record, aligned bool) {
+	scrub, buf := p.scrub[:0], p.scrubBuf[:0]
+	for i := range r.fields {
+		fr := p.fieldRules(r, aligned, i)
+		if fr.drop || len(fr.ops) == 0 {
+			continue
+		}
+		orig := r.Value(i)
+		origStart := len(buf)
+		if fr.hashes && len(orig) >= MinScrubBytes && r.fields[i].kind != Null {
+			buf = append(buf, orig...)
+		}
+		v, kind := orig, r.fields[i].kind
+		for j := range fr.ops {
+			var nv []byte
+			nv, kind = fr.ops[j].apply(p.h, v, kind, p.scratch)
+			if fr.ops[j].op == OpMask {
+				p.scratch = nv[:0]
+			}
+			r.set(i, kind, nv)
+			v = r.Value(i)
+		}
+		if len(buf) > origStart {
+			origEnd := len(buf)
+			buf = append(buf, v...)
+			scrub = append(scrub, scrubPair{origStart, origEnd, len(buf)})
+		}
+	}
+	p.scrub, p.scrubBuf = scrub, buf
+	if len(scrub) == 0 {
+		return
+	}
+	for i := range r.fields {
+		fr := p.fieldRules(r, aligned, i)
+		if fr.drop || fr.hashes || r.fields[i].kind == Null {
+			continue
+		}
+		for _, sp := range scrub {
+			orig, hashed := buf[sp.start:sp.mid], buf[sp.mid:sp.end]
+			if v := r.Value(i); bytes.Contains(v, orig) {
+				r.set(i, String, bytes.ReplaceAll(v, orig, hashed))
+			}
+		}
+	}
+}
+
+// scrubPair is a hashed field's original value (scrubBuf[start:mid]) and its hash [mid:end].
+type scrubPair struct{ start, mid, end int }
 
 // aligned reports whether r has exactly the schema's fields in order (the fast path).
 func (p *Plan) aligned(r *Record) bool {

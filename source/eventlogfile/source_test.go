@@ -478,3 +478,52 @@ func TestOversizedRowIsSkippedAndCounted(t *testing.T) {
 		t.Fatalf("entries %d with the default cap", res.entries)
 	}
 }
+
+// TestHashedFieldNeverLeaves: hashed columns are hashed in the line, in structured metadata and
+// in a promoted label; their original values appear nowhere in what is shipped.
+func TestHashedFieldNeverLeaves(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	id := e.addFile(simsf.EventLogFileSpec{Rows: 50, CreatedDate: epoch.Add(-time.Hour)})
+	var content strings.Builder
+	if err := e.org.EventLogFileContent(id, &content); err != nil {
+		t.Fatal(err)
+	}
+	secret := map[string]bool{}
+	c := newCSVReader(strings.NewReader(content.String()), 1<<20)
+	_ = c.Read()
+	cols := map[string]int{}
+	for i := range c.NumFields() {
+		cols[string(c.Field(i))] = i
+	}
+	for c.Read() == nil {
+		secret[string(c.Field(cols["USER_NAME"]))] = true
+		secret[string(c.Field(cols["USER_ID"]))] = true
+	}
+	sh, err := shape.New(shape.Options{
+		Salt:       []byte("a-deployment-salt-0123"),
+		Transforms: []shape.Transform{{Op: shape.OpHash, Fields: []string{"USER_NAME", "USER_ID"}}},
+		Metadata:   []string{"USER_ID"},
+		Types:      []shape.TypeRule{{Type: "Login", Labels: []string{"USER_NAME"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	e.run(e.source(Options{Shaper: sh}), map[string]json.RawMessage{}, 1000, func(_ string, rec source.Record) {
+		n++
+		all := rec.Entry.Line + rec.Entry.Labels.String() + fmt.Sprint(rec.Entry.Metadata)
+		for v := range secret {
+			if strings.Contains(all, v) {
+				t.Fatalf("%s leaks in %s", v, all)
+			}
+		}
+		name, _ := rec.Entry.Labels.Get("user_name")
+		uid := rec.Entry.Metadata[0].Value
+		if len(name) != 64 || len(uid) != 64 || !strings.Contains(rec.Entry.Line, `"USER_NAME":"`+name+`"`) || !strings.Contains(rec.Entry.Line, `"USER_ID":"`+uid+`"`) {
+			t.Fatalf("hashes not consistent across line, metadata and label: %s %v %s", rec.Entry.Line, rec.Entry.Metadata, rec.Entry.Labels)
+		}
+	})
+	if n != 50 || len(secret) < 2 {
+		t.Fatalf("%d records, %d secret values", n, len(secret))
+	}
+}

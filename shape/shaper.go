@@ -105,7 +105,7 @@ type Plan struct {
 	typ         string
 	names       []string
 	rules       []*fieldRules
-	byName      map[string]*fieldRules // lower-cased name → rules
+	byName      map[string]*fieldRules // field name → rules
 	drops       []dropRule
 	dropIdx     [][]int // per drop rule, per condition: schema position or -1
 	sampleAll   bool
@@ -229,8 +229,7 @@ func (p *Plan) position(name string) int {
 
 // rulesFor computes (once per name) what happens to the field called name.
 func (p *Plan) rulesFor(name string) *fieldRules {
-	key := strings.ToLower(name)
-	if r, ok := p.byName[key]; ok {
+	if r, ok := p.byName[name]; ok {
 		return r
 	}
 	s := p.sh
@@ -274,7 +273,7 @@ func (p *Plan) rulesFor(name string) *fieldRules {
 	if r.line {
 		r.label = -1
 	}
-	p.byName[key] = r
+	p.byName[name] = r
 	return r
 }
 

@@ -4,16 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/lease/leasetest"
 	leasestore "github.com/sf2loki/sf2loki/lease/store"
 	"github.com/sf2loki/sf2loki/store"
 	"github.com/sf2loki/sf2loki/store/file"
+	s3store "github.com/sf2loki/sf2loki/store/s3"
 	"github.com/sf2loki/sf2loki/store/storetest"
 )
 
@@ -43,6 +47,62 @@ func fileEnv(t *testing.T) leasetest.Env {
 }
 
 func TestLeaseBehaviourMemory(t *testing.T) { leasetest.Run(t, memoryEnv) }
+
+var s3keys atomic.Int64
+
+func s3Backend(t *testing.T, srv *testenv.S3, bucket string) store.Backend {
+	b, err := s3store.New(context.Background(), s3store.Options{
+		Bucket: bucket, Key: fmt.Sprintf("lease-%d.json", s3keys.Add(1)), Endpoint: srv.Endpoint,
+		Region: srv.Region, PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestE2ELeaseBehaviourS3(t *testing.T) {
+	srv := testenv.StartVersitygw(t)
+	bucket := srv.NewBucket(t)
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		b := s3Backend(t, srv, bucket)
+		return env(b, func() []byte {
+			data, _, _ := b.Load(context.Background())
+			return data
+		})
+	})
+}
+
+// The S3 variant of the self-conflict soak runs on the real clock (network I/O cannot run
+// inside a synctest bubble), with intervals scaled down.
+func TestE2ESoakRenewalsNeverConflictWithCommitsS3(t *testing.T) {
+	srv := testenv.StartVersitygw(t)
+	st := storetest.NewStore(s3Backend(t, srv, srv.NewBucket(t)))
+	ctx := context.Background()
+	const renew = 20 * time.Millisecond
+	s, err := lease.Start(ctx, leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", time.Second, 0)}), st,
+		lease.SessionOptions{RenewEvery: renew, Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := 30 * testenv.Iterations(1)
+	for i := range commits {
+		time.Sleep(10 * renew)
+		if err := s.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(int64(i))}}); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	stats := s.Stats()
+	if err := s.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if stats.Conflicts != 0 || stats.Retries != 0 || s.Lost() != nil {
+		t.Fatalf("self-conflicts over %d commits: %+v (lost: %v)", commits, stats, s.Lost())
+	}
+	if renewals := stats.Commits - commits; renewals < commits*3 {
+		t.Fatalf("only %d renewals beside %d commits", renewals, commits)
+	}
+}
 
 func TestLeaseBehaviourFile(t *testing.T) { leasetest.Run(t, fileEnv) }
 

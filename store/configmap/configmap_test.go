@@ -1,0 +1,184 @@
+package configmap_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/configmap"
+	"github.com/sf2loki/sf2loki/store/storetest"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var names atomic.Int64
+
+// grant binds user to a Role with verbs on configmaps in ns.
+func grant(t *testing.T, kube *testenv.Kube, ns, user string, verbs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	admin := kube.AdminClient(t)
+	name := "sf2loki-" + user
+	_, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// factory returns backends on fresh ConfigMaps in ns, acting as user.
+func factory(kube *testenv.Kube, ns, user string) storetest.Factory {
+	return func(t *testing.T) store.Backend {
+		b, err := configmap.New(configmap.Options{
+			Namespace: ns, Name: fmt.Sprintf("state-%d", names.Add(1)), RESTConfig: kube.RESTConfig(kube.UserToken(user)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+// leastPrivilege returns a namespace where user-1 may only get, create and update configmaps.
+func leastPrivilege(t *testing.T) (*testenv.Kube, string) {
+	kube := testenv.SharedKube(t)
+	ns := kube.NewNamespace(t)
+	grant(t, kube, ns, "user-1", "get", "create", "update")
+	return kube, ns
+}
+
+func TestE2EConformanceConfigMap(t *testing.T) {
+	kube, ns := leastPrivilege(t)
+	storetest.Run(t, factory(kube, ns, "user-1"))
+}
+
+func TestE2EConcurrencyConfigMap(t *testing.T) {
+	kube, ns := leastPrivilege(t)
+	storetest.RunConcurrency(t, factory(kube, ns, "user-1"), 8, 6, testenv.Iterations(2))
+}
+
+// Scenario 35 (ConfigMap): the update is applied and the client sees a failure; the protocol
+// re-reads and finds its own stamp.
+func TestE2ELostAcknowledgementConfigMap(t *testing.T) {
+	ctx := context.Background()
+	kube, ns := leastPrivilege(t)
+	fb := storetest.NewFaulty(factory(kube, ns, "user-1")(t))
+	st := storetest.NewStore(fb)
+	fb.FailNext(storetest.OpStore, storetest.LostAck)
+	w, err := st.Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.FailNext(storetest.OpStore, storetest.LostAck)
+	if err := w.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.Stats(); s.LostAcks != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestE2EOtherKeysAreKept(t *testing.T) {
+	ctx := context.Background()
+	kube, ns := leastPrivilege(t)
+	admin := kube.AdminClient(t)
+	_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared", Labels: map[string]string{"team": "x"}},
+		Data:       map[string]string{"other": "keep me"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := configmap.New(configmap.Options{Namespace: ns, Name: "shared", RESTConfig: kube.RESTConfig(kube.UserToken("user-1"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := storetest.NewStore(b)
+	snap, err := st.Read(ctx)
+	if err != nil || !snap.Absent {
+		t.Fatalf("a ConfigMap without the key must read as absent: %+v %v", snap, err)
+	}
+	if _, err := st.Claim(ctx, storetest.Req(1, "a"), snap); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["other"] != "keep me" || cm.Labels["team"] != "x" || !strings.Contains(cm.Data["state.json"], `"epoch": 1`) {
+		t.Fatalf("ConfigMap after claim: labels %v data %v", cm.Labels, cm.Data)
+	}
+}
+
+func TestE2EPermissionAndMissingNamespaceAreDistinct(t *testing.T) {
+	ctx := context.Background()
+	kube := testenv.SharedKube(t)
+	ns := kube.NewNamespace(t) // user-2 has no rights here
+	denied := storetest.NewStore(factory(kube, ns, "user-2")(t))
+	if _, err := denied.Read(ctx); !errors.Is(err, store.ErrPermission) {
+		t.Fatalf("read without RBAC: got %v, want ErrPermission", err)
+	}
+	admin, err := configmap.New(configmap.Options{Namespace: "sf2loki-no-such-namespace", RESTConfig: kube.RESTConfig(kube.AdminToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storetest.NewStore(admin).Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true}); !errors.Is(err, store.ErrNoLocation) {
+		t.Fatalf("claim in a missing namespace: got %v, want ErrNoLocation", err)
+	}
+}
+
+// Scenario 43: a document near the 1 MiB ConfigMap limit is refused before the API server
+// would, with nothing written.
+func TestE2EDocumentNearTheLimit(t *testing.T) {
+	ctx := context.Background()
+	kube, ns := leastPrivilege(t)
+	b := factory(kube, ns, "user-1")(t)
+	var logs bytes.Buffer
+	st := store.New(b, store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	w, err := st.Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := func(n int) store.Change {
+		return store.Change{Set: map[string]json.RawMessage{"big": store.StringValue(strings.Repeat("x", n))}}
+	}
+	if err := w.Commit(ctx, big(800<<10)); err != nil {
+		t.Fatalf("800 KiB document: %v", err)
+	}
+	if !strings.Contains(logs.String(), "approaching its size limit") {
+		t.Fatalf("no warning for an 800 KiB document in a ConfigMap; logs: %s", logs.String())
+	}
+	before, v, err := b.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(ctx, big(1<<20)); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("1 MiB checkpoint: got %v, want ErrTooLarge", err)
+	}
+	after, v2, err := b.Load(ctx)
+	if err != nil || v2 != v || string(after) != string(before) {
+		t.Fatal("the refused write changed the ConfigMap")
+	}
+}

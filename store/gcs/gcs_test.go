@@ -1,0 +1,89 @@
+package gcs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/gcs"
+	"github.com/sf2loki/sf2loki/store/storetest"
+)
+
+var objects atomic.Int64
+
+func factory(client *storage.Client, bucket string) storetest.Factory {
+	return func(t *testing.T) store.Backend {
+		b, err := gcs.New(context.Background(), gcs.Options{Bucket: bucket, Object: fmt.Sprintf("sf2loki/state-%d.json", objects.Add(1)), Client: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+func TestE2EConformanceGCS(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	storetest.Run(t, factory(srv.Client(), srv.NewBucket(t)))
+}
+
+func TestE2EConcurrencyGCS(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	storetest.RunConcurrency(t, factory(srv.Client(), srv.NewBucket(t)), 8, 8, testenv.Iterations(3))
+}
+
+func TestE2EBucketMissingGCS(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartGCS(t)
+	st := storetest.NewStore(factory(srv.Client(), "sf2loki-no-such-bucket")(t))
+	if _, err := st.Read(ctx); !errors.Is(err, store.ErrNoLocation) {
+		t.Fatalf("read from a missing bucket: got %v, want ErrNoLocation", err)
+	}
+	if _, err := st.Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true}); !errors.Is(err, store.ErrNoLocation) {
+		t.Fatalf("claim in a missing bucket: got %v, want ErrNoLocation", err)
+	}
+}
+
+// Scenario 35 (GCS): the write is applied (the generation moves off 0, then off the next) and
+// the response is lost; the library must not retry it and the protocol finds its own stamp.
+func TestE2ELostAcknowledgementGCS(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	proxy := storetest.NewProxy(t, srv.URL)
+	client, err := storage.NewClient(ctx, option.WithEndpoint(proxy.URL+"/storage/v1/"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	st := storetest.NewStore(factory(client, bucket)(t))
+	proxy.LoseNextWriteAck()
+	snap, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Claim(ctx, storetest.Req(1, "a"), snap)
+	if err != nil {
+		t.Fatalf("claim whose create response was lost: %v", err)
+	}
+	proxy.LoseNextWriteAck()
+	if err := w.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(1)}}); err != nil {
+		t.Fatalf("commit whose response was lost: %v", err)
+	}
+	if err := w.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.Stats(); proxy.Fired() != 2 || s.LostAcks != 1 || s.Conflicts != 0 {
+		t.Fatalf("fired %d, stats %+v", proxy.Fired(), s)
+	}
+	if d := w.Document(); len(d.History) != 1 || d.Writer.Seq != 2 {
+		t.Fatalf("history %d stamp %+v", len(d.History), d.Writer)
+	}
+}

@@ -135,7 +135,13 @@ func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		Wait: cfg.Lease.AcquireWait.D(), RenewEvery: cfg.Lease.RenewInterval.D(),
 		ReleaseTimeout: cfg.Run.ReleaseTimeout.D(), Logger: log,
 	}}
-	sink, err := loki.New(lokiOptions(cfg.Sink.Loki, log))
+	sh, err := buildShaper(cfg)
+	if err != nil {
+		return nil, err
+	}
+	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
+	sink, err := loki.New(lo)
 	if err != nil {
 		return nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
 	}
@@ -158,7 +164,7 @@ func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 			return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
 		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Log: log.With("org", org.Name), Now: time.Now}
-		bindings, err := orgBindings(env, org.Sources)
+		bindings, err := orgBindings(env, org.Sources, sh)
 		if err != nil {
 			p.close()
 			return nil, err

@@ -30,6 +30,7 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-records", Usage: "stop pulling after this many records (batch.max_records)"},
 		&cli.DurationFlag{Name: "max-duration", Usage: "internal deadline of the invocation (run.max_duration)"},
 		&cli.DurationFlag{Name: "wait", Usage: "how long to wait for a live lease holder (lease.acquire_wait)"},
+		&cli.StringFlag{Name: "job", Usage: "job group to run (jobs[].name); required when job groups are configured for run-once"},
 	}
 }
 
@@ -73,9 +74,16 @@ func runOnceCommand() *cli.Command {
 			if err := applyRunFlags(c, cfg); err != nil {
 				return err
 			}
+			cfg, err = cfg.ForJob(c.String("job"))
+			if err != nil {
+				return exitf(ExitConfig, "%v", err)
+			}
 			log, _, err := newLogger(c, cfg)
 			if err != nil {
 				return err
+			}
+			if name := c.String("job"); name != "" {
+				log = log.With("job", name)
 			}
 			warnStartup(cfg, log)
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)

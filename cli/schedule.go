@@ -48,10 +48,11 @@ func scheduleCommand() *cli.Command {
 			warnStartup(cfg, log)
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			s, err := newScheduler(cfg, log, []scheduledJob{{
-				Name: "default", Spec: cfg.Schedule.Spec,
-				Run: func(ctx context.Context) *job.Report { return runInvocation(ctx, cfg, log, invocationFlags{}) },
-			}})
+			jobs, err := scheduledJobs(cfg, c.String("job"), log)
+			if err != nil {
+				return exitf(ExitConfig, "%v", err)
+			}
+			s, err := newScheduler(cfg, log, jobs)
 			if err != nil {
 				return exitf(ExitConfig, "%v", err)
 			}
@@ -69,6 +70,31 @@ func scheduleCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// scheduledJobs returns one cron entry per job group (or the one job when there are no groups;
+// only the named group when name is set).
+func scheduledJobs(cfg *config.Config, name string, log *slog.Logger) ([]scheduledJob, error) {
+	names := cfg.JobNames()
+	if name != "" || len(names) == 0 {
+		names = []string{name}
+	}
+	var out []scheduledJob
+	for _, n := range names {
+		gcfg, err := cfg.ForJob(n)
+		if err != nil {
+			return nil, err
+		}
+		glog, label := log, n
+		if n != "" {
+			glog = log.With("job", n)
+		} else {
+			label = "default"
+		}
+		out = append(out, scheduledJob{Name: label, Spec: gcfg.Schedule.Spec,
+			Run: func(ctx context.Context) *job.Report { return runInvocation(ctx, gcfg, glog, invocationFlags{}) }})
+	}
+	return out, nil
 }
 
 // scheduledJob is one cron entry: a job group's spec and its invocation.

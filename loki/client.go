@@ -106,7 +106,7 @@ type Options struct {
 	// defaults DefaultMinBackoff and DefaultMaxBackoff.
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
-	// MaxRetryAfter caps how long a Retry-After answer is honoured; default
+	// MaxRetryAfter caps how long a Retry-After answer is honored; default
 	// DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
 	// SplitAfter429 is the number of consecutive 429 answers after which a

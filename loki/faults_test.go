@@ -32,14 +32,6 @@ func batch(n int) []Entry {
 	return es
 }
 
-func wireBytes(es []Entry) int {
-	n := 0
-	for _, e := range es {
-		n += len(e.Line) + 20
-	}
-	return n
-}
-
 // TestFaultTable pushes through the client against the strict receiver with
 // one injected fault per case and asserts both what the receiver stored and
 // what the client reported. Each case runs in a synctest bubble, so
@@ -55,7 +47,7 @@ func TestFaultTable(t *testing.T) {
 		check   check
 	}{
 		{
-			name: "429 then success honours Retry-After",
+			name: "429 then success honors Retry-After",
 			n:    20, timeout: time.Minute,
 			opts:  func(o *Options) { o.MinBackoff, o.MaxBackoff = 100*time.Millisecond, time.Second },
 			setup: func(srv *simloki.Server, _ []Entry) { srv.FailNext(1, http.StatusTooManyRequests, "7") },
@@ -120,7 +112,7 @@ func TestFaultTable(t *testing.T) {
 			check: func(t *testing.T, res Result, srv *simloki.Server, es []Entry, _ time.Duration) {
 				wantNoneDelivered(t, res, srv, es, ErrUnavailable)
 				var se *StatusError
-				if !errors.As(res.Err, &se) || se.StatusCode != 503 {
+				if !errors.As(res.Err, &se) || se.StatusCode != http.StatusServiceUnavailable {
 					t.Errorf("err %v, want a *StatusError 503", res.Err)
 				}
 				if res.Requests != 5 || res.Retries != 4 {

@@ -93,6 +93,9 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 	req.Header = c.headers
 	req.ContentLength = int64(len(w.b))
 	resp, err := att.client(c.http).Do(req)
+	if resp != nil {
+		defer resp.Body.Close() // after drain or excerpt read it, for connection reuse
+	}
 	res.Requests += att.attempts
 	res.Retries += att.retries
 	res.WireBytes += int64(att.attempts) * int64(len(w.b))

@@ -117,7 +117,7 @@ func decodeTimestamp(b []byte) (time.Time, error) {
 			return nil
 		}
 		if typ != protowire.VarintType {
-			return errors.New("Timestamp field has the wrong wire type")
+			return errors.New("google.protobuf.Timestamp field has the wrong wire type")
 		}
 		x, n := protowire.ConsumeVarint(v)
 		if n < 0 {

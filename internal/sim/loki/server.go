@@ -434,7 +434,6 @@ type candidate struct {
 func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 	type parsed struct {
 		labels []Pair
-		canon  string
 	}
 	ps := make([]parsed, len(streams))
 	for i, st := range streams {

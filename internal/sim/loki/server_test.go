@@ -405,7 +405,7 @@ func TestLostAnswerOverRealHTTP(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 204 || len(r.Duplicates()) != 1 {
+	if resp.StatusCode != http.StatusNoContent || len(r.Duplicates()) != 1 {
 		t.Fatalf("resend: %d, duplicates %d", resp.StatusCode, len(r.Duplicates()))
 	}
 }

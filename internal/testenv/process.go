@@ -99,7 +99,11 @@ func (p *process) waitReady(ctx context.Context, check func(context.Context) err
 	var last error
 	for {
 		if p.exited() {
-			err := fmt.Errorf("testenv: %s exited during startup (%v)\n%s", p.name, p.waitErr, p.tail())
+			exitErr := p.waitErr
+			if exitErr == nil {
+				exitErr = errors.New("exit status 0")
+			}
+			err := fmt.Errorf("testenv: %s exited during startup (%w)\n%s", p.name, exitErr, p.tail())
 			if bytes.Contains(readFileQuiet(p.logPath), []byte("address already in use")) {
 				return fmt.Errorf("%w: %w", errAddrInUse, err)
 			}
@@ -113,7 +117,7 @@ func (p *process) waitReady(ctx context.Context, check func(context.Context) err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testenv: %s not ready after %v: %w (last check: %v)\n%s", p.name, readyTimeout, ctx.Err(), last, p.tail())
+			return fmt.Errorf("testenv: %s not ready after %v: %w (last check: %w)\n%s", p.name, readyTimeout, ctx.Err(), last, p.tail())
 		case <-time.After(readyPoll):
 		}
 	}

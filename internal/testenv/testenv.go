@@ -1,11 +1,14 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/sf2loki/sf2loki/internal/testenv/toolcache"
 )
 
 // Environment variables the harness reads.
@@ -17,9 +20,22 @@ const (
 	EnvIterations = "SF2LOKI_TEST_ITERATIONS"
 )
 
-func init() {
-	// A first build takes minutes: say what is happening.
-	defaultToolbox.Progress = os.Stderr
+// Names of the tools EnsureTool knows.
+const (
+	ToolVictoriaLogs  = toolcache.ToolVictoriaLogs
+	ToolVersitygw     = toolcache.ToolVersitygw
+	ToolKubeAPIServer = toolcache.ToolKubeAPIServer
+	ToolEtcd          = toolcache.ToolEtcd
+	ToolHelm          = toolcache.ToolHelm
+	ToolGolangciLint  = toolcache.ToolGolangciLint
+)
+
+// EnsureTool returns the absolute path of the named tool ("victoria-logs", "versitygw",
+// "kube-apiserver", "etcd", "helm", "golangci-lint"), building it once into the cache outside
+// the repository when it is missing (see package toolcache). Concurrent calls, also from other
+// test binaries, build a tool at most once; a failed build is not retried within the process.
+func EnsureTool(ctx context.Context, name string) (string, error) {
+	return toolcache.Ensure(ctx, name)
 }
 
 // Iterations returns SF2LOKI_TEST_ITERATIONS when it is a positive integer, else def.

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// S3 is a running versitygw server with its posix backend: a real S3 API honouring
+// S3 is a running versitygw server with its posix backend: a real S3 API honoring
 // If-Match / If-None-Match with 412. Use path-style addressing.
 type S3 struct {
 	// Endpoint is the base URL, e.g. "http://127.0.0.1:41234".

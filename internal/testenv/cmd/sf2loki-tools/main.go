@@ -1,5 +1,5 @@
 // Command sf2loki-tools builds the pinned real servers and tools of the test suite into the
-// cache outside the repository (see package testenv) and prints where they are.
+// cache outside the repository (see package toolcache) and prints where they are.
 //
 //	sf2loki-tools ensure all|<name>...   build what is missing; one status line per tool
 //	sf2loki-tools path <name>            ensure the tool, then print its absolute path
@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/internal/testenv/toolcache"
 )
 
 // maxParallelBuilds bounds concurrent builds: each go build already uses every core, so more
@@ -46,9 +46,9 @@ func main() {
 var errUsage = errors.New("bad usage")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	tb := &testenv.Toolbox{Progress: stderr}
+	tb := &toolcache.Toolbox{Progress: stderr}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage+strings.Join(testenv.ToolNames(), ", ")+"\n")
+		fmt.Fprint(stderr, usage+strings.Join(toolcache.Names(), ", ")+"\n")
 		return errUsage
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: ensure needs \"all\" or tool names", errUsage)
 		}
 		if len(rest) == 1 && rest[0] == "all" {
-			rest = testenv.ToolNames()
+			rest = toolcache.Names()
 		}
 		return ensure(ctx, tb, rest, stdout)
 	case "path":
@@ -71,19 +71,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, r.Path)
 		return nil
 	case "list":
-		fmt.Fprintln(stdout, strings.Join(testenv.ToolNames(), "\n"))
+		fmt.Fprintln(stdout, strings.Join(toolcache.Names(), "\n"))
 		return nil
 	default:
-		fmt.Fprint(stderr, usage+strings.Join(testenv.ToolNames(), ", ")+"\n")
+		fmt.Fprint(stderr, usage+strings.Join(toolcache.Names(), ", ")+"\n")
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
 }
 
 // ensure builds the tools, at most maxParallelBuilds at a time, printing one line per tool in
 // the order given. It returns every failure.
-func ensure(ctx context.Context, tb *testenv.Toolbox, names []string, stdout io.Writer) error {
+func ensure(ctx context.Context, tb *toolcache.Toolbox, names []string, stdout io.Writer) error {
 	type outcome struct {
-		r   testenv.ToolResult
+		r   toolcache.ToolResult
 		err error
 	}
 	outcomes := make([]outcome, len(names))

@@ -1,4 +1,14 @@
-package testenv
+// Package toolcache builds the pinned real servers and tools of sf2loki's test suite once into a
+// cache directory outside the repository, $XDG_CACHE_HOME/sf2loki-tools/<name>-<version>
+// (~/.cache/sf2loki-tools/... when XDG_CACHE_HOME is unset), and finds them there.
+//
+// Builds run under an exclusive file lock per tool and write into a temporary directory that is
+// renamed into place only when complete, so parallel test binaries never build a tool twice and
+// an interrupted build never leaves a corrupt entry. Each entry keeps its build.log; a failed
+// build leaves <name>-<version>.failed.log and reports its tail.
+//
+// It is separate from package testenv so that the sf2loki-tools command stays small.
+package toolcache
 
 import (
 	"bufio"
@@ -16,7 +26,7 @@ import (
 	"time"
 )
 
-// Names of the tools EnsureTool knows.
+// Names of the tools Ensure knows.
 const (
 	ToolVictoriaLogs  = "victoria-logs"
 	ToolVersitygw     = "versitygw"
@@ -36,15 +46,15 @@ const (
 	golangciLintVersion = "v2.15.0"
 )
 
-// ErrUnknownTool is returned for a tool name EnsureTool does not know.
-var ErrUnknownTool = errors.New("testenv: unknown tool")
+// ErrUnknownTool is returned for a tool name Ensure does not know.
+var ErrUnknownTool = errors.New("toolcache: unknown tool")
 
 // toolSpec describes how one tool is obtained.
 type toolSpec struct {
 	name    string
 	version string
 	// versionKey, when set, derives the cache key's version from the Go toolchain (for tools
-	// such as golangci-lint whose behaviour depends on the Go version they were built with).
+	// such as golangci-lint whose behavior depends on the Go version they were built with).
 	versionKey func(ctx context.Context, goVersion string) string
 	// build writes the executable named name into b.dir; set for tools built into the cache.
 	build func(ctx context.Context, b *buildEnv) error
@@ -73,8 +83,8 @@ func pinnedTools() []toolSpec {
 	}
 }
 
-// ToolNames returns the names of every tool EnsureTool knows, in build order.
-func ToolNames() []string {
+// Names returns the names of every tool Ensure knows, in build order.
+func Names() []string {
 	var names []string
 	for _, s := range pinnedTools() {
 		names = append(names, s.name)
@@ -82,12 +92,12 @@ func ToolNames() []string {
 	return names
 }
 
-// DefaultCacheDir returns the tool cache: $XDG_CACHE_HOME/sf2loki-tools, or
+// DefaultDir returns the tool cache: $XDG_CACHE_HOME/sf2loki-tools, or
 // ~/.cache/sf2loki-tools when XDG_CACHE_HOME is unset.
-func DefaultCacheDir() (string, error) {
+func DefaultDir() (string, error) {
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("testenv: locate the cache directory: %w", err)
+		return "", fmt.Errorf("toolcache: locate the cache directory: %w", err)
 	}
 	return filepath.Join(base, "sf2loki-tools"), nil
 }
@@ -102,9 +112,9 @@ type ToolResult struct {
 }
 
 // Toolbox builds the pinned tools into a cache directory and finds them there. The zero value
-// uses DefaultCacheDir and discards progress messages.
+// uses DefaultDir and discards progress messages.
 type Toolbox struct {
-	// Dir is the cache root; "" means DefaultCacheDir().
+	// Dir is the cache root; "" means DefaultDir().
 	Dir string
 	// Progress receives one line when a build starts or waits for another process's build;
 	// nil discards them.
@@ -113,15 +123,34 @@ type Toolbox struct {
 	specs []toolSpec // nil means pinnedTools(); tests substitute their own
 }
 
-var defaultToolbox Toolbox
+// defaultToolbox serves Ensure. A first build takes minutes: it says what is happening.
+var defaultToolbox = Toolbox{Progress: os.Stderr}
 
-// EnsureTool returns the absolute path of the named tool ("victoria-logs", "versitygw",
+// Ensure returns the absolute path of the named tool ("victoria-logs", "versitygw",
 // "kube-apiserver", "etcd", "helm", "golangci-lint"), building it into the cache first when it
 // is missing. Concurrent calls, also from other processes, build a tool at most once.
-func EnsureTool(ctx context.Context, name string) (string, error) {
+// A failed build is not retried within the process: every later call returns its error
+// at once instead of spending minutes failing again.
+func Ensure(ctx context.Context, name string) (string, error) {
+	toolFailures.Lock()
+	err, failed := toolFailures.m[name]
+	toolFailures.Unlock()
+	if failed {
+		return "", err
+	}
 	r, err := defaultToolbox.Ensure(ctx, name)
+	if err != nil && ctx.Err() == nil {
+		toolFailures.Lock()
+		toolFailures.m[name] = err
+		toolFailures.Unlock()
+	}
 	return r.Path, err
 }
+
+var toolFailures = struct {
+	sync.Mutex
+	m map[string]error
+}{m: map[string]error{}}
 
 func (tb *Toolbox) spec(name string) (toolSpec, bool) {
 	specs := tb.specs
@@ -140,7 +169,7 @@ func (tb *Toolbox) root() (string, error) {
 	if tb.Dir != "" {
 		return filepath.Abs(tb.Dir)
 	}
-	return DefaultCacheDir()
+	return DefaultDir()
 }
 
 func (tb *Toolbox) progressf(format string, args ...any) {
@@ -156,7 +185,7 @@ func (tb *Toolbox) progressf(format string, args ...any) {
 func (tb *Toolbox) Ensure(ctx context.Context, name string) (ToolResult, error) {
 	spec, ok := tb.spec(name)
 	if !ok {
-		return ToolResult{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownTool, name, strings.Join(ToolNames(), ", "))
+		return ToolResult{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownTool, name, strings.Join(Names(), ", "))
 	}
 	res := ToolResult{Name: name, Version: spec.version}
 	if spec.system != nil {
@@ -186,13 +215,13 @@ func (tb *Toolbox) Ensure(ctx context.Context, name string) (ToolResult, error) 
 		return res, nil
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return res, fmt.Errorf("testenv: create tool cache: %w", err)
+		return res, fmt.Errorf("toolcache: create tool cache: %w", err)
 	}
 	unlock, err := lockFile(ctx, filepath.Join(root, key+".lock"), func() {
 		tb.progressf("%s %s: waiting for another process that is building it", name, res.Version)
 	})
 	if err != nil {
-		return res, fmt.Errorf("testenv: lock %s: %w", key, err)
+		return res, fmt.Errorf("toolcache: lock %s: %w", key, err)
 	}
 	defer unlock()
 	if isExecutable(res.Path) { // another process built it while we waited
@@ -217,16 +246,16 @@ func (tb *Toolbox) build(ctx context.Context, spec toolSpec, root, key, final st
 	}
 	tmp, err := os.MkdirTemp(root, ".build-"+key+"-")
 	if err != nil {
-		return fmt.Errorf("testenv: build %s: %w", key, err)
+		return fmt.Errorf("toolcache: build %s: %w", key, err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }() // no-op after a successful rename
 	logPath := filepath.Join(tmp, "build.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return fmt.Errorf("testenv: build %s: %w", key, err)
+		return fmt.Errorf("toolcache: build %s: %w", key, err)
 	}
 	failedLog := filepath.Join(root, key+".failed.log")
-	tb.progressf("%s %s: building into %s (log: %s)", spec.name, spec.version, final, filepath.Join(final, "build.log"))
+	tb.progressf("%s %s: building into %s (log: %s)", spec.name, spec.version, final, logPath)
 	b := &buildEnv{dir: tmp, log: logFile}
 	buildErr := spec.build(ctx, b)
 	if buildErr == nil && !isExecutable(filepath.Join(tmp, spec.name)) {
@@ -236,18 +265,21 @@ func (tb *Toolbox) build(ctx context.Context, spec toolSpec, root, key, final st
 		fmt.Fprintf(logFile, "\nbuild failed: %v\n", buildErr)
 		_ = logFile.Close()
 		_ = os.Rename(logPath, failedLog)
-		return fmt.Errorf("testenv: build %s failed: %w\n--- last lines of %s ---\n%s",
+		return fmt.Errorf("toolcache: build %s failed: %w\n--- last lines of %s ---\n%s",
 			key, buildErr, failedLog, tailFile(failedLog, 40))
 	}
 	if err := logFile.Close(); err != nil {
-		return fmt.Errorf("testenv: build %s: %w", key, err)
+		return fmt.Errorf("toolcache: build %s: %w", key, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp made it private
+		return fmt.Errorf("toolcache: build %s: %w", key, err)
 	}
 	// A directory without the executable (e.g. emptied by hand) would block the rename.
 	if err := os.RemoveAll(final); err != nil {
-		return fmt.Errorf("testenv: build %s: %w", key, err)
+		return fmt.Errorf("toolcache: build %s: %w", key, err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		return fmt.Errorf("testenv: install %s: %w", key, err)
+		return fmt.Errorf("toolcache: install %s: %w", key, err)
 	}
 	_ = os.Remove(failedLog)
 	return nil
@@ -301,7 +333,7 @@ func goBinary() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("testenv: the go command is not on PATH")
+	return "", errors.New("toolcache: the go command is not on PATH")
 }
 
 var goVersionCache struct {
@@ -324,7 +356,7 @@ func goEnvVersion(ctx context.Context) (string, error) {
 	cmd.Env = toolBuildEnv()
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("testenv: go env GOVERSION: %w", err)
+		return "", fmt.Errorf("toolcache: go env GOVERSION: %w", err)
 	}
 	goVersionCache.v = strings.TrimSpace(string(out))
 	return goVersionCache.v, nil
@@ -435,4 +467,17 @@ func stagingModules(goMod string) ([]string, error) {
 func isExecutable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// tailFile returns the last n lines of a file, or a note saying why it cannot.
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -1,4 +1,4 @@
-package testenv
+package toolcache
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 const debianEtcd = "/usr/bin/etcd"
 
 // ErrEtcdMissing is returned when etcd is not installed and cannot be installed here.
-var ErrEtcdMissing = errors.New("testenv: etcd is not installed")
+var ErrEtcdMissing = errors.New("toolcache: etcd is not installed")
 
 // ensureEtcd finds etcd, installing Debian's etcd-server with apt-get when running as root.
 func ensureEtcd(ctx context.Context, tb *Toolbox) (string, bool, error) {
@@ -31,7 +31,7 @@ func ensureEtcd(ctx context.Context, tb *Toolbox) (string, bool, error) {
 		return "", false, err
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", false, fmt.Errorf("testenv: create tool cache: %w", err)
+		return "", false, fmt.Errorf("toolcache: create tool cache: %w", err)
 	}
 	// apt-get fails rather than waits when another apt-get holds its lock, so parallel test
 	// binaries take turns here.
@@ -39,7 +39,7 @@ func ensureEtcd(ctx context.Context, tb *Toolbox) (string, bool, error) {
 		tb.progressf("etcd: waiting for another process that is installing it")
 	})
 	if err != nil {
-		return "", false, fmt.Errorf("testenv: lock etcd install: %w", err)
+		return "", false, fmt.Errorf("toolcache: lock etcd install: %w", err)
 	}
 	defer unlock()
 	if p, ok := findEtcd(); ok {
@@ -48,7 +48,7 @@ func ensureEtcd(ctx context.Context, tb *Toolbox) (string, bool, error) {
 	logPath := filepath.Join(root, "etcd-apt.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return "", false, fmt.Errorf("testenv: install etcd: %w", err)
+		return "", false, fmt.Errorf("toolcache: install etcd: %w", err)
 	}
 	defer func() { _ = logFile.Close() }()
 	tb.progressf("etcd: installing Debian package etcd-server with apt-get (log: %s)", logPath)
@@ -62,7 +62,7 @@ func ensureEtcd(ctx context.Context, tb *Toolbox) (string, bool, error) {
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		fmt.Fprintf(logFile, "$ apt-get %v\n", args)
 		if err := cmd.Run(); err != nil {
-			return "", false, fmt.Errorf("testenv: apt-get %s: %w\n--- last lines of %s ---\n%s",
+			return "", false, fmt.Errorf("toolcache: apt-get %s: %w\n--- last lines of %s ---\n%s",
 				args[0], err, logPath, tailFile(logPath, 30))
 		}
 	}

@@ -1,4 +1,4 @@
-package testenv
+package toolcache
 
 import (
 	"bytes"
@@ -247,21 +247,5 @@ replace k8s.io/kms => ./staging/src/k8s.io/kms
 	}
 	if _, err := stagingModules("module x\n"); err == nil {
 		t.Fatal("a go.mod without staging replacements was accepted")
-	}
-}
-
-func TestIterations(t *testing.T) {
-	for _, tc := range []struct {
-		env  string
-		want int
-	}{
-		{"", 3}, {"100", 100}, {"0", 3}, {"-5", 3}, {"many", 3},
-	} {
-		t.Run(tc.env, func(t *testing.T) {
-			t.Setenv(EnvIterations, tc.env)
-			if got := Iterations(3); got != tc.want {
-				t.Fatalf("Iterations(3) with %q = %d, want %d", tc.env, got, tc.want)
-			}
-		})
 	}
 }

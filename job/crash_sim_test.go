@@ -49,12 +49,16 @@ func TestCrashSimulation(t *testing.T) {
 		var mu sync.Mutex
 
 		quiet := slog.New(slog.DiscardHandler)
-		invoke := func(crashAt job.Step, maxRecords int) {
+		type params struct{ maxRecords, pushEntries, quantum int }
+		draw := func() params {
+			return params{1 + rng.IntN(200), 1 + rng.IntN(maxPushEntries), 1 + rng.IntN(50)}
+		}
+		invoke := func(crashAt job.Step, p params) {
 			inv := lease.NewInvocation()
 			l := &crashable{Lease: leasestore.New(st, leasestore.Options{Config: lease.Config{Duration: 30 * time.Second, Invocation: inv, Host: "sim", Logger: quiet}, Name: "sf2loki"})}
 			coord := &job.LeaseCoordinator{Lease: l, Store: st, Options: lease.SessionOptions{RenewEvery: 10 * time.Second, Logger: quiet}}
 			opts := job.Options{
-				Log: quiet, MaxRecords: maxRecords, PushEntries: 1 + rng.IntN(maxPushEntries), Quantum: 1 + rng.IntN(50),
+				Log: quiet, MaxRecords: p.maxRecords, PushEntries: p.pushEntries, Quantum: p.quantum,
 				MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second, ReleaseReserve: time.Second,
 				Invocation: inv,
 				Hook: func(s job.Step) {
@@ -93,11 +97,12 @@ func TestCrashSimulation(t *testing.T) {
 				var wg sync.WaitGroup
 				for range 2 {
 					wg.Add(1)
-					go func() { defer wg.Done(); invoke(crashAt, 1+rng.IntN(200)) }()
+					p := draw()
+					go func() { defer wg.Done(); invoke(crashAt, p) }()
 				}
 				wg.Wait()
 			} else {
-				invoke(crashAt, 1+rng.IntN(200))
+				invoke(crashAt, draw())
 			}
 			time.Sleep(time.Duration(rng.IntN(45)) * time.Second) // sometimes past the lease duration
 			_ = i
@@ -105,7 +110,7 @@ func TestCrashSimulation(t *testing.T) {
 		// Let every abandoned lease expire, then drain without faults.
 		for range 200 {
 			time.Sleep(time.Minute)
-			invoke("", 1_000_000)
+			invoke("", params{1_000_000, maxPushEntries, 50})
 			if caughtUp(t, st, src) {
 				break
 			}

@@ -131,6 +131,8 @@ type Options struct {
 	Invocation string
 	// Hook is called at each Step (tests inject crashes there). Nil in production.
 	Hook func(Step)
+	// Observer receives live measurements (metrics). Optional.
+	Observer Observer
 	Log  *slog.Logger
 	Now  func() time.Time
 }
@@ -183,6 +185,16 @@ func (o Options) withDefaults() Options {
 		o.DryRunOut = io.Discard
 	}
 	return o
+}
+
+// Observer receives measurements while a run is in progress; the run report carries the totals.
+// Implementations must be safe for concurrent use and cheap: they are called on the hot path.
+type Observer interface {
+	// Pushed is called after every push with the entries pushed (in push order, Ref = index),
+	// the client's result and the push's duration.
+	Pushed(entries []loki.Entry, res *loki.Result, took time.Duration)
+	// Committed is called after every commit attempt with its duration and error.
+	Committed(took time.Duration, err error)
 }
 
 // Deps are the parts an invocation works with.

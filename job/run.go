@@ -191,8 +191,12 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 	if len(entries) > 0 {
 		pushCtx, cancel := context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
 			r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
+		t0 := time.Now()
 		res = r.deps.Sink.Push(pushCtx, entries)
 		cancel()
+		if r.opts.Observer != nil {
+			r.opts.Observer.Pushed(entries, &res, time.Since(t0))
+		}
 		r.hook(StepAfterPush)
 		for _, rej := range res.Rejected {
 			rejected[rej.Index] = rej
@@ -259,8 +263,12 @@ func (r *run) dispose(it item, rej loki.Rejection) bool {
 func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bool {
 	r.hook(StepBeforeCommit)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CommitReserve)
+	t0 := time.Now()
 	err := r.sess.Commit(cctx, updates)
 	cancel()
+	if r.opts.Observer != nil {
+		r.opts.Observer.Committed(time.Since(t0), err)
+	}
 	r.hook(StepAfterCommit)
 	if err != nil {
 		r.commitErr = err

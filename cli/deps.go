@@ -12,11 +12,15 @@ import (
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lease"
+	leasek8s "github.com/sf2loki/sf2loki/lease/kubernetes"
 	leasestore "github.com/sf2loki/sf2loki/lease/store"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/configmap"
 	"github.com/sf2loki/sf2loki/store/file"
+	gcsstore "github.com/sf2loki/sf2loki/store/gcs"
+	s3store "github.com/sf2loki/sf2loki/store/s3"
 )
 
 // errWiring marks a failure to build the invocation's parts from a valid configuration (a
@@ -41,9 +45,21 @@ func (p *invocationParts) close() {
 func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*store.Store, error) {
 	var b store.Backend
 	var err error
-	switch cfg.State.Store {
+	switch st := cfg.State; st.Store {
 	case "file":
-		b, err = file.New(file.Options{Path: cfg.State.File.Path})
+		b, err = file.New(file.Options{Path: st.File.Path})
+	case "s3":
+		b, err = s3store.New(ctx, s3store.Options{
+			Bucket: st.S3.Bucket, Key: st.S3.Key, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
+			PathStyle: st.S3.PathStyle, AccessKeyID: st.S3.AccessKeyID,
+			SecretAccessKey: st.S3.SecretAccessKey.Value(), SessionToken: st.S3.SessionToken.Value(),
+		})
+	case "gcs":
+		b, err = gcsstore.New(ctx, gcsstore.Options{Bucket: st.GCS.Bucket, Object: st.GCS.Object,
+			Endpoint: st.GCS.Endpoint, CredentialsFile: st.GCS.CredentialsFile})
+	case "configmap":
+		b, err = configmap.New(configmap.Options{Namespace: st.ConfigMap.Namespace, Name: st.ConfigMap.Name,
+			Key: st.ConfigMap.Key, Kubeconfig: st.ConfigMap.Kubeconfig})
 	default:
 		return nil, fmt.Errorf("%w: state.store %q is not available in this build", errWiring, cfg.State.Store)
 	}
@@ -65,6 +81,13 @@ func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv st
 	switch cfg.Lease.Type {
 	case "store":
 		return leasestore.New(st, leasestore.Options{Config: lc, Name: cfg.Lease.Name}), nil
+	case "kubernetes":
+		l, err := leasek8s.New(leasek8s.Options{Config: lc, Namespace: cfg.Lease.Namespace, Name: cfg.Lease.Name,
+			Kubeconfig: cfg.Lease.Kubeconfig})
+		if err != nil {
+			return nil, fmt.Errorf("%w the Kubernetes lease (lease): %w", errWiring, err)
+		}
+		return l, nil
 	}
 	return nil, fmt.Errorf("%w: lease.type %q is not available in this build", errWiring, cfg.Lease.Type)
 }

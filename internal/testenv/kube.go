@@ -321,7 +321,6 @@ func (k *Kube) RESTConfig(token string) *rest.Config {
 		BearerToken:     token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: k.CAData},
 		QPS:             -1,
-		Timeout:         30 * time.Second,
 	}
 }
 

@@ -2,6 +2,7 @@ package eventlogfile
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -525,5 +526,20 @@ func TestHashedFieldNeverLeaves(t *testing.T) {
 	})
 	if n != 50 || len(secret) < 2 {
 		t.Fatalf("%d records, %d secret values", n, len(secret))
+	}
+}
+
+func TestThrottleNeverAbandons(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	e.addFile(simsf.EventLogFileSpec{Rows: 5, CreatedDate: epoch.Add(-40 * time.Hour)}) // older than download_max_age
+	src := e.source(Options{Lookback: 48 * time.Hour})
+	cursors := map[string]json.RawMessage{}
+	e.run(src, cursors, 100, nil) // mint the token and list once before the org runs dry
+	cursors = map[string]json.RawMessage{}
+	e.org.AddFault(simsf.Fault{Kind: simsf.KindDownload, Status: 403, Body: `[{"errorCode":"REQUEST_LIMIT_EXCEEDED","message":"TotalRequests Limit exceeded."}]`})
+	res := e.run(src, cursors, 100, nil)
+	err := res.errs[Key("Login")]
+	if !errors.Is(err, salesforce.ErrRequestLimit) || res.counts["file_abandoned"] != 0 || cursors[Key("Login")] != nil {
+		t.Fatalf("throttled download: err %v, counts %v, cursor %s", err, res.counts, cursors[Key("Login")])
 	}
 }

@@ -151,6 +151,7 @@ func (st *stream) failed(ctx context.Context, f fileInfo, err error) (source.Rec
 		return source.Record{}, ctx.Err()
 	}
 	if errors.Is(err, salesforce.ErrRequestLimit) {
+		st.finished = true // throttled: never a reason to abandon a file
 		return source.Record{}, err
 	}
 	age := st.src.sfNow().Sub(f.created)

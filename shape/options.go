@@ -224,6 +224,11 @@ func Validate(opts Options) error {
 			add(p+".pattern", "only regex_replace takes pattern and replacement")
 		}
 	}
+	for i, m := range opts.Metadata {
+		if err := checkGlob(m); err != nil || m == "" {
+			add(fmt.Sprintf("metadata[%d]", i), "%q is not a field name or glob", m)
+		}
+	}
 	if hasHash && len(opts.Salt) < MinSaltBytes {
 		add("salt", "a hash transform needs a salt of at least %d bytes (use salt_file)", MinSaltBytes)
 	}
@@ -242,6 +247,11 @@ func Validate(opts Options) error {
 		if tr.SampleRate < 0 || tr.SampleRate > 1 {
 			add(p+".sample_rate", "%v must be in (0, 1] (0 means 1, keep all)", tr.SampleRate)
 		}
+		for j, m := range tr.Metadata {
+			if err := checkGlob(m); err != nil || m == "" {
+				add(fmt.Sprintf("%s.metadata[%d]", p, j), "%q is not a field name or glob", m)
+			}
+		}
 		names := map[string]string{}
 		for j, f := range tr.Labels {
 			lp := fmt.Sprintf("%s.labels[%d]", p, j)
@@ -250,6 +260,8 @@ func Validate(opts Options) error {
 			case f == "":
 				add(lp, "is empty")
 				continue
+			case strings.ContainsAny(f, "*?[\\"):
+				add(lp, "%q: promoted labels name fields exactly (no globs)", f)
 			case slices.Contains(reservedLabels, n):
 				add(lp, "field %q would become label %q, which is reserved (%s)", f, n, strings.Join(reservedLabels, ", "))
 			case strings.HasPrefix(n, "__"):

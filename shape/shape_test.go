@@ -355,8 +355,9 @@ func TestValidateNamesKeys(t *testing.T) {
 		},
 		Types: []TypeRule{
 			{Type: "Login", Labels: []string{"LOGIN_STATUS", "event_type"}, SampleRate: 2},
-			{Type: "login"},
+			{Type: "login", Labels: []string{"USER_*"}, Metadata: []string{"[bad"}},
 		},
+		Metadata: []string{""},
 		Labels: map[string]string{"source": "x"},
 	})
 	if !errors.Is(err, ErrInvalid) {
@@ -365,6 +366,7 @@ func TestValidateNamesKeys(t *testing.T) {
 	for _, want := range []string{
 		"salt:", "transforms[1].pattern", "transforms[2].fields: drops field \"LOGIN_STATUS\"", "transforms[3].op",
 		"transforms[4].fields", "transforms[5].match.X", "types[0].labels[1]", "types[0].sample_rate", "types[1].type", "labels.source",
+		"types[1].labels[0]", "types[1].metadata[0]", "metadata[0]",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)

@@ -358,7 +358,7 @@ func TestValidateNamesKeys(t *testing.T) {
 			{Type: "login", Labels: []string{"USER_*"}, Metadata: []string{"[bad"}},
 		},
 		Metadata: []string{""},
-		Labels: map[string]string{"source": "x"},
+		Labels:   map[string]string{"source": "x"},
 	})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("want ErrInvalid, got %v", err)

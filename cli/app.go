@@ -43,6 +43,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			runOnceCommand(),
 			scheduleCommand(),
+			demoCommand(),
 			versionCommand(),
 			configCommand(),
 		},

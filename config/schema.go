@@ -250,3 +250,10 @@ func (c *Config) Secrets() []string {
 	walk(reflect.ValueOf(c).Elem(), schema())
 	return out
 }
+
+// ApplyDefaults sets the tag defaults of every field of the struct v points to (a list entry
+// such as an SOQLObject built in code gets the same defaults as one read from YAML).
+func ApplyDefaults(v any) {
+	rv := reflect.ValueOf(v).Elem()
+	applyDefaults(rv, fieldsOf(rv.Type()))
+}

@@ -134,9 +134,17 @@ func (w *Writer) Commit(ctx context.Context, c Change) error {
 	if w.failed != nil {
 		return w.failed
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: commit to %s not sent: %w", ErrUnavailable, w.s.Object(), err)
+	}
+	if w.pending != nil {
+		if err := w.settlePending(ctx); err != nil {
+			return err
+		}
+	}
 	basis := w.doc
 	if w.pending != nil {
-		basis = w.pending.doc // carries the unconfirmed changes forward
+		basis = w.pending.doc // not landed (yet): carry its changes forward
 	}
 	now := w.s.o.Now()
 	next := basis.Clone()
@@ -215,6 +223,33 @@ func (w *Writer) write(ctx context.Context, att *attempt) error {
 		}
 		w.version = cur.Version
 	}
+}
+
+// settlePending reads the document to learn whether an unconfirmed write landed, so that
+// the next write is conditioned on the right version instead of running into our own write.
+func (w *Writer) settlePending(ctx context.Context) error {
+	cur, err := w.s.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: an earlier commit to %s is still unconfirmed: %w", ErrUnavailable, w.s.Object(), err)
+	}
+	att := w.pending
+	if !cur.Absent && cur.Doc.Writer.same(att.doc.Writer) {
+		w.stats.LostAcks++
+		w.confirm(att.doc, cur.Version)
+		return nil
+	}
+	if cur.Version == w.version {
+		return nil // not landed; the next write carries it and conditions on the same version
+	}
+	// Something else happened: let settle judge it (fenced, integrity, or our base rewritten).
+	retry, err := w.settle(cur, att)
+	if err != nil {
+		return err
+	}
+	if retry {
+		w.version = cur.Version
+	}
+	return nil
 }
 
 // settle interprets the document read back after a failed write of att. It returns

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -127,7 +128,11 @@ func TestE2ETakeoverOfTransitionsThreeYieldsFour(t *testing.T) {
 	w.create(t, coordv1.LeaseSpec{
 		HolderIdentity: ptr.To("old-pod/old-run"), LeaseDurationSeconds: ptr.To[int32](30),
 		AcquireTime: &hourAgo, RenewTime: &hourAgo, LeaseTransitions: ptr.To[int32](3),
+		Strategy: ptr.To(coordv1.OldestEmulationVersion), PreferredHolder: ptr.To("old-pod/old-run"),
 	}, metav1.ObjectMeta{Labels: map[string]string{"app": "sf2loki"}, Annotations: map[string]string{"owner": "team-x"}})
+	// The API server keeps strategy/preferredHolder only with its CoordinatedLeaderElection
+	// gate on; whatever it stored must survive our writes.
+	stored := w.get(t).Spec
 	l := w.lease(t, leasetest.Cfg("new", 30*time.Second, 0))
 	g, err := l.Acquire(ctx, 0, 0)
 	if err != nil {
@@ -142,13 +147,17 @@ func TestE2ETakeoverOfTransitionsThreeYieldsFour(t *testing.T) {
 		le.Annotations["owner"] != "team-x" || le.Annotations[kubernetes.EpochAnnotation] != "4" || string(le.UID) != g.UID {
 		t.Fatalf("after takeover: %+v %+v", le.ObjectMeta, le.Spec)
 	}
+	if !reflect.DeepEqual(le.Spec.Strategy, stored.Strategy) || !reflect.DeepEqual(le.Spec.PreferredHolder, stored.PreferredHolder) {
+		t.Fatalf("takeover changed strategy/preferredHolder: %v %v -> %v %v", stored.Strategy, stored.PreferredHolder, le.Spec.Strategy, le.Spec.PreferredHolder)
+	}
 	for range 3 {
 		if g, err = l.Renew(ctx, g); err != nil {
 			t.Fatal(err)
 		}
 	}
 	le = w.get(t)
-	if g.Epoch != 4 || *le.Spec.LeaseTransitions != 4 || !le.Spec.AcquireTime.Equal(acquired) || le.Labels["app"] != "sf2loki" {
+	if g.Epoch != 4 || *le.Spec.LeaseTransitions != 4 || !le.Spec.AcquireTime.Equal(acquired) || le.Labels["app"] != "sf2loki" ||
+		!reflect.DeepEqual(le.Spec.Strategy, stored.Strategy) || !reflect.DeepEqual(le.Spec.PreferredHolder, stored.PreferredHolder) {
 		t.Fatalf("after renewals: epoch %d spec %+v", g.Epoch, le.Spec)
 	}
 }
@@ -311,5 +320,42 @@ func TestE2ERenewerCancelsWhenLeaseDeleted(t *testing.T) {
 	// A's commit after loss is decided by the store: B claimed, so A is fenced.
 	if err := a.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(0)}}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("A's commit after B's claim: got %v, want ErrFenced", err)
+	}
+}
+
+// The pinned regression of the upstream report, with a real pause: a kubernetes lease with a
+// file store on a shared path. A acquires and claims, then stops renewing (paused) past the
+// lease duration while its own view still says it holds the lease; B takes over and commits;
+// A resumes and commits: fenced, and B's checkpoints are unchanged.
+func TestE2EPausedHolderRegressionKubernetesFile(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	const l = 2 * time.Second
+	a, err := lease.Start(ctx, w.lease(t, leasetest.Cfg("a", l, 0)), w.st, lease.SessionOptions{RenewEvery: time.Hour, Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, a, "k", 1)
+	commit(t, a, "j", 1)
+	time.Sleep(l + l/10 + 100*time.Millisecond) // A is paused past L + K
+	if a.Context().Err() != nil && !errors.Is(a.Lost(), lease.ErrLost) {
+		t.Fatalf("unexpected state of A: %v", context.Cause(a.Context()))
+	}
+	b, err := lease.Start(ctx, w.lease(t, leasetest.Cfg("b", l, 0)), w.st, lease.SessionOptions{Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatalf("B's takeover after A's lease expired: %v", err)
+	}
+	defer func() { _ = b.Release(ctx) }()
+	commit(t, b, "k", 5)
+	before := w.bytes()
+	err = a.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(2), "j": storetest.Int(2)}})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("A's commit after B's takeover: got %v, want ErrFenced", err)
+	}
+	if string(before) != string(w.bytes()) {
+		t.Fatal("A's fenced commit changed the document")
+	}
+	if cps := b.Checkpoints(); storetest.IntValue(cps, "k") != 5 || storetest.IntValue(cps, "j") != 1 {
+		t.Fatalf("B's checkpoints %v", cps)
 	}
 }

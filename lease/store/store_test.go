@@ -79,13 +79,13 @@ func TestE2ESoakRenewalsNeverConflictWithCommitsS3(t *testing.T) {
 	srv := testenv.StartVersitygw(t)
 	st := storetest.NewStore(s3Backend(t, srv, srv.NewBucket(t)))
 	ctx := context.Background()
-	const renew = 20 * time.Millisecond
+	const renew = 50 * time.Millisecond
 	s, err := lease.Start(ctx, leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", time.Second, 0)}), st,
 		lease.SessionOptions{RenewEvery: renew, Logger: leasetest.Quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	commits := 30 * testenv.Iterations(1)
+	commits := 10 * testenv.Iterations(3)
 	for i := range commits {
 		time.Sleep(10 * renew)
 		if err := s.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(int64(i))}}); err != nil {

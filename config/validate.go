@@ -32,6 +32,7 @@ func (c *Config) Validate() Errors {
 	validateTree(reflect.ValueOf(c).Elem(), schema(), "", &errs)
 	c.validateOrgs(&errs)
 	c.validateSources(&errs)
+	c.validateJobs(&errs)
 	c.validateShape(&errs)
 	c.validateSink(&errs)
 	c.validateState(&errs)

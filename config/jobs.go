@@ -1,0 +1,204 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// SourceNames are the names a job group's sources list may use.
+var SourceNames = []string{"eventlogfile", "soql", "apexlog", "pubsub"}
+
+// Job is one job group: a subset of orgs and sources with its own schedule, lease and checkpoint
+// document, so its fence is independent of every other group's.
+type Job struct {
+	Name     string   `yaml:"name" example:"elf" desc:"Group name (lowercase letters, digits, '-'): run-once --job NAME, the CronJob suffix, the lease and document suffix."`
+	Orgs     []string `yaml:"orgs" desc:"Orgs of the group by name (empty = every org)."`
+	Sources  []string `yaml:"sources" example:"[eventlogfile]" desc:"Sources of the group: eventlogfile, soql, apexlog, pubsub (empty = every enabled source of its orgs)."`
+	Schedule string   `yaml:"schedule" desc:"Cron spec of the group (empty = schedule.spec)."`
+	Lease    string   `yaml:"lease" desc:"Lease name of the group (empty = lease.name-<group>)."`
+	// The group's checkpoint document: the backend's location with the group name appended
+	// unless set here.
+	StatePath      string `yaml:"state_path" desc:"state.store file: document path (empty = the state.file.path name with -<group> before the extension)."`
+	StateKey       string `yaml:"state_key" desc:"state.store s3 / gcs: object key (empty = the configured key with -<group> before the extension)."`
+	StateConfigMap string `yaml:"state_configmap" desc:"state.store configmap: ConfigMap name (empty = state.configmap.name-<group>)."`
+}
+
+// JobNames returns the configured job group names.
+func (c *Config) JobNames() []string {
+	names := make([]string, len(c.Jobs))
+	for i, j := range c.Jobs {
+		names[i] = j.Name
+	}
+	return names
+}
+
+// orgName is how job groups refer to an org ("" is the single-org form's only org).
+func (o OrgEntry) orgName() string { return o.Name }
+
+func (j Job) hasOrg(name string) bool { return len(j.Orgs) == 0 || slices.Contains(j.Orgs, name) }
+func (j Job) hasSource(name string) bool {
+	return len(j.Sources) == 0 || slices.Contains(j.Sources, name)
+}
+func withSuffix(name, group string) string { return name + "-" + group }
+
+// suffixPath inserts -<group> before a path's extension: state.json -> state-elf.json.
+func suffixPath(p, group string) string {
+	ext := filepath.Ext(p)
+	return strings.TrimSuffix(p, ext) + "-" + group + ext
+}
+
+// enabledSources lists the enabled sources of one org's configuration by name.
+func enabledSources(s Sources) []string {
+	var out []string
+	for _, n := range SourceNames {
+		if sourceEnabled(s, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func sourceEnabled(s Sources, name string) bool {
+	switch name {
+	case "eventlogfile":
+		return s.EventLogFile.Enabled
+	case "soql":
+		return s.SOQL.Enabled
+	case "apexlog":
+		return s.ApexLog.Enabled
+	case "pubsub":
+		return s.PubSub.Enabled
+	}
+	return false
+}
+
+func disableSource(s *Sources, name string) {
+	switch name {
+	case "eventlogfile":
+		s.EventLogFile.Enabled = false
+	case "soql":
+		s.SOQL.Enabled = false
+	case "apexlog":
+		s.ApexLog.Enabled = false
+	case "pubsub":
+		s.PubSub.Enabled = false
+	}
+}
+
+func (c *Config) validateJobs(errs *Errors) {
+	if len(c.Jobs) == 0 {
+		return
+	}
+	orgs := c.OrgList()
+	owner := map[string]string{} // "org/source" -> group
+	seen := map[string]bool{}
+	for i, j := range c.Jobs {
+		p := fmt.Sprintf("jobs[%d]", i)
+		if !k8sNameRE.MatchString(j.Name) || strings.Contains(j.Name, ".") || len(j.Name) > 40 {
+			errs.add(p+".name", "%q must be 1-40 lowercase letters, digits or '-'", j.Name)
+		}
+		if seen[j.Name] {
+			errs.add(p+".name", "%q names two job groups", j.Name)
+		}
+		seen[j.Name] = true
+		for k, o := range j.Orgs {
+			if !slices.ContainsFunc(orgs, func(e OrgEntry) bool { return e.orgName() == o }) {
+				errs.add(fmt.Sprintf("%s.orgs[%d]", p, k), "%q is not the name of a configured org", o)
+			}
+		}
+		for k, s := range j.Sources {
+			if !slices.Contains(SourceNames, s) {
+				errs.add(fmt.Sprintf("%s.sources[%d]", p, k), "%q is not a source (one of %s)", s, strings.Join(SourceNames, ", "))
+			}
+		}
+		for _, o := range orgs {
+			if !j.hasOrg(o.orgName()) {
+				continue
+			}
+			for _, s := range enabledSources(o.Sources) {
+				if !j.hasSource(s) {
+					continue
+				}
+				key := o.orgName() + "/" + s
+				if prev, dup := owner[key]; dup {
+					errs.add(p, "job groups %q and %q both ship %s of org %q: each source of each org belongs to one group (two groups would commit the same checkpoint keys to two documents)", prev, j.Name, s, displayOrg(o.orgName()))
+					continue
+				}
+				owner[key] = j.Name
+			}
+		}
+	}
+	for _, o := range orgs {
+		for _, s := range enabledSources(o.Sources) {
+			if _, ok := owner[o.orgName()+"/"+s]; !ok {
+				errs.add(o.Path[:len(o.Path)-len("salesforce")]+"sources."+s, "is enabled but no job group ships it; add it to a jobs entry")
+			}
+		}
+	}
+}
+
+func displayOrg(name string) string {
+	if name == "" {
+		return "(single org)"
+	}
+	return name
+}
+
+// ForJob returns the configuration of one job group: only its orgs' sources that it ships are
+// enabled, and it has its own lease name, checkpoint document and schedule. With no job groups
+// configured, the name must be empty and the configuration is returned as is.
+func (c *Config) ForJob(name string) (*Config, error) {
+	if len(c.Jobs) == 0 {
+		if name != "" {
+			return nil, fmt.Errorf("--job %q: no job groups are configured (jobs)", name)
+		}
+		return c, nil
+	}
+	i := slices.IndexFunc(c.Jobs, func(j Job) bool { return j.Name == name })
+	if i < 0 {
+		if name == "" {
+			return nil, fmt.Errorf("job groups are configured; choose one with --job (one of: %s)", strings.Join(c.JobNames(), ", "))
+		}
+		return nil, fmt.Errorf("--job %q is not a configured job group (one of: %s)", name, strings.Join(c.JobNames(), ", "))
+	}
+	j := c.Jobs[i]
+	out := *c
+	out.Jobs = nil
+	restrict := func(orgName string, s Sources) Sources {
+		for _, n := range SourceNames {
+			if !j.hasOrg(orgName) || !j.hasSource(n) {
+				disableSource(&s, n)
+			}
+		}
+		return s
+	}
+	out.Sources = restrict("", c.Sources)
+	out.Orgs = make([]Org, len(c.Orgs))
+	for k, o := range c.Orgs {
+		o.Sources = restrict(o.Name, o.Sources)
+		out.Orgs[k] = o
+	}
+	out.Lease.Name = j.Lease
+	if out.Lease.Name == "" {
+		out.Lease.Name = withSuffix(c.Lease.Name, j.Name)
+	}
+	if j.Schedule != "" {
+		out.Schedule.Spec = j.Schedule
+	}
+	out.State.File.Path = j.StatePath
+	if out.State.File.Path == "" {
+		out.State.File.Path = suffixPath(c.State.File.Path, j.Name)
+	}
+	if j.StateKey != "" {
+		out.State.S3.Key, out.State.GCS.Object = j.StateKey, j.StateKey
+	} else {
+		out.State.S3.Key, out.State.GCS.Object = suffixPath(c.State.S3.Key, j.Name), suffixPath(c.State.GCS.Object, j.Name)
+	}
+	out.State.ConfigMap.Name = j.StateConfigMap
+	if out.State.ConfigMap.Name == "" {
+		out.State.ConfigMap.Name = withSuffix(c.State.ConfigMap.Name, j.Name)
+	}
+	return &out, nil
+}

@@ -1,0 +1,105 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const twoOrgs = `
+orgs:
+  - name: prod
+    salesforce: {client_id: id, username: u, private_key: "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----"}
+    sources:
+      eventlogfile: {enabled: true, event_types: [Login]}
+      apexlog: {enabled: true}
+  - name: dev
+    salesforce: {client_id: id, username: u, private_key: "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----"}
+    sources:
+      eventlogfile: {enabled: true, event_types: [API]}
+`
+
+func TestJobGroupsSplitSourcesAndDocuments(t *testing.T) {
+	cfg := mustLoad(t, twoOrgs+`
+jobs:
+  - name: elf
+    sources: [eventlogfile]
+    schedule: "@every 15m"
+  - name: apex
+    orgs: [prod]
+    sources: [apexlog]
+`)
+	elf, err := cfg.ForJob("elf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !elf.Orgs[0].Sources.EventLogFile.Enabled || elf.Orgs[0].Sources.ApexLog.Enabled || !elf.Orgs[1].Sources.EventLogFile.Enabled {
+		t.Errorf("elf group sources wrong: %+v", elf.Orgs)
+	}
+	if elf.Lease.Name != "sf2loki-elf" || elf.State.File.Path != "sf2loki-state-elf.json" || elf.Schedule.Spec != "@every 15m" {
+		t.Errorf("elf group lease %q, path %q, spec %q", elf.Lease.Name, elf.State.File.Path, elf.Schedule.Spec)
+	}
+	if elf.State.S3.Key != "sf2loki/state-elf.json" || elf.State.ConfigMap.Name != "sf2loki-state-elf" {
+		t.Errorf("elf group object %q configmap %q", elf.State.S3.Key, elf.State.ConfigMap.Name)
+	}
+	apex, err := cfg.ForJob("apex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if apex.Orgs[0].Sources.EventLogFile.Enabled || !apex.Orgs[0].Sources.ApexLog.Enabled || apex.Orgs[1].Sources.Enabled() {
+		t.Errorf("apex group sources wrong: %+v", apex.Orgs)
+	}
+	if apex.Lease.Name == elf.Lease.Name || apex.State.File.Path == elf.State.File.Path {
+		t.Error("two groups share a lease or a document")
+	}
+	if errs := apex.Validate(); len(errs) > 0 {
+		t.Errorf("a group's configuration does not validate: %v", errs)
+	}
+	if _, err := cfg.ForJob(""); err == nil || !strings.Contains(err.Error(), "--job") {
+		t.Errorf("no group chosen: %v", err)
+	}
+	if _, err := cfg.ForJob("nope"); err == nil || !strings.Contains(err.Error(), "elf, apex") {
+		t.Errorf("unknown group: %v", err)
+	}
+}
+
+func TestJobGroupsMustNotOverlapOrLeaveSourcesOut(t *testing.T) {
+	_, err := load(t, twoOrgs+`
+jobs:
+  - name: all
+  - name: elf
+    sources: [eventlogfile]
+`)
+	if err == nil || !strings.Contains(err.Error(), `job groups "all" and "elf" both ship eventlogfile`) {
+		t.Errorf("overlapping groups: %v", err)
+	}
+	_, err = load(t, twoOrgs+`
+jobs:
+  - name: elf
+    sources: [eventlogfile]
+`)
+	if err == nil || !strings.Contains(err.Error(), "orgs[0].sources.apexlog") || !strings.Contains(err.Error(), "no job group ships it") {
+		t.Errorf("uncovered source: %v", err)
+	}
+	_, err = load(t, twoOrgs+`
+jobs:
+  - name: Bad_Name
+    orgs: [staging]
+    sources: [logs]
+`)
+	for _, want := range []string{"jobs[0].name", "jobs[0].orgs[0]", "jobs[0].sources[0]"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error naming %s: %v", want, err)
+		}
+	}
+}
+
+func TestNoJobGroupsMeansOneJob(t *testing.T) {
+	cfg := mustLoad(t, "")
+	same, err := cfg.ForJob("")
+	if err != nil || same != cfg {
+		t.Errorf("ForJob(\"\") without groups = %v, %v", same, err)
+	}
+	if _, err := cfg.ForJob("x"); err == nil {
+		t.Error("--job without groups was accepted")
+	}
+}

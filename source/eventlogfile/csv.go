@@ -153,6 +153,24 @@ func (c *csvReader) Read() error {
 	return c.read()
 }
 
+// ReadInto is Read decoding the fields into dst[:0] (a record's buffer) instead of the reader's
+// own buffer. The fields stay readable through Field until the next read; the reader keeps
+// using that memory for this record only.
+func (c *csvReader) ReadInto(dst []byte) error {
+	c.row = dst[:0]
+	c.discard = false
+	err := c.read()
+	return err
+}
+
+// fieldLen returns the length of field i of the current record.
+func (c *csvReader) fieldLen(i int) int {
+	if i == 0 {
+		return c.ends[0]
+	}
+	return c.ends[i] - c.ends[i-1]
+}
+
 // Skip consumes n records without decoding them. It returns the number skipped and an error
 // when the input ended (io.EOF) or failed first. Over-long records count as records.
 func (c *csvReader) Skip(n int64) (int64, error) {

@@ -4,11 +4,14 @@ import (
 	"encoding/csv"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/sf2loki/sf2loki/shape"
 )
 
 func readAll(t *testing.T, r io.Reader, maxRow int) ([][]string, error) {
@@ -189,5 +192,47 @@ func TestCSVAtEnd(t *testing.T) {
 	}
 	if c.BytesRead() != 7 {
 		t.Fatalf("BytesRead = %d", c.BytesRead())
+	}
+}
+
+// shapeFile runs the source's row path over a body with the listing's field names and types.
+func shapeFile(t *testing.T, body, names, types string, stringValues bool) []string {
+	t.Helper()
+	sh, err := shape.New(shape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &Source{opts: Options{Shaper: sh, TimestampColumn: DefaultTimestampColumn, MaxRowBytes: 1 << 20, StringValues: stringValues, Log: slog.New(slog.DiscardHandler)}}
+	st := &stream{src: src, typ: "API", key: Key("API"), log: src.opts.Log, count: func(string, int64) {}}
+	of := &openFile{info: fileInfo{ID: "0AT000000000001AAA", Created: "2026-06-30T00:00:00.000Z", names: names, types: types},
+		dl: io.NopCloser(nil), csv: newCSVReader(strings.NewReader(body), 1<<20)}
+	st.file = of
+	if err := of.csv.Read(); err != nil {
+		t.Fatal(err)
+	}
+	st.header(of)
+	var lines []string
+	for st.file != nil {
+		rec, ok, err := st.nextRow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && !rec.Skip {
+			lines = append(lines, rec.Entry.Line)
+		}
+	}
+	return lines
+}
+
+func TestHeaderlessFileUsesLogFileFieldNames(t *testing.T) {
+	got := shapeFile(t, "\"API\",\"12\",\"true\"\n\"API\",\"\",\"x\",\"extra\"\n", "EVENT_TYPE,ROWS,OK", "String,Number,Boolean", false)
+	want := []string{`{"EVENT_TYPE":"API","ROWS":12,"OK":true}`, `{"EVENT_TYPE":"API","ROWS":"","OK":"x","_extra":"extra"}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A header row that differs from LogFileFieldNames (a newer API version) is still a header.
+	got = shapeFile(t, "EVENT_TYPE,ROWS,NEW_COLUMN\nAPI,3,n\n", "EVENT_TYPE,ROWS", "String,Number", true)
+	if len(got) != 1 || got[0] != `{"EVENT_TYPE":"API","ROWS":"3","NEW_COLUMN":"n"}` {
+		t.Fatalf("got %q", got)
 	}
 }

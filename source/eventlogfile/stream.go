@@ -71,7 +71,8 @@ type openFile struct {
 	row        int64 // data rows consumed so far: the next row's index
 	firstIsRow bool  // the file has no header: the record read as header is row 0
 	rec        shape.Record
-	fallbacks  int64 // rows timestamped from LogDate
+	extra      []byte // scratch for ExtraField
+	fallbacks  int64  // rows timestamped from LogDate
 }
 
 func (st *stream) Key() string { return st.key }
@@ -403,10 +404,14 @@ func (st *stream) header(of *openFile) {
 // finished without a record to return (the caller moves on).
 func (st *stream) nextRow() (source.Record, bool, error) {
 	of := st.file
+	r := &of.rec
+	direct := !of.firstIsRow
 	if of.firstIsRow {
 		of.firstIsRow = false
 	} else {
-		switch err := of.csv.Read(); {
+		// The row is decoded straight into the record's buffer: no copy per field.
+		r.Reset()
+		switch err := of.csv.ReadInto(r.AppendTo()); {
 		case errors.Is(err, io.EOF):
 			rec, ok, err := st.finish(SkipFileDone)
 			return rec, ok, err
@@ -419,31 +424,8 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 			return source.Record{}, false, err
 		}
 	}
-	r := &of.rec
-	r.Reset()
-	r.Type = st.typ
+	st.fill(r, direct)
 	nf := of.csv.NumFields()
-	for i, name := range of.names {
-		var v []byte
-		if i < nf {
-			v = of.csv.Field(i)
-		}
-		kind := of.kinds[i]
-		if len(v) == 0 {
-			kind = shape.String
-		}
-		r.Append(name, kind, v)
-	}
-	if nf > len(of.names) {
-		extra := r.AppendTo()
-		for i := len(of.names); i < nf; i++ {
-			if i > len(of.names) {
-				extra = append(extra, ',')
-			}
-			extra = append(extra, of.csv.Field(i)...)
-		}
-		r.EndField(ExtraField, shape.String, extra)
-	}
 	r.ID = append(r.ID, of.info.ID...)
 	r.ID = append(r.ID, ':')
 	r.ID = strconv.AppendInt(r.ID, of.row, 10)
@@ -466,6 +448,49 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 		return st.rowRecord(source.Record{Skip: true, SkipReason: skip})
 	}
 	return st.rowRecord(source.Record{Entry: e})
+}
+
+// fill makes the record of the current CSV row: one field per header name (missing cells
+// empty), cells beyond the header joined into ExtraField. With direct, the row was decoded into
+// the record's buffer (csvReader.ReadInto) and the fields are its consecutive ranges.
+func (st *stream) fill(r *shape.Record, direct bool) {
+	of := st.file
+	c := of.csv
+	nf := c.NumFields()
+	if !direct {
+		r.Reset()
+	}
+	for i, name := range of.names {
+		kind := of.kinds[i]
+		if i >= nf || c.fieldLen(i) == 0 {
+			kind = shape.String
+		}
+		switch {
+		case !direct:
+			var v []byte
+			if i < nf {
+				v = c.Field(i)
+			}
+			r.Append(name, kind, v)
+		case i < nf:
+			r.EndField(name, kind, c.row[:c.ends[i]])
+		default:
+			r.EndField(name, kind, r.AppendTo())
+		}
+	}
+	if nf > len(of.names) {
+		x := of.extra[:0]
+		for i := len(of.names); i < nf; i++ {
+			if i > len(of.names) {
+				x = append(x, ',')
+			}
+			x = append(x, c.Field(i)...)
+		}
+		of.extra = x
+		// Appending may overwrite the row's extra cells in a shared buffer: they are in x now.
+		r.EndField(ExtraField, shape.String, append(r.AppendTo(), x...))
+	}
+	r.Type = st.typ
 }
 
 // rowRecord stamps a row's record with the cursor after it, looking ahead to mark the file's

@@ -174,7 +174,7 @@ func NewInvocation() string { return strings.ToLower(rand.Text()[:16]) }
 func PairingWarning(leaseType, storeType string) string {
 	if leaseType == "kubernetes" && storeType == "file" {
 		return "lease.type kubernetes with state.store file: fencing between hosts relies on the " +
-			"shared filesystem honouring flock (NFS and similar filesystems vary); prefer state.store " +
+			"shared filesystem honoring flock (NFS and similar filesystems vary); prefer state.store " +
 			"configmap, s3 or gcs when more than one host can run sf2loki"
 	}
 	return ""

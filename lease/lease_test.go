@@ -143,7 +143,7 @@ func TestRenewerCancelsWithinOneInterval(t *testing.T) {
 				<-r.Context().Done()
 				after := time.Since(failedAt)
 				if after < tc.earliest || after > tc.latest {
-					t.Fatalf("cancelled %v after the failure began, want within [%v, %v]", after, tc.earliest, tc.latest)
+					t.Fatalf("canceled %v after the failure began, want within [%v, %v]", after, tc.earliest, tc.latest)
 				}
 				if !errors.Is(r.Lost(), lease.ErrLost) {
 					t.Fatalf("Lost() = %v", r.Lost())

@@ -19,7 +19,7 @@ type Renewer struct {
 
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
-	rpc     context.Context // renew calls; not cancelled by the caller's context
+	rpc     context.Context // renew calls; not canceled by the caller's context
 	stopRPC context.CancelFunc
 	stop    chan struct{}
 	done    chan struct{}
@@ -42,7 +42,7 @@ func NewRenewer(parent context.Context, l Lease, g Grant, every time.Duration, l
 	return r
 }
 
-// Context is cancelled when the grant is lost or Stop is called; context.Cause tells which.
+// Context is canceled when the grant is lost or Stop is called; context.Cause tells which.
 func (r *Renewer) Context() context.Context { return r.ctx }
 
 // Grant returns the latest renewed grant.
@@ -53,7 +53,7 @@ func (r *Renewer) Grant() Grant {
 }
 
 // Stop ends renewing (aborting an in-flight renewal), waits for the goroutine, and cancels
-// Context with cause ErrReleased unless it was already cancelled by a loss.
+// Context with cause ErrReleased unless it was already canceled by a loss.
 func (r *Renewer) Stop() {
 	r.once.Do(func() { close(r.stop) })
 	r.stopRPC()
@@ -111,6 +111,6 @@ func (r *Renewer) run() {
 }
 
 func (r *Renewer) lose(err error) {
-	r.log.Warn("lease lost; cancelling the invocation", "error", err)
+	r.log.Warn("lease lost; canceling the invocation", "error", err)
 	r.cancel(err)
 }

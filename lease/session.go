@@ -24,7 +24,7 @@ type SessionOptions struct {
 }
 
 // Session is what a job holds between acquiring and releasing: the lease (kept alive by a
-// renewer) and the claimed checkpoint document (owned by one serialised store.Writer). It
+// renewer) and the claimed checkpoint document (owned by one serialized store.Writer). It
 // looks the same for every lease backend. All methods are safe for concurrent use.
 type Session struct {
 	lease   Lease
@@ -109,7 +109,7 @@ func (s *Session) Counters() map[string]store.Counter { return s.w.Counters() }
 // Stats returns the writer's counters (conflicts, lost acknowledgements, retries).
 func (s *Session) Stats() store.WriterStats { return s.w.Stats() }
 
-// Context is cancelled when the lease is lost (context.Cause wraps ErrLost), when the context
+// Context is canceled when the lease is lost (context.Cause wraps ErrLost), when the context
 // given to Start ends, or after Release. Intake runs under it; a commit after loss is still
 // allowed and decided by the store.
 func (s *Session) Context() context.Context { return s.renewer.Context() }

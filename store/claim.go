@@ -103,7 +103,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest, base Snapshot) (*Wr
 		}
 		cur, rerr := s.Read(ctx)
 		if rerr != nil {
-			return nil, fmt.Errorf("%w: claim of %s is unconfirmed (%v), and re-reading failed: %w", ErrUnavailable, s.Object(), err, rerr)
+			return nil, fmt.Errorf("%w: claim of %s is unconfirmed (%w), and re-reading failed: %w", ErrUnavailable, s.Object(), err, rerr)
 		}
 		if cur.Version == base.Version { // nothing landed: pause before writing the same version again
 			if serr := s.sleep(ctx, attempt+1); serr != nil {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// CheckConditionalWrites proves that b honours the preconditions the protocol relies on, on a
+// CheckConditionalWrites proves that b honors the preconditions the protocol relies on, on a
 // probe object (never the real document): create-if-absent succeeds once and then conflicts,
 // a write with the current version succeeds, a write with a stale version conflicts. It
 // deletes the probe object afterwards. A backend that accepts a write it should have refused

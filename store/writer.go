@@ -58,7 +58,7 @@ type WriterStats struct {
 
 // Writer owns the version chain of a claimed document: every write conditions on the exact
 // version it last wrote, carries a fresh stamp, and is verified by re-reading after any
-// ambiguous failure. Its methods are serialised, so renewals (lease/store) and the job's
+// ambiguous failure. Its methods are serialized, so renewals (lease/store) and the job's
 // commits sharing one Writer never conflict with each other.
 type Writer struct {
 	s       *Store
@@ -208,7 +208,7 @@ func (w *Writer) write(ctx context.Context, att *attempt) error {
 		cur, rerr := s.Read(ctx)
 		if rerr != nil {
 			w.pending = att
-			return fmt.Errorf("%w: commit to %s is unconfirmed (%v), and re-reading failed: %w", ErrUnavailable, s.Object(), err, rerr)
+			return fmt.Errorf("%w: commit to %s is unconfirmed (%w), and re-reading failed: %w", ErrUnavailable, s.Object(), err, rerr)
 		}
 		retry, err := w.settle(cur, att)
 		if err != nil || !retry {

@@ -88,7 +88,7 @@ func New(o Options) (*Lease, error) {
 			return nil, fmt.Errorf("kubernetes lease: %w", err)
 		}
 	}
-	return &Lease{api: client.CoordinationV1().Leases(o.Namespace), c: o.Config.WithDefaults(), ns: o.Namespace, name: o.Name}, nil
+	return &Lease{api: client.CoordinationV1().Leases(o.Namespace), c: o.WithDefaults(), ns: o.Namespace, name: o.Name}, nil
 }
 
 // RESTConfig returns cfg when set, else the kubeconfig file's configuration, else the

@@ -109,9 +109,9 @@ func (w *world) delete(t *testing.T) {
 	}
 }
 
-// The shared behavioural suite, as a user holding only get/create/update on leases: least
+// The shared behavioral suite, as a user holding only get/create/update on leases: least
 // privilege proven by every step passing.
-func TestE2ELeaseBehaviourKubernetes(t *testing.T) {
+func TestE2ELeaseBehaviorKubernetes(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) leasetest.Env {
 		w := newWorld(t)
 		return leasetest.Env{Store: w.st, New: func(c lease.Config) lease.Lease { return w.lease(t, c) }, Bytes: w.bytes}
@@ -256,7 +256,7 @@ func TestE2ESameEpochTwiceOneIsFenced(t *testing.T) {
 	go func() { _, err := w.st.Claim(ctx, ga.ClaimRequest(), snapA); errs <- err }()
 	go func() { _, err := w.st.Claim(ctx, gb.ClaimRequest(), snapB); errs <- err }()
 	e1, e2 := <-errs, <-errs
-	if (e1 == nil) == (e2 == nil) || !(errors.Is(e1, store.ErrFenced) || errors.Is(e2, store.ErrFenced)) {
+	if (e1 == nil) == (e2 == nil) || (!errors.Is(e1, store.ErrFenced) && !errors.Is(e2, store.ErrFenced)) {
 		t.Fatalf("claims: %v and %v; want exactly one success and one ErrFenced", e1, e2)
 	}
 }

@@ -1,4 +1,4 @@
-// Package leasetest is the behavioural suite every lease backend passes (lease/kubernetes on a
+// Package leasetest is the behavioral suite every lease backend passes (lease/kubernetes on a
 // real kube-apiserver, lease/store on each store backend): epochs, renewals, release, the
 // takeover rule, races, and the pinned regression of a paused holder fenced at commit.
 package leasetest

@@ -4,7 +4,7 @@
 // checkpoint changes.
 //
 // The grant carries the store.Writer made by that claim; renewals, the job's commits (through
-// lease.Session) and the release all go through it. The Writer serialises them on one version
+// lease.Session) and the release all go through it. The Writer serializes them on one version
 // chain, so the holder never conflicts with itself. It works on every store backend and is
 // the default outside Kubernetes (systemd timers, ECS tasks, Cloud Run jobs, local use). Each
 // renewal costs one document write.
@@ -46,7 +46,7 @@ func New(st *ckpt.Store, o Options) *Lease {
 	if o.Name == "" {
 		o.Name = "sf2loki"
 	}
-	return &Lease{st: st, c: o.Config.WithDefaults(), name: o.Name}
+	return &Lease{st: st, c: o.WithDefaults(), name: o.Name}
 }
 
 // Ref is the lease reference recorded in the fence.

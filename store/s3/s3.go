@@ -1,5 +1,5 @@
 // Package s3 keeps the checkpoint document in one S3 object (AWS or any S3-compatible store
-// that honours conditional writes; doctor probes that with store.CheckConditionalWrites).
+// that honors conditional writes; doctor probes that with store.CheckConditionalWrites).
 //
 // The version is the object's ETag. Creating uses If-None-Match: *, updating If-Match:
 // <etag>; 412 PreconditionFailed, 409 ConditionalRequestConflict and a vanished object are

@@ -66,30 +66,39 @@ func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	if err != nil {
 		return nil, fmt.Errorf("%w the %s store: %w", errWiring, cfg.State.Store, err)
 	}
-	return store.New(b, store.Options{Logger: log}), nil
+	if testWrapBackend != nil {
+		b = testWrapBackend(b)
+	}
+	return store.New(b, store.Options{Logger: log, Now: testNow}), nil
 }
 
 // buildLease returns the lease of the configuration for one invocation.
 func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv string, log *slog.Logger) (lease.Lease, error) {
 	lc := lease.Config{
 		Duration: cfg.Lease.Duration.D(), Skew: cfg.Lease.MaxClockSkew.D(), Host: cfg.Lease.Identity,
-		Invocation: inv, Logger: log,
+		Invocation: inv, Logger: log, Now: testNow,
 	}
 	if lc.Skew == 0 {
 		lc.Skew = -1 // an explicit 0 means no skew allowance, not the default
 	}
+	var l lease.Lease
 	switch cfg.Lease.Type {
 	case "store":
-		return leasestore.New(st, leasestore.Options{Config: lc, Name: cfg.Lease.Name}), nil
+		l = leasestore.New(st, leasestore.Options{Config: lc, Name: cfg.Lease.Name})
 	case "kubernetes":
-		l, err := leasek8s.New(leasek8s.Options{Config: lc, Namespace: cfg.Lease.Namespace, Name: cfg.Lease.Name,
+		kl, err := leasek8s.New(leasek8s.Options{Config: lc, Namespace: cfg.Lease.Namespace, Name: cfg.Lease.Name,
 			Kubeconfig: cfg.Lease.Kubeconfig})
 		if err != nil {
 			return nil, fmt.Errorf("%w the Kubernetes lease (lease): %w", errWiring, err)
 		}
-		return l, nil
+		l = kl
+	default:
+		return nil, fmt.Errorf("%w: lease.type %q is not available in this build", errWiring, cfg.Lease.Type)
 	}
-	return nil, fmt.Errorf("%w: lease.type %q is not available in this build", errWiring, cfg.Lease.Type)
+	if testWrapLease != nil {
+		l = testWrapLease(l)
+	}
+	return l, nil
 }
 
 // lokiOptions maps sink.loki onto the push client's options.
@@ -134,12 +143,9 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 		MaxDuration: cfg.Run.MaxDuration.D(), PushReserve: cfg.Run.PushTimeout.D(),
 		CommitReserve: cfg.Run.CommitTimeout.D(), ReleaseReserve: cfg.Run.ReleaseTimeout.D(),
 		Drain: cfg.Run.Drain, PushEntries: cfg.Sink.Loki.BatchMaxEntries, PushBytes: cfg.Sink.Loki.BatchMaxBytes.Int(),
-		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook,
+		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook, Now: testNow,
 	}
 }
-
-// testHook is set only by tests (fault injection at each step of an invocation).
-var testHook func(job.Step)
 
 // buildInvocation builds everything one invocation needs.
 func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) (*invocationParts, error) {

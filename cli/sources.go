@@ -45,7 +45,9 @@ func orgBindings(env orgEnv, s config.Sources, sh *shape.Shaper) ([]job.Binding,
 // apiCalls returns the source's own count of Salesforce calls, when it keeps one.
 func apiCalls(src source.Source) func() map[string]int64 {
 	switch s := src.(type) {
-	case interface{ Calls() map[salesforce.Kind]int64 }:
+	case interface {
+		Calls() map[salesforce.Kind]int64
+	}:
 		return func() map[string]int64 {
 			out := map[string]int64{}
 			for k, v := range s.Calls() {

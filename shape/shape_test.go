@@ -149,6 +149,11 @@ func TestMask(t *testing.T) {
 	}{
 		{MaskAuto, "jane.doe@example.com", "j***@example.com"},
 		{MaskAuto, "10.1.2.3", "10.1.2.0"},
+		{MaskAuto, "255.255.255.255", "255.255.255.0"},
+		{MaskAuto, "10.01.2.3", "*********"},
+		{MaskAuto, "1.2.3", "*****"},
+		{MaskAuto, "1.2.3.4.5", "*********"},
+		{MaskAuto, "256.1.1.1", "*********"},
 		{MaskAuto, "2001:db8:1:2::5", "2001:db8:1::"},
 		{MaskAuto, "::ffff:10.1.2.3", "10.1.2.0"},
 		{MaskAuto, "secret", "******"},

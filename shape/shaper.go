@@ -128,6 +128,7 @@ type Plan struct {
 	metaRefs  []metaRef // metadata of the current row
 	scrub     []scrubPair
 	scrubBuf  []byte
+	repl      []byte
 	metaChunk []loki.Label
 }
 
@@ -438,9 +439,23 @@ func (p *Plan) transform(r *Record, aligned bool) {
 		for _, sp := range scrub {
 			orig, hashed := buf[sp.start:sp.mid], buf[sp.mid:sp.end]
 			if v := r.Value(i); bytes.Contains(v, orig) {
-				r.set(i, String, bytes.ReplaceAll(v, orig, hashed))
+				p.repl = appendReplaceAll(p.repl[:0], v, orig, hashed)
+				r.set(i, String, p.repl)
 			}
 		}
+	}
+}
+
+// appendReplaceAll appends s with every occurrence of old replaced by new.
+func appendReplaceAll(dst, s, old, new []byte) []byte {
+	for {
+		i := bytes.Index(s, old)
+		if i < 0 {
+			return append(dst, s...)
+		}
+		dst = append(dst, s[:i]...)
+		dst = append(dst, new...)
+		s = s[i+len(old):]
 	}
 }
 

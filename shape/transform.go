@@ -8,6 +8,7 @@ import (
 	"hash"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -117,6 +118,13 @@ func maskEmail(dst, v []byte) ([]byte, bool) {
 
 // maskIP zeroes the host part of an IPv4 (last octet) or IPv6 (all but /48) address.
 func maskIP(dst, v []byte) ([]byte, bool) {
+	if a, ok := parseIPv4(v); ok {
+		for i := 0; i < 3; i++ {
+			dst = strconv.AppendUint(dst, uint64(a[i]), 10)
+			dst = append(dst, '.')
+		}
+		return append(dst, '0'), true
+	}
 	if len(v) > 64 {
 		return dst, false
 	}
@@ -134,4 +142,30 @@ func maskIP(dst, v []byte) ([]byte, bool) {
 		return dst, false
 	}
 	return p.Addr().AppendTo(dst), true
+}
+
+// parseIPv4 parses dotted-quad IPv4 without allocating (netip.ParseAddr needs a string).
+func parseIPv4(v []byte) ([4]byte, bool) {
+	var a [4]byte
+	part, n, digits := 0, 0, 0
+	for i := 0; i <= len(v); i++ {
+		if i == len(v) || v[i] == '.' {
+			if digits == 0 || part > 3 || (digits > 1 && v[i-digits] == '0') {
+				return a, false
+			}
+			a[part] = byte(n)
+			part, n, digits = part+1, 0, 0
+			continue
+		}
+		c := v[i]
+		if c < '0' || c > '9' || digits == 3 {
+			return a, false
+		}
+		n = n*10 + int(c-'0')
+		digits++
+		if n > 255 {
+			return a, false
+		}
+	}
+	return a, part == 4
 }

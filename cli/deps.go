@@ -134,6 +134,10 @@ func salesforceOptions(s config.Salesforce, log *slog.Logger) salesforce.Options
 
 // jobOptions maps the run, batch and sink sections onto the job's options.
 func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
+	budget := job.BudgetPause
+	if cfg.Egress.OnBudgetExhausted == "drop" {
+		budget = job.BudgetDrop
+	}
 	policy := job.RejectDrop
 	if cfg.Sink.Loki.OnPermanentReject == "freeze" {
 		policy = job.RejectFreeze
@@ -143,6 +147,8 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 		MaxDuration: cfg.Run.MaxDuration.D(), PushReserve: cfg.Run.PushTimeout.D(),
 		CommitReserve: cfg.Run.CommitTimeout.D(), ReleaseReserve: cfg.Run.ReleaseTimeout.D(),
 		Drain: cfg.Run.Drain, PushEntries: cfg.Sink.Loki.BatchMaxEntries, PushBytes: cfg.Sink.Loki.BatchMaxBytes.Int(),
+		Egress: job.EgressOptions{LinesPerSecond: cfg.Egress.LinesPerSecond, BytesPerSecond: float64(cfg.Egress.BytesPerSecond),
+			DailyBytes: cfg.Egress.DailyBytes.Int(), OnBudget: budget, WarnFraction: cfg.Egress.WarnFraction},
 		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook, Now: testNow,
 	}
 }

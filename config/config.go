@@ -29,6 +29,7 @@ type Config struct {
 	Lease      Lease      `yaml:"lease" desc:"The lease that keeps two invocations from shipping at once and hands out the fencing epoch."`
 	Run        Run        `yaml:"run" desc:"One invocation's time budget and the scheduler's numbers it is checked against."`
 	Batch      Batch      `yaml:"batch" desc:"Size bounds of the batch one invocation ships."`
+	Egress     Egress     `yaml:"egress" desc:"Caps on what is sent to Loki: rates and a daily byte budget (per job group)."`
 	Schedule   Schedule   `yaml:"schedule" desc:"The embedded scheduler of 'sf2loki schedule'."`
 	Log        Log        `yaml:"log" desc:"Process logs (stderr)."`
 }

@@ -33,6 +33,7 @@ func (c *Config) Validate() Errors {
 	c.validateOrgs(&errs)
 	c.validateSources(&errs)
 	c.validateJobs(&errs)
+	c.validateEgress(&errs)
 	c.validateShape(&errs)
 	c.validateSink(&errs)
 	c.validateState(&errs)

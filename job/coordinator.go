@@ -58,6 +58,10 @@ func (l *leaseSession) Checkpoints() map[string]json.RawMessage {
 func (l *leaseSession) Commit(ctx context.Context, updates map[string]json.RawMessage) error {
 	return l.s.Commit(ctx, store.Change{Set: updates})
 }
+func (l *leaseSession) Counters() map[string]store.Counter { return l.s.Counters() }
+func (l *leaseSession) CommitChange(ctx context.Context, c store.Change) error {
+	return l.s.Commit(ctx, c)
+}
 func (l *leaseSession) Lost() <-chan struct{}             { return l.lost }
 func (l *leaseSession) Release(ctx context.Context) error { return l.s.Release(ctx) }
 func (l *leaseSession) Stats() SessionStats {

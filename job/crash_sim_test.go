@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sf2loki/sf2loki/internal/testenv"
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lease"
 	leasestore "github.com/sf2loki/sf2loki/lease/store"

@@ -99,6 +99,10 @@ func (s *memSession) Checkpoints() map[string]json.RawMessage {
 func (s *memSession) Commit(ctx context.Context, u map[string]json.RawMessage) error {
 	return s.w.Commit(ctx, store.Change{Set: u})
 }
+func (s *memSession) Counters() map[string]store.Counter { return s.w.Counters() }
+func (s *memSession) CommitChange(ctx context.Context, c store.Change) error {
+	return s.w.Commit(ctx, c)
+}
 func (s *memSession) Lost() <-chan struct{}         { return s.lost }
 func (s *memSession) loseLease()                    { s.lostOnce.Do(func() { close(s.lost) }) }
 func (s *memSession) Release(context.Context) error { s.released = true; return nil }

@@ -127,14 +127,16 @@ type Options struct {
 	OnPermanentReject RejectPolicy
 	// DeadLetter receives dropped entries as JSON lines (optional).
 	DeadLetter io.Writer
+	// Egress caps lines/s, bytes/s and the daily byte budget (zero = no caps).
+	Egress EgressOptions
 	// Invocation is this run's id (random when empty).
 	Invocation string
 	// Hook is called at each Step (tests inject crashes there). Nil in production.
 	Hook func(Step)
 	// Observer receives live measurements (metrics). Optional.
 	Observer Observer
-	Log  *slog.Logger
-	Now  func() time.Time
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Defaults of Options.

@@ -49,6 +49,7 @@ type Report struct {
 	Dropped     map[string]int64         `json:"dropped,omitempty"`
 	Frozen      []FrozenKey              `json:"frozen,omitempty"`
 	Events      map[string]int64         `json:"events,omitempty"`
+	Egress      *EgressReport            `json:"egress,omitempty"`
 	Errors      []string                 `json:"errors,omitempty"`
 	Notes       []string                 `json:"notes,omitempty"`
 }

@@ -51,6 +51,9 @@ type run struct {
 	commitErr    error
 	sourceErrs   []error
 	leaseLost    bool
+	budgetPaused bool  // the daily budget is spent (BudgetPause)
+	rateStopped  error // the rate caps left no time for the next push
+	egress       *egress
 	interrupted  bool // the caller's context was cancelled (SIGTERM/SIGINT)
 	budgetHit    bool
 	caughtUp     bool
@@ -122,6 +125,17 @@ func (r *run) invoke(ctx context.Context) {
 	if sess.Fresh() {
 		r.note("the checkpoint document did not exist: every source starts from its configured lookback")
 	}
+	if e := r.opts.Egress; e.DailyBytes > 0 || e.LinesPerSecond > 0 || e.BytesPerSecond > 0 {
+		var stored map[string]store.Counter
+		if cs, ok := sess.(CounterSession); ok {
+			stored = cs.Counters()
+		} else if e.DailyBytes > 0 {
+			r.release(ctx)
+			r.end(OutcomeConfig, errors.New("the daily egress budget needs a session that commits counters"))
+			return
+		}
+		r.egress = newEgress(e, r.opts.Now, stored)
+	}
 
 	// intake stops on the caller's cancellation (signals), the intake deadline, lease loss, a
 	// budget, or a failure; pushes are aborted only by the caller or lease loss.
@@ -186,11 +200,28 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 	if len(items) == 0 {
 		return true
 	}
+	stop := false
+	if r.egress != nil {
+		if cut := r.egress.admit(items); cut < len(items) {
+			items, entries, stop = r.overBudget(items, cut)
+		}
+	}
 	var res loki.Result
 	rejected := map[int]loki.Rejection{}
 	if len(entries) > 0 {
 		pushCtx, cancel := context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
 			r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
+		if r.egress != nil {
+			var n int64
+			for i := range entries {
+				n += entryBytes(&entries[i])
+			}
+			if err := r.egress.wait(pushCtx, len(entries), n); err != nil {
+				cancel()
+				r.rateStopped = err
+				return false
+			}
+		}
 		t0 := time.Now()
 		res = r.deps.Sink.Push(pushCtx, entries)
 		cancel()
@@ -200,6 +231,9 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 		r.hook(StepAfterPush)
 		for _, rej := range res.Rejected {
 			rejected[rej.Index] = rej
+		}
+		if r.egress != nil {
+			r.egress.accepted(entries, res.Outcomes)
 		}
 		if len(res.Accepted) > 0 {
 			r.rep.Pushes++
@@ -214,7 +248,7 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 	}
 	r.rep.Records += s.accepted
 	r.rep.Bytes += s.bytes
-	ok := true
+	ok := !stop
 	if len(res.NotDelivered) > 0 {
 		r.pushErr = res.Err
 		r.log.Warn("push failed: the affected keys are frozen for this run and intake stops", "not_delivered", len(res.NotDelivered), "err", res.Err)
@@ -224,6 +258,36 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 		ok = false
 	}
 	return ok
+}
+
+// overBudget applies the budget policy to items beyond cut: pause pushes only the prefix and
+// stops intake; drop turns the rest into skipped records counted as dropped "budget".
+func (r *run) overBudget(items []item, cut int) ([]item, []loki.Entry, bool) {
+	if r.opts.Egress.OnBudget == BudgetPause {
+		if !r.budgetPaused {
+			r.log.Warn("the daily egress budget is spent: pausing until the next UTC day", "budget_bytes", r.opts.Egress.DailyBytes)
+		}
+		r.budgetPaused = true
+		items = items[:cut]
+	} else {
+		for i := cut; i < len(items); i++ {
+			if !items[i].rec.Skip {
+				items[i].rec.Skip, items[i].rec.SkipReason = true, "budget"
+				if r.rep.Dropped == nil {
+					r.rep.Dropped = map[string]int64{}
+				}
+				r.rep.Dropped["budget"]++
+			}
+		}
+	}
+	var entries []loki.Entry
+	for i := range items {
+		if !items[i].rec.Skip {
+			items[i].rec.Entry.Ref = uint64(len(entries))
+			entries = append(entries, items[i].rec.Entry)
+		}
+	}
+	return items, entries, r.budgetPaused
 }
 
 // touched returns the distinct keys of items, in order.
@@ -264,7 +328,13 @@ func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bo
 	r.hook(StepBeforeCommit)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CommitReserve)
 	t0 := time.Now()
-	err := r.sess.Commit(cctx, updates)
+	var err error
+	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
+		err = r.sess.(CounterSession).CommitChange(cctx, store.Change{Set: updates,
+			Counters: map[string]store.Counter{EgressCounter: r.egress.counter()}})
+	} else {
+		err = r.sess.Commit(cctx, updates)
+	}
 	cancel()
 	if r.opts.Observer != nil {
 		r.opts.Observer.Committed(time.Since(t0), err)
@@ -280,6 +350,12 @@ func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bo
 	}
 	r.rep.Commits++
 	r.committedAll()
+	if r.egress != nil {
+		r.egress.committed()
+		if r.egress.overWarn() {
+			r.log.Warn("the daily egress budget is nearly spent", "used_bytes", r.egress.used, "budget_bytes", r.opts.Egress.DailyBytes)
+		}
+	}
 	return true
 }
 
@@ -321,11 +397,19 @@ func (r *run) decide() {
 		r.end(OutcomeIntegrity, errors.Join(r.sourceErrs...))
 	case len(r.sourceErrs) > 0:
 		r.end(r.partialOr(OutcomeUnavailable), errors.Join(r.sourceErrs...))
+	case r.budgetPaused:
+		r.end(OutcomeBudgetPaused, errors.New("the daily egress budget is spent; the next UTC day continues where this run stopped"))
 	case r.policyFrozen:
 		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))
 	default:
+		if r.rateStopped != nil {
+			r.note("the egress rate caps left no time for more pushes in this run: " + r.rateStopped.Error())
+		}
 		r.caughtUpNote()
 		r.end(OutcomeOK, nil)
+	}
+	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
+		r.rep.Egress = r.egress.report()
 	}
 }
 

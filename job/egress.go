@@ -1,0 +1,176 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// EgressCounter is the name of the daily byte budget counter in the checkpoint document.
+const EgressCounter = "egress_bytes"
+
+// BudgetPolicy is what happens when the daily byte budget is spent.
+type BudgetPolicy int
+
+const (
+	// BudgetPause ends intake; the run reports budget_paused and nothing is lost: the next UTC
+	// day's runs continue where this one stopped.
+	BudgetPause BudgetPolicy = iota
+	// BudgetDrop discards what exceeds the budget (counted as dropped "budget") and advances.
+	BudgetDrop
+)
+
+// EgressOptions caps what one job (group) sends to Loki. Zero values mean no cap.
+type EgressOptions struct {
+	LinesPerSecond float64
+	BytesPerSecond float64
+	// DailyBytes is the budget of entry bytes (line plus structured metadata) per UTC day. Its
+	// counter lives in the checkpoint document and is committed with the checkpoints, so it
+	// survives restarts and two runs never count the same push twice.
+	DailyBytes int64
+	OnBudget   BudgetPolicy
+	// WarnFraction of the budget after which a warning is logged (default 0.8).
+	WarnFraction float64
+}
+
+// CounterSession is a Session that can also commit named counters with the checkpoints (the
+// production LeaseCoordinator's sessions are). The daily budget needs one.
+type CounterSession interface {
+	Counters() map[string]store.Counter
+	CommitChange(ctx context.Context, c store.Change) error
+}
+
+// EgressReport is the budget's state at the end of the run.
+type EgressReport struct {
+	Day    string `json:"day"`
+	Used   int64  `json:"used_bytes"`
+	Budget int64  `json:"budget_bytes"`
+}
+
+// egress enforces the rate caps and the daily budget of one run.
+type egress struct {
+	o      EgressOptions
+	now    func() time.Time
+	lines  *rate.Limiter
+	bytes  *rate.Limiter
+	day    string
+	used   int64 // committed use of day
+	spent  int64 // accepted in this run, not committed yet
+	warned bool
+}
+
+func newEgress(o EgressOptions, now func() time.Time, stored map[string]store.Counter) *egress {
+	if o.WarnFraction <= 0 || o.WarnFraction >= 1 {
+		o.WarnFraction = 0.8
+	}
+	e := &egress{o: o, now: now}
+	if o.LinesPerSecond > 0 {
+		e.lines = rate.NewLimiter(rate.Limit(o.LinesPerSecond), max(1, int(o.LinesPerSecond)))
+	}
+	if o.BytesPerSecond > 0 {
+		e.bytes = rate.NewLimiter(rate.Limit(o.BytesPerSecond), max(1, int(o.BytesPerSecond)))
+	}
+	e.day = e.today()
+	if c, ok := stored[EgressCounter]; ok && c.Window == e.day {
+		e.used = c.Value
+	}
+	return e
+}
+
+func (e *egress) today() string { return e.now().UTC().Format(time.DateOnly) }
+
+// entryBytes is what the budget counts for one entry: its line and structured metadata.
+func entryBytes(en *loki.Entry) int64 {
+	n := int64(len(en.Line))
+	for _, m := range en.Metadata {
+		n += int64(len(m.Name) + len(m.Value))
+	}
+	return n
+}
+
+// admit returns how many of items fit the daily budget (a prefix in pull order). A fresh day's
+// first entry always fits, so an entry larger than the whole budget cannot wedge the job.
+func (e *egress) admit(items []item) int {
+	if e.o.DailyBytes <= 0 {
+		return len(items)
+	}
+	if d := e.today(); d != e.day {
+		e.day, e.used, e.spent = d, 0, 0 // a new UTC day: a new budget
+	}
+	total := e.used + e.spent
+	for i, it := range items {
+		if it.rec.Skip {
+			continue
+		}
+		n := entryBytes(&it.rec.Entry)
+		if total+n > e.o.DailyBytes && total > 0 {
+			return i
+		}
+		total += n
+	}
+	return len(items)
+}
+
+// wait blocks until the rate caps allow n entries of b bytes, or ctx ends.
+func (e *egress) wait(ctx context.Context, n int, b int64) error {
+	if e.lines != nil {
+		if err := waitN(ctx, e.lines, n); err != nil {
+			return err
+		}
+	}
+	if e.bytes != nil {
+		if err := waitN(ctx, e.bytes, int(min(b, int64(^uint(0)>>1)))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitN waits for n tokens in chunks no larger than the limiter's burst.
+func waitN(ctx context.Context, l *rate.Limiter, n int) error {
+	for n > 0 {
+		k := min(n, l.Burst())
+		if err := l.WaitN(ctx, k); err != nil {
+			return fmt.Errorf("egress rate cap: %w", err)
+		}
+		n -= k
+	}
+	return nil
+}
+
+// accepted adds the bytes of accepted entries to this run's uncommitted use.
+func (e *egress) accepted(entries []loki.Entry, outcomes []loki.Outcome) {
+	for i := range entries {
+		if i < len(outcomes) && outcomes[i] == loki.Accepted {
+			e.spent += entryBytes(&entries[i])
+		}
+	}
+}
+
+// counter is the value to commit with the checkpoints.
+func (e *egress) counter() store.Counter {
+	return store.Counter{Value: e.used + e.spent, Window: e.day}
+}
+
+func (e *egress) committed() { e.used, e.spent = e.used+e.spent, 0 }
+
+func (e *egress) report() *EgressReport {
+	return &EgressReport{Day: e.day, Used: e.used + e.spent, Budget: e.o.DailyBytes}
+}
+
+// overWarn reports, once, that the day's use passed the warning fraction.
+func (e *egress) overWarn() bool {
+	if e.warned || e.o.DailyBytes <= 0 {
+		return false
+	}
+	if float64(e.used+e.spent) >= e.o.WarnFraction*float64(e.o.DailyBytes) {
+		e.warned = true
+		return true
+	}
+	return false
+}

@@ -16,6 +16,9 @@ type orgEnv struct {
 	Client *salesforce.Client
 	// Config is the whole configuration (for sink.loki labels, shape, ...).
 	Config *config.Config
-	Log    *slog.Logger
-	Now    func() time.Time
+	// Full is the configuration before a job group restricted it (config.ForJob), so that a
+	// source's discovery skips categories that sources of other groups ship; nil means Config.
+	Full *config.Config
+	Log  *slog.Logger
+	Now  func() time.Time
 }

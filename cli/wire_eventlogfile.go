@@ -32,8 +32,14 @@ func eventLogFileOptions(env orgEnv, sh *shape.Shaper) (eventlogfile.Options, er
 		return eventlogfile.Options{}, fmt.Errorf("%w the eventlogfile source: no org named %q", errWiring, env.Name)
 	}
 	c := org.Sources.EventLogFile
-	// Discovery (*) skips the categories the org's other sources ship.
-	owned := shape.Owned(org.Sources.Claims(path), eventlogfile.Name, env.Config.Shape.CategoryAliases)
+	// Discovery (*) skips the categories the org's other sources ship, in any job group.
+	owners := org.Sources
+	if env.Full != nil {
+		if full, _, ok := findOrg(env.Full, env.Name); ok {
+			owners = full.Sources
+		}
+	}
+	owned := shape.Owned(owners.Claims(path), eventlogfile.Name, env.Config.Shape.CategoryAliases)
 	settle := c.SettleWindow.D()
 	if settle == 0 {
 		settle = -1 // the option's zero means its default; the key's 0 means off

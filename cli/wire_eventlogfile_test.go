@@ -31,6 +31,17 @@ func TestEventLogFileOptionsFromConfig(t *testing.T) {
 		len(o.Labels) != 1 || o.Labels[0].Value != "us" || o.DownloadMaxAge != 24*time.Hour {
 		t.Fatalf("options %+v", o)
 	}
+	if len(o.OwnedCategories) != 0 {
+		t.Fatalf("owned categories %v with no other source", o.OwnedCategories)
+	}
+	// A soql source in another job group still owns its category.
+	full := *cfg
+	full.Orgs = append([]config.Org(nil), cfg.Orgs...)
+	full.Orgs[1].Sources.SOQL = config.SOQLSource{Enabled: true, Objects: []config.SOQLObject{{Name: "LoginEvent"}}}
+	o, err = eventLogFileOptions(orgEnv{Name: "us", Config: cfg, Full: &full}, sh)
+	if err != nil || len(o.OwnedCategories) != 1 || o.OwnedCategories[0] != "login" {
+		t.Fatalf("owned categories %v (%v), want login from the full configuration", o.OwnedCategories, err)
+	}
 	if _, err := eventLogFileOptions(orgEnv{Name: "nope", Config: cfg}, sh); err == nil {
 		t.Fatal("an unknown org must be an error")
 	}

@@ -543,3 +543,23 @@ func TestThrottleNeverAbandons(t *testing.T) {
 		t.Fatalf("throttled download: err %v, counts %v, cursor %s", err, res.counts, cursors[Key("Login")])
 	}
 }
+
+// TestSettleWindowUsesSalesforceClock: with the local clock two minutes behind Salesforce, the
+// settle window is measured on Salesforce's clock (from the Date header).
+func TestSettleWindowUsesSalesforceClock(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	behind := func() time.Time { return e.clock.Now().Add(-2 * time.Minute) }
+	c, err := salesforce.New(salesforce.Options{LoginURL: e.url, ClientID: testClientID, Username: testUser,
+		PrivateKeyPEM: testKey().KeyPEM, Logger: slog.New(slog.DiscardHandler), Now: behind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addFile(simsf.EventLogFileSpec{Rows: 3, CreatedDate: epoch.Add(-6 * time.Minute)})
+	src, err := New(Options{Client: c, Shaper: e.shaper, Interval: IntervalDaily, EventTypes: []string{"Login"}, SettleWindow: 5 * time.Minute, Now: behind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := e.run(src, map[string]json.RawMessage{}, 100, nil); res.entries != 3 {
+		t.Fatalf("shipped %d rows; 6 minutes old on Salesforce's clock is past the 5-minute settle window", res.entries)
+	}
+}

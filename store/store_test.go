@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/sf2loki/sf2loki/store"
@@ -223,5 +224,64 @@ func TestDocumentRoundTrip(t *testing.T) {
 	again, _ := back.Encode()
 	if !bytes.Equal(data, again) {
 		t.Fatalf("round trip changed the document:\n%s\n%s", data, again)
+	}
+}
+
+// interleaved runs between's function right after a write reaches the inner backend,
+// then reports the write as ambiguous (applied, or not, per apply).
+type interleaved struct {
+	store.Backend
+	apply   bool
+	between func()
+	armed   bool
+}
+
+func (b *interleaved) Store(ctx context.Context, data []byte, expect store.Version) (store.Version, error) {
+	if !b.armed {
+		return b.Backend.Store(ctx, data, expect)
+	}
+	b.armed = false
+	if b.apply {
+		if _, err := b.Backend.Store(ctx, data, expect); err != nil {
+			return "", err
+		}
+	}
+	b.between()
+	return "", store.ErrUnavailable
+}
+
+// Scenarios 17 and 37: A's commit is in flight (applied or not) when B claims; A's
+// verification re-read shows B's newer epoch: A is fenced and nothing is applied twice.
+func TestCommitInFlightDuringTakeoverIsFenced(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			ctx := context.Background()
+			m := storetest.NewMemory()
+			ib := &interleaved{Backend: m, apply: applied}
+			a := claimed(t, storetest.NewStore(ib), 1, "a")
+			var b *store.Writer
+			ib.between = func() { b = claimed(t, storetest.NewStore(m), 2, "b") }
+			ib.armed = true
+			if err := a.Commit(ctx, set("k", 5)); !errors.Is(err, store.ErrFenced) {
+				t.Fatalf("got %v, want ErrFenced", err)
+			}
+			want := int64(-1)
+			if applied {
+				want = 5 // B claimed on top of A's landed commit and carries it
+			}
+			if got := storetest.IntValue(b.Checkpoints(), "k"); got != want {
+				t.Fatalf("k = %d, want %d", got, want)
+			}
+			chain := &storetest.Chain{}
+			for _, w := range m.History() {
+				chain.Add(w)
+			}
+			if err := chain.Verify(); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(m.History()); n != map[bool]int{true: 3, false: 2}[applied] {
+				t.Fatalf("%d writes: something was applied twice", n)
+			}
+		})
 	}
 }

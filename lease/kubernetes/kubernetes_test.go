@@ -359,3 +359,31 @@ func TestE2EPausedHolderRegressionKubernetesFile(t *testing.T) {
 		t.Fatalf("B's checkpoints %v", cps)
 	}
 }
+
+// Scenario 11: A acquires and is paused before claiming, past L; B takes over, claims and
+// commits; A resumes and claims with its older epoch: fenced, B's commit intact.
+func TestE2EPausedBeforeClaimIsFenced(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	snapA, err := w.st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga, err := w.lease(t, leasetest.Cfg("a", 30*time.Second, 0)).Acquire(ctx, snapA.Floor(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := lease.Start(ctx, w.lease(t, leasetest.Cfg("b", 30*time.Second, time.Hour)), w.st, lease.SessionOptions{Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Release(ctx) }()
+	commit(t, b, "k", 7)
+	before := w.bytes()
+	if _, err := w.st.Claim(ctx, ga.ClaimRequest(), snapA); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("A's late claim: got %v, want ErrFenced", err)
+	}
+	if string(before) != string(w.bytes()) {
+		t.Fatal("A's fenced claim changed the document")
+	}
+}

@@ -128,7 +128,8 @@ func Run(t *testing.T, newEnv Factory) {
 		if r := inspect(t, a); !r.Released || r.Epoch != 1 {
 			t.Fatalf("released record %+v, want released keeping epoch 1", r)
 		}
-		if g2 := acquire(t, env.New(Cfg("b", long, 0)), 0, 0); g2.Epoch != 2 {
+		// b's clock is 10 minutes behind (scenario 20): the released flag still lets it in at once.
+		if g2 := acquire(t, env.New(Cfg("b", long, -10*time.Minute)), 0, 0); g2.Epoch != 2 {
 			t.Fatalf("epoch %d after release, want 2", g2.Epoch)
 		}
 	})
@@ -178,12 +179,12 @@ func Run(t *testing.T, newEnv Factory) {
 	})
 	t.Run("RenewingHolderIsNeverTakenOver", func(t *testing.T) {
 		env := newEnv(t)
-		const l = time.Second
+		const l = 2 * time.Second // several renewals per L even on a loaded machine
 		a := env.New(Cfg("a", l, 0))
 		g := acquire(t, a, 0, 0)
-		r := lease.NewRenewer(ctx, a, g, l/5, Quiet)
+		r := lease.NewRenewer(ctx, a, g, l/8, Quiet)
 		defer r.Stop()
-		_, err := env.New(Cfg("b", l, -time.Hour)).Acquire(ctx, 0, 2*l+l/2)
+		_, err := env.New(Cfg("b", l, -time.Hour)).Acquire(ctx, 0, 2*l)
 		if !errors.Is(err, lease.ErrBusy) {
 			t.Fatalf("got %v, want ErrBusy", err)
 		}
@@ -191,9 +192,8 @@ func Run(t *testing.T, newEnv Factory) {
 			t.Fatalf("holder lost its lease: %v", r.Lost())
 		}
 	})
-	t.Run("RaceForExpiredLeaseHasOneWinner", func(t *testing.T) {
-		env := newEnv(t)
-		acquire(t, env.New(Cfg("a", long, 0)), 0, 0)
+	race := func(t *testing.T, env Env, wantEpoch uint64) {
+		t.Helper()
 		var (
 			wg     sync.WaitGroup
 			mu     sync.Mutex
@@ -217,9 +217,20 @@ func Run(t *testing.T, newEnv Factory) {
 			})
 		}
 		wg.Wait()
-		if len(grants) != 1 || busy != 3 || grants[0].Epoch != 2 {
-			t.Fatalf("%d grants %+v and %d busy; want exactly one grant with epoch 2", len(grants), grants, busy)
+		if len(grants) != 1 || busy != 3 || grants[0].Epoch != wantEpoch {
+			t.Fatalf("%d grants %+v and %d busy; want exactly one grant with epoch %d", len(grants), grants, busy, wantEpoch)
 		}
+		if r := inspect(t, env.New(Cfg("x", long, 0))); r.Holder != grants[0].Holder || r.Epoch != wantEpoch {
+			t.Fatalf("record %+v after the race, want the winner %s", r, grants[0].Holder)
+		}
+	}
+	t.Run("RaceForAbsentLeaseHasOneWinner", func(t *testing.T) { // scenarios 1 and 2
+		race(t, newEnv(t), 1)
+	})
+	t.Run("RaceForExpiredLeaseHasOneWinner", func(t *testing.T) { // scenario 3
+		env := newEnv(t)
+		acquire(t, env.New(Cfg("a", long, 0)), 0, 0)
+		race(t, env, 2)
 	})
 	t.Run("PausedHolderIsFencedAtCommit", func(t *testing.T) {
 		// The pinned regression: A acquires and claims, is paused past the lease duration (its
@@ -256,6 +267,27 @@ func Run(t *testing.T, newEnv Factory) {
 		}
 		if a.Context().Err() == nil {
 			t.Fatal("A's session context is still live after being fenced")
+		}
+	})
+	t.Run("CommitAfterExpiryWithoutTakeover", func(t *testing.T) {
+		// Scenario 14: A stops renewing past its validity; nobody takes over; its commit still
+		// succeeds (the store decides, and nobody claimed since).
+		env := newEnv(t)
+		const l = time.Second
+		a, err := lease.Start(ctx, env.New(Cfg("a", l, 0)), env.Store, lease.SessionOptions{RenewEvery: time.Hour, Logger: Quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-a.Context().Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the grant's validity never passed")
+		}
+		if !errors.Is(a.Lost(), lease.ErrLost) {
+			t.Fatalf("cause %v", a.Lost())
+		}
+		if err := a.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": json.RawMessage("1")}}); err != nil {
+			t.Fatalf("commit after expiry with no takeover: %v", err)
 		}
 	})
 	t.Run("RenewerCancelsWhenTakenOver", func(t *testing.T) {

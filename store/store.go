@@ -142,6 +142,10 @@ func (s *Store) sleep(ctx context.Context, i int) error {
 	}
 }
 
+// SizeLimit is the largest encoded document this store writes (doctor compares
+// Snapshot.Size with it).
+func (s *Store) SizeLimit() int { return s.sizeCap() }
+
 // sizeCap is the effective document size limit.
 func (s *Store) sizeCap() int {
 	limit := s.b.MaxSize()

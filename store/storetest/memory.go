@@ -88,7 +88,8 @@ func (m *Memory) FailNext(op Op, faults ...Fault) {
 }
 
 // SetHook installs a function consulted for every operation whose queue is empty (nil removes
-// it). The randomized crash simulation uses it to inject faults with a seeded generator.
+// it). The randomized crash simulation uses it to inject faults with a seeded generator. The
+// hook runs with the backend's lock held: it must not call the backend.
 func (m *Memory) SetHook(h func(Op) Fault) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -310,6 +310,9 @@ sf2loki.listenPort: the port of config.schedule.listen (":8080", "0.0.0.0:8080")
 {{- define "sf2loki.listenPort" -}}
 {{- $cfg := include "sf2loki.config" . | fromYaml -}}
 {{- $listen := toString (dig "schedule" "listen" ":8080" $cfg) -}}
+{{- if not $listen -}}
+{{- fail "mode schedule needs config.schedule.listen: the Deployment's probes call /healthz and /readyz" -}}
+{{- end -}}
 {{- $port := regexFind "[0-9]+$" $listen -}}
 {{- if not $port -}}
 {{- fail (printf "config.schedule.listen %q has no port" $listen) -}}

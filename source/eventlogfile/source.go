@@ -49,7 +49,8 @@ type Options struct {
 	Client *salesforce.Client
 	// Shaper turns rows into entries. Required.
 	Shaper *shape.Shaper
-	// Counter, when set, also counts the source's Salesforce requests (for the run report).
+	// Counter counts the source's Salesforce requests (Source.Calls, the run report); nil means
+	// a counter of the source's own.
 	Counter *salesforce.Counter
 	// Interval is IntervalHourly (default) or IntervalDaily.
 	Interval string
@@ -152,8 +153,14 @@ func New(opts Options) (*Source, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Counter == nil {
+		opts.Counter = &salesforce.Counter{}
+	}
 	return &Source{opts: opts}, nil
 }
+
+// Calls returns the Salesforce requests the source made so far, by kind (for the run report).
+func (s *Source) Calls() map[salesforce.Kind]int64 { return s.opts.Counter.Calls() }
 
 // Name implements source.Source.
 func (s *Source) Name() string { return Name }

@@ -431,6 +431,11 @@ func TestCounterAttributesCalls(t *testing.T) {
 	if calls[salesforce.KindQuery] != 2 || calls[salesforce.KindEventLogFile] != 2 {
 		t.Fatalf("counted calls %v", calls)
 	}
+	src := e.source(Options{})
+	e.run(src, map[string]json.RawMessage{}, 1000, nil)
+	if got := src.Calls(); got[salesforce.KindQuery] != 1 || got[salesforce.KindEventLogFile] != 2 {
+		t.Fatalf("Calls() = %v, want one listing and two downloads", got)
+	}
 }
 
 func TestBrokenDownloadResumesAtTheNextRow(t *testing.T) {

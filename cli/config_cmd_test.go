@@ -85,12 +85,12 @@ func TestConfigCheckRejectsBadConfigs(t *testing.T) {
 }
 
 func TestConfigCheckReportsEveryProblem(t *testing.T) {
-	path := writeFile(t, t.TempDir(), "c.yaml", "batch:\n  max_records: x\nlease:\n  renew_interval: 20s\nlog:\n  levle: debug\n")
+	path := writeFile(t, t.TempDir(), "c.yaml", "batch:\n  max_records: x\nlease:\n  renew_interval: 20s\nlog:\n  lvel: debug\n")
 	code, _, stderr := run(t, "config", "check", "--config", path)
 	if code != ExitConfig {
 		t.Fatalf("exit %d, want 2", code)
 	}
-	for _, key := range []string{"batch.max_records", "lease.renew_interval", "log.levle"} {
+	for _, key := range []string{"batch.max_records", "lease.renew_interval", "log.lvel"} {
 		if !strings.Contains(stderr, key) {
 			t.Errorf("stderr does not name %s:\n%s", key, stderr)
 		}

@@ -105,7 +105,7 @@ type scheduledJob struct {
 }
 
 // scheduler runs invocations on cron specs. Every tick gets a fresh invocation and a context
-// cancelled on shutdown; outcomes never stop it.
+// canceled on shutdown; outcomes never stop it.
 type scheduler struct {
 	cron   *cron.Cron
 	log    *slog.Logger
@@ -148,7 +148,6 @@ func newScheduler(cfg *config.Config, log *slog.Logger, jobs []scheduledJob) (*s
 		ids:    map[string]cron.EntryID{},
 	}
 	for _, j := range jobs {
-		j := j
 		st := &tickState{}
 		s.ticks[j.Name] = st
 		id, err := s.cron.AddFunc(j.Spec, func() { s.tick(j, st) })
@@ -191,7 +190,7 @@ func (s *scheduler) tick(j scheduledJob, st *tickState) {
 }
 
 // run schedules until ctx ends, then stops scheduling and waits (up to the grace period) for a
-// running invocation, whose context is already cancelled, to commit what it pushed and release.
+// running invocation, whose context is already canceled, to commit what it pushed and release.
 func (s *scheduler) run(ctx context.Context) {
 	s.mu.Lock()
 	s.ctx, s.started = ctx, true

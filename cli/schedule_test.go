@@ -52,7 +52,7 @@ func TestSchedulerSurvivesPanicsAndEveryOutcome(t *testing.T) {
 func TestSchedulerNeverOverlapsAndCancelsOnShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var running, maxRunning, calls atomic.Int32
-		var cancelled atomic.Bool
+		var canceled atomic.Bool
 		run := func(ctx context.Context) *job.Report {
 			calls.Add(1)
 			if n := running.Add(1); n > maxRunning.Load() {
@@ -62,7 +62,7 @@ func TestSchedulerNeverOverlapsAndCancelsOnShutdown(t *testing.T) {
 			select {
 			case <-time.After(2500 * time.Millisecond): // longer than the period
 			case <-ctx.Done():
-				cancelled.Store(true)
+				canceled.Store(true)
 			}
 			return &job.Report{Outcome: job.OutcomeOK}
 		}
@@ -83,8 +83,8 @@ func TestSchedulerNeverOverlapsAndCancelsOnShutdown(t *testing.T) {
 		if c := calls.Load(); c < 3 || c > 5 {
 			t.Errorf("%d invocations in 10s of 2.5s runs, want 3-5", c)
 		}
-		if !cancelled.Load() {
-			t.Error("the running invocation's context was not cancelled on shutdown")
+		if !canceled.Load() {
+			t.Error("the running invocation's context was not canceled on shutdown")
 		}
 	})
 }

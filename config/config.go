@@ -103,14 +103,14 @@ type Loki struct {
 type State struct {
 	Store     string         `yaml:"store" default:"file" enum:"file|s3|gcs|configmap" desc:"Backend of the checkpoint document."`
 	File      FileState      `yaml:"file" desc:"store: file."`
-	S3        S3State        `yaml:"s3" desc:"store: s3 (any S3 that honours If-Match / If-None-Match)."`
+	S3        S3State        `yaml:"s3" desc:"store: s3 (any S3 that honors If-Match / If-None-Match)."`
 	GCS       GCSState       `yaml:"gcs" desc:"store: gcs."`
 	ConfigMap ConfigMapState `yaml:"configmap" desc:"store: configmap (Kubernetes)."`
 }
 
 // FileState is the local-file backend.
 type FileState struct {
-	Path string `yaml:"path" default:"sf2loki-state.json" desc:"Path of the document; a shared volume for several hosts only if it honours flock."`
+	Path string `yaml:"path" default:"sf2loki-state.json" desc:"Path of the document; a shared volume for several hosts only if it honors flock."`
 }
 
 // S3State is the S3 backend.

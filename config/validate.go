@@ -349,7 +349,7 @@ func (c *Config) validateTimeBudget(errs *Errors) {
 func (c *Config) Warnings() []string {
 	var w []string
 	if c.Lease.Type == "kubernetes" && c.State.Store == "file" {
-		w = append(w, "lease.type kubernetes with state.store file: fencing across hosts relies on the shared filesystem honouring flock (NFS and friends vary); prefer state.store configmap or an object store")
+		w = append(w, "lease.type kubernetes with state.store file: fencing across hosts relies on the shared filesystem honoring flock (NFS and friends vary); prefer state.store configmap or an object store")
 	}
 	if c.Sink.Loki.TLS.InsecureSkipVerify {
 		w = append(w, "sink.loki.tls.insecure_skip_verify is on: the Loki server's certificate is not checked")

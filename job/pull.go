@@ -111,7 +111,7 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		}
 	}()
 	cur := &batch{}
-	// send hands the batch to the pusher; once intake is cancelled the batch is dropped (its
+	// send hands the batch to the pusher; once intake is canceled the batch is dropped (its
 	// records were never pushed, so their cursors are never committed and the next run re-reads
 	// them), so the puller never blocks on a pusher that has stopped reading.
 	send := func() {

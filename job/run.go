@@ -22,7 +22,6 @@ import (
 var (
 	errIntakeDeadline = errors.New("intake window is over (run.max_duration minus the push, commit and release reserves)")
 	errLeaseLost      = errors.New("the lease was lost")
-	errBudget         = errors.New("batch budget reached")
 	errStopped        = errors.New("the run stopped")
 )
 
@@ -54,7 +53,7 @@ type run struct {
 	budgetPaused bool  // the daily budget is spent (BudgetPause)
 	rateStopped  error // the rate caps left no time for the next push
 	egress       *egress
-	interrupted  bool // the caller's context was cancelled (SIGTERM/SIGINT)
+	interrupted  bool // the caller's context was canceled (SIGTERM/SIGINT)
 	budgetHit    bool
 	caughtUp     bool
 }
@@ -164,7 +163,7 @@ func (r *run) invoke(ctx context.Context) {
 	stopped := false
 	for b := range batches {
 		if stopped {
-			continue // drain: the puller sees the cancelled intake soon
+			continue // drain: the puller sees the canceled intake soon
 		}
 		if !r.pushAndCommit(ctx, pushBase, b) {
 			stopped = true

@@ -66,7 +66,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest, base Snapshot) (*Wr
 				return nil, err
 			}
 		}
-		if f := base.Doc.fence(); f != nil {
+		if f := fenceOf(base); f != nil {
 			if f.Lease.Name != "" && (f.Lease.Kind != req.Lease.Kind || f.Lease.Namespace != req.Lease.Namespace || f.Lease.Name != req.Lease.Name) {
 				ferr := &ForeignLeaseError{Object: s.Object(), Stored: f.Lease, Ours: req.Lease}
 				if !req.AdoptForeign {
@@ -114,12 +114,12 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest, base Snapshot) (*Wr
 	}
 }
 
-// fence returns the document's fence or nil.
-func (d *Document) fence() *Fence {
-	if d == nil {
+// fenceOf returns the snapshot's fence or nil.
+func fenceOf(s Snapshot) *Fence {
+	if s.Absent {
 		return nil
 	}
-	return d.Fence
+	return s.Doc.Fence
 }
 
 // claimed builds the claimed document from base (nil when absent).

@@ -232,17 +232,10 @@ func (w *Writer) settlePending(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: an earlier commit to %s is still unconfirmed: %w", ErrUnavailable, w.s.Object(), err)
 	}
-	att := w.pending
-	if !cur.Absent && cur.Doc.Writer.same(att.doc.Writer) {
-		w.stats.LostAcks++
-		w.confirm(att.doc, cur.Version)
-		return nil
-	}
 	if cur.Version == w.version {
 		return nil // not landed; the next write carries it and conditions on the same version
 	}
-	// Something else happened: let settle judge it (fenced, integrity, or our base rewritten).
-	retry, err := w.settle(cur, att)
+	retry, err := w.settle(cur, w.pending) // landed, fenced, integrity, or our base rewritten
 	if err != nil {
 		return err
 	}
@@ -276,17 +269,10 @@ func (w *Writer) settle(cur Snapshot, att *attempt) (retry bool, err error) {
 	}
 	if f == nil || f.Epoch < w.epoch {
 		return false, w.fail(fmt.Errorf("%w: %s was rewritten below our fence (epoch %d, stored %d, writer %+v): "+
-			"the store ignored a precondition or the document was restored by hand", ErrIntegrity, obj, w.epoch, f.fenceEpoch(), st))
+			"the store ignored a precondition or the document was restored by hand", ErrIntegrity, obj, w.epoch, cur.Doc.FenceEpoch(), st))
 	}
 	return false, w.fail(fmt.Errorf("%w: %s has a foreign writer under our epoch %d (writer %+v, ours %s)",
 		ErrIntegrity, obj, w.epoch, st, w.inv))
-}
-
-func (f *Fence) fenceEpoch() uint64 {
-	if f == nil {
-		return 0
-	}
-	return f.Epoch
 }
 
 func (w *Writer) confirm(doc *Document, v Version) {

@@ -1,0 +1,193 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// Store is the checkpoint store to check.
+type Store struct {
+	// Store reads the real document. When nil, StoreErr says why it could not be built.
+	Store    *store.Store
+	StoreErr error
+	// Type is the state.store value (file, s3, gcs, configmap).
+	Type string
+	// Probe is a separate probe object of the same backend (never the real document) for the
+	// conditional-write probe. When nil, ProbeErr says why it could not be built, or, when both
+	// are nil, ProbeNote says why the probe does not apply.
+	Probe     store.Backend
+	ProbeErr  error
+	ProbeNote string
+	// FilePath is the document's path for the file backend (permissions, lock file, network
+	// filesystem).
+	FilePath string
+	// Kube is the ConfigMap of the configmap backend (permissions by dry run).
+	Kube *KubeObject
+	// Now is the wall clock for ages. Default time.Now.
+	Now func() time.Time
+}
+
+func (s Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// StoreChecks returns the checks of the checkpoint store: a read of the real document, the
+// backend's own permission checks, and the conditional-write probe.
+func StoreChecks(s Store) []Check {
+	checks := []Check{{ID: "store.read", Title: "checkpoint document", Run: s.checkRead}}
+	if s.Type == "file" && s.FilePath != "" {
+		checks = append(checks, Check{ID: "store.file", Title: "state file permissions and filesystem", Needs: []string{"store.read"},
+			Run: func(ctx context.Context) Result { return checkFile(s.FilePath) }})
+	}
+	if s.Kube != nil {
+		checks = append(checks, s.Kube.Check("store.rbac"))
+	}
+	checks = append(checks, Check{ID: "store.probe", Title: "conditional writes (probe object)", Run: s.checkProbe})
+	return checks
+}
+
+// storeFailure maps a store error onto a FAIL with its fix.
+func storeFailure(object string, err error) Result {
+	var ce *store.CorruptError
+	switch {
+	case errors.As(err, &ce):
+		return Fail("restore "+object+" from a backup, or move it aside to restart every source from its lookback (nothing overwrites a corrupt document)",
+			"%s is not a readable checkpoint document: %s", object, ce.Reason)
+	case errors.Is(err, store.ErrPermission):
+		return Fail("give sf2loki read and write access to "+object+" (file mode and owner, IAM policy, or RBAC)", "%v", err)
+	case errors.Is(err, store.ErrNoLocation):
+		return Fail("create the bucket, namespace or directory that holds "+object+", or fix the state section", "%v", err)
+	case errors.Is(err, store.ErrUnavailable):
+		return Fail("check the store's endpoint, credentials and network", "cannot reach %s: %v", object, err)
+	}
+	return Fail("check the state section", "%v", err)
+}
+
+func (s Store) checkRead(ctx context.Context) Result {
+	if s.Store == nil {
+		return Fail("fix the state section (sf2loki config check)", "cannot build the %s store: %v", s.Type, s.StoreErr)
+	}
+	obj := s.Store.Object()
+	snap, err := s.Store.Read(ctx)
+	if err != nil {
+		return storeFailure(obj, err)
+	}
+	if snap.Absent {
+		return Info("%s does not exist yet: the first run creates it, and every source starts from its lookback", obj)
+	}
+	doc, now := snap.Doc, s.now()
+	limit := s.Store.Backend().MaxSize()
+	var details []string
+	if f := doc.Fence; f != nil {
+		line := fmt.Sprintf("fence: epoch %d, holder %q", f.Epoch, f.Holder)
+		if f.Lease.Name != "" {
+			line += ", lease " + f.Lease.String()
+		}
+		if f.LeaseUID != "" {
+			line += " uid " + f.LeaseUID
+		}
+		if !f.ClaimedAt.IsZero() {
+			line += ", claimed " + ago(now, f.ClaimedAt)
+		}
+		details = append(details, line)
+	} else {
+		details = append(details, "fence: none")
+	}
+	if w := doc.Writer; w != nil {
+		details = append(details, fmt.Sprintf("last writer: epoch %d invocation %s seq %d on %s, %s", w.Epoch, w.Invocation, w.Seq, w.Host, ago(now, w.WrittenAt)))
+	}
+	if !doc.LastCommitAt.IsZero() {
+		details = append(details, "last commit: "+ago(now, doc.LastCommitAt))
+	}
+	keys := make([]string, 0, len(doc.Checkpoints))
+	for k := range doc.Checkpoints {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cp := doc.Checkpoints[k]
+		line := k + ": "
+		if cp.UpdatedAt.IsZero() {
+			line += "never updated by sf2loki (imported or legacy)"
+		} else {
+			line += "updated " + ago(now, cp.UpdatedAt)
+		}
+		if cp.Epoch > 0 {
+			line += fmt.Sprintf(" (epoch %d)", cp.Epoch)
+		}
+		details = append(details, line)
+	}
+	size := byteSize(snap.Size)
+	if limit > 0 {
+		size += fmt.Sprintf(" of the %s limit (%.1f%%)", byteSize(limit), 100*float64(snap.Size)/float64(limit))
+	}
+	msg := fmt.Sprintf("%s: schema %d, %d checkpoints, fence epoch %d, %s", obj, doc.Schema, len(doc.Checkpoints), doc.FenceEpoch(), size)
+	switch {
+	case limit > 0 && float64(snap.Size) > 0.8*float64(limit):
+		return Warn("remove keys no source uses any more with `sf2loki state delete KEY`, or move to a store with a larger limit (s3, gcs)",
+			"%s: the document is close to the backend's size limit; writes fail above it", msg).With(details...)
+	case snap.Legacy:
+		return Info("%s (a legacy Python sf2loki document: the first run migrates it to schema 2)", msg).With(details...)
+	}
+	return Pass("%s", msg).With(details...)
+}
+
+func (s Store) checkProbe(ctx context.Context) Result {
+	if s.Probe == nil {
+		if s.ProbeErr != nil {
+			return Fail("fix the state section (sf2loki config check)", "cannot build the probe object: %v", s.ProbeErr)
+		}
+		return Info("%s", s.ProbeNote)
+	}
+	err := store.CheckConditionalWrites(ctx, s.Probe)
+	switch {
+	case err == nil:
+		return Pass("%s honours preconditions: a second create-if-absent and a write with a stale version were refused, the current version was accepted; the probe object is deleted", s.Probe)
+	case errors.Is(err, store.ErrIntegrity):
+		return Fail("use a store that honours If-None-Match and If-Match (AWS S3, Google Cloud Storage, versitygw, a recent MinIO or Ceph RGW), or state.store gcs/configmap: without them a stale run can overwrite newer checkpoints",
+			"endpoint ignores preconditions: %v", err)
+	case errors.Is(err, store.ErrPermission):
+		return Fail("allow sf2loki to put, get and delete "+s.Probe.String()+" (the probe object next to the document)", "%v", err)
+	}
+	return storeFailure(s.Probe.String(), err)
+}
+
+// ago renders the time since t: "3m12s ago", "in 5s" for a future t.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + roundDuration(-d).String() + " (clock ahead?)"
+	}
+	return roundDuration(d).String() + " ago"
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Hour:
+		return d.Round(time.Minute)
+	case d >= time.Second:
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -46,6 +46,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 			demoCommand(),
 			versionCommand(),
 			configCommand(),
+			doctorCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // Main decides the code and prints once
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -60,13 +60,19 @@ func bindingCursors(b Binding, all map[string]json.RawMessage) map[string]json.R
 // open opens every binding's streams. A source that cannot open is reported; the others run.
 func (r *run) open(ctx context.Context, checkpoints map[string]json.RawMessage) []*keyStream {
 	var out []*keyStream
+	budget := source.Budget{MaxRecords: r.opts.MaxRecords, MaxBytes: r.opts.MaxBytes, Deadline: r.deadline}
+	if r.opts.Drain {
+		// The batch bounds do not apply to a drain: a source that sizes its reads by them
+		// would end its streams early and the run would look caught up.
+		budget.MaxRecords, budget.MaxBytes = 0, 0
+	}
 	for i, b := range r.deps.Bindings {
 		name := b.ReportName()
 		r.sourceReportByBinding(i)
 		cursors := bindingCursors(b, checkpoints)
 		streams, err := b.Source.Open(ctx, source.OpenRequest{
 			Cursors: cursors,
-			Budget:  source.Budget{MaxRecords: r.opts.MaxRecords, MaxBytes: r.opts.MaxBytes, Deadline: r.deadline},
+			Budget:  budget,
 			Log:     r.log.With("source", name),
 			Count:   func(event string, n int64) { r.count(name+"."+event, n) },
 			Note:    func(s string) { r.noteSafe(name + ": " + s) },

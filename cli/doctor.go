@@ -229,7 +229,7 @@ func doctorStoreAndLease(ctx context.Context, cfg *config.Config, log *slog.Logg
 	case "file":
 		ds.FilePath = cfg.State.File.Path
 	case "configmap":
-		ds.ProbeNote = "the Kubernetes API server always enforces resourceVersion preconditions; permissions are checked by dry run (store.rbac)"
+		ds.ProbeNote = "no probe needed: the Kubernetes API server enforces resourceVersion preconditions on every update (and a least-privilege Role allows no probe object); permissions are checked by dry run in store.rbac"
 		cm := cfg.State.ConfigMap
 		ds.Kube = kubeObject(cm.Kubeconfig, doctor.ResourceConfigMaps, namespaceOrPod(cm.Namespace), cm.Name)
 	}

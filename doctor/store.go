@@ -19,7 +19,7 @@ type Store struct {
 	Type string
 	// Probe is a separate probe object of the same backend (never the real document) for the
 	// conditional-write probe. When nil, ProbeErr says why it could not be built, or, when both
-	// are nil, ProbeNote says why the probe does not apply.
+	// are nil, ProbeNote says why the backend needs no probe (the check passes with it).
 	Probe     store.Backend
 	ProbeErr  error
 	ProbeNote string
@@ -145,7 +145,7 @@ func (s Store) checkProbe(ctx context.Context) Result {
 		if s.ProbeErr != nil {
 			return Fail("fix the state section (sf2loki config check)", "cannot build the probe object: %v", s.ProbeErr)
 		}
-		return Info("%s", s.ProbeNote)
+		return Pass("%s", s.ProbeNote)
 	}
 	err := store.CheckConditionalWrites(ctx, s.Probe)
 	switch {

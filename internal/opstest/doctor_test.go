@@ -2,7 +2,13 @@ package opstest
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +130,118 @@ func TestDoctorCleanSetupFileStore(t *testing.T) {
 	table := run("--config", e.cfg, "doctor")
 	if table.code != 0 || !strings.Contains(table.stdout, "PASS") || !strings.Contains(table.stdout, "0 FAIL") {
 		t.Fatalf("table output: %s", table)
+	}
+}
+
+// checkFault runs doctor on a setup with one injected fault and asserts: exit 1, the named
+// check FAILs with a fix mentioning fixHint, the checks that need it are skipped, and every
+// other check passes.
+func checkFault(t *testing.T, cfg, failID, fixHint string, skipped []string) doctorReport {
+	t.Helper()
+	res, rep := runDoctor(t, cfg)
+	if res.code != 1 || rep.OK {
+		t.Fatalf("want exit 1: %s", res)
+	}
+	except := map[string]doctor.Status{failID: doctor.StatusFail}
+	for _, id := range skipped {
+		except[id] = doctor.StatusSkip
+	}
+	requireStatuses(t, rep, doctor.StatusPass, except)
+	if r := rep.byID()[failID]; !strings.Contains(r.Fix, fixHint) {
+		t.Errorf("%s fix %q does not mention %q (message %q)", failID, r.Fix, fixHint, r.Message)
+	}
+	return rep
+}
+
+// firstRun ships once so that the document and the lease exist (a clean setup is then all
+// PASS).
+func firstRun(t *testing.T, cfg string) {
+	t.Helper()
+	if r := run("--config", cfg, "run-once"); r.code != 0 {
+		t.Fatalf("run-once: %s", r)
+	}
+}
+
+func TestDoctorBadJWTKey(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	firstRun(t, e.cfg)
+	other, err := simsf.NewKeyPair(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s.keyFileFor = filepath.Join(t.TempDir(), "other.key")
+	if err := os.WriteFile(e.s.keyFileFor, other.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := checkFault(t, e.s.write(t), "salesforce.auth", "private_key", []string{
+		"salesforce.limits", "salesforce.permissions", "salesforce.eventlogfile.types", "salesforce.eventlogfile.download"})
+	if m := rep.byID()["salesforce.auth"].Message; !strings.Contains(m, "invalid assertion") {
+		t.Errorf("auth message %q does not say why", m)
+	}
+}
+
+func TestDoctorMissingEventLogFilePermission(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	firstRun(t, e.cfg)
+	if err := e.org.SetPermissions(testUser, simsf.Permissions{APIEnabled: true, ViewSetup: true}); err != nil {
+		t.Fatal(err)
+	}
+	checkFault(t, e.cfg, "salesforce.permissions", "View Event Log Files", []string{
+		"salesforce.eventlogfile.types", "salesforce.eventlogfile.download"})
+}
+
+// TestDoctorLogFileDownloadForbidden: listing works but downloading a LogFile answers 403
+// INSUFFICIENT_ACCESS (an org where the two are granted apart), through a proxy in front of
+// the simulated org.
+func TestDoctorLogFileDownloadForbidden(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	firstRun(t, e.cfg)
+	target, err := url.Parse(e.org.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/LogFile") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `[{"message":"insufficient access rights on object id","errorCode":"INSUFFICIENT_ACCESS"}]`)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	e.s.extra = "" // instance_url is a salesforce key: rewrite the file with it
+	cfg := e.s.write(t)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "  max_retries: 1\n", "  max_retries: 1\n  instance_url: "+proxy.URL+"\n", 1))
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := checkFault(t, cfg, "salesforce.eventlogfile.download", "View Event Log Files", nil)
+	if m := rep.byID()["salesforce.eventlogfile.download"].Message; !strings.Contains(m, "INSUFFICIENT_ACCESS") {
+		t.Errorf("download message %q", m)
+	}
+}
+
+func TestDoctorLokiRejectsStructuredMetadata(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	firstRun(t, e.cfg)
+	e.loki.SetAllowStructuredMetadata(false)
+	checkFault(t, e.cfg, "loki.write", "allow_structured_metadata", nil)
+}
+
+// TestDoctorLeaseNameDiffersFromFence: the document was fenced under lease sf2loki; a
+// deployment configured with another lease name would stop with a configuration error.
+func TestDoctorLeaseNameDiffersFromFence(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	firstRun(t, e.cfg)
+	e.s.lease = "type: store\n  name: other-deployment"
+	rep := checkFault(t, e.s.write(t), "lease.fence", "lease", nil)
+	if m := rep.byID()["lease.fence"].Message; !strings.Contains(m, "store/sf2loki") || !strings.Contains(m, "store/other-deployment") {
+		t.Errorf("lease.fence message %q does not name both leases", m)
 	}
 }

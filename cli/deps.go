@@ -198,7 +198,7 @@ func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 			p.close()
 			return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
-		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Log: log.With("org", org.Name), Now: time.Now}
+		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Full: cfg.Full(), Log: log.With("org", org.Name), Now: time.Now}
 		bindings, err := orgBindings(env, org.Sources, sh)
 		if err != nil {
 			p.close()

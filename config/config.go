@@ -32,6 +32,8 @@ type Config struct {
 	Egress     Egress     `yaml:"egress" desc:"Caps on what is sent to Loki: rates and a daily byte budget (per job group)."`
 	Schedule   Schedule   `yaml:"schedule" desc:"The embedded scheduler of 'sf2loki schedule'."`
 	Log        Log        `yaml:"log" desc:"Process logs (stderr)."`
+
+	full *Config // set by ForJob: the configuration of every group
 }
 
 // Salesforce is how sf2loki authenticates to one org.

@@ -25,6 +25,15 @@ type Job struct {
 	StateConfigMap string `yaml:"state_configmap" desc:"state.store configmap: ConfigMap name (empty = state.configmap.name-<group>)."`
 }
 
+// Full returns the configuration a job group's configuration was derived from (ForJob), or c
+// itself. Discovery uses it to skip categories that another group ships.
+func (c *Config) Full() *Config {
+	if c.full != nil {
+		return c.full
+	}
+	return c
+}
+
 // JobNames returns the configured job group names.
 func (c *Config) JobNames() []string {
 	names := make([]string, len(c.Jobs))
@@ -166,6 +175,7 @@ func (c *Config) ForJob(name string) (*Config, error) {
 	j := c.Jobs[i]
 	out := *c
 	out.Jobs = nil
+	out.full = c
 	restrict := func(orgName string, s Sources) Sources {
 		for _, n := range SourceNames {
 			if !j.hasOrg(orgName) || !j.hasSource(n) {

@@ -2,6 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -153,4 +157,292 @@ func TestAdversarialSIGKILL(t *testing.T) {
 	epochsIncrease(t, runs)
 	w.catchUp(t, cfg)
 	w.verify(t, verifyOpts{faulted: kills, maxRecords: 5})
+}
+
+// writesAfter returns the child's journaled writes made after at.
+func writesAfter(t *testing.T, c *child, at time.Time) []journalEntry {
+	t.Helper()
+	var out []journalEntry
+	for _, e := range writesOf(t, []string{c.journal}) {
+		if e.At.After(at) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestAdversarialSIGSTOP is scenarios 11-13 and 22 of reference/lease-store.md §4: a run-once
+// process is stopped (SIGSTOP) past its lease duration — after its claim, after a push
+// before the push's commit, right before a commit, or by the parent while it is mid-batch —
+// another run takes over with the next epoch and commits, and the stopped process, once
+// continued (SIGCONT), ends fenced (exit 6 under --strict-exit-codes) without any write of
+// its own landing after the takeover.
+func TestAdversarialSIGSTOP(t *testing.T) {
+	rng := newRand(t)
+	w := newWorld(t)
+	s := setup{elf: true, leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond}
+	cfg := w.writeConfig("run", s)
+	type stopCase struct {
+		name     string
+		step     job.Step
+		max      int  // occurrences of the step in a full run
+		external bool // the parent stops the process while it sleeps at the step
+		outcomes []job.Outcome
+	}
+	cases := []stopCase{
+		{"after_push", job.StepAfterPush, 4, false, []job.Outcome{job.OutcomeFenced}},
+		{"before_commit", job.StepBeforeCommit, 4, false, []job.Outcome{job.OutcomeFenced}},
+		{"parent_stops_mid_batch", job.StepAfterPush, 4, true, []job.Outcome{job.OutcomeFenced}},
+		// Stopped before anything was pushed, the resumed run notices the lost lease and stops
+		// before (unavailable) or after (fenced, its commit refused) pushing a first batch:
+		// which one is a race between its lease watcher and its puller.
+		{"after_claim", job.StepAfterClaim, 1, false, []job.Outcome{job.OutcomeFenced, job.OutcomeUnavailable}},
+	}
+	rounds := (testenv.Iterations(3) + 2) / 3
+	stopped := 0
+	for round := range rounds {
+		for _, sc := range cases {
+			w.insertLogins(25 + rng.IntN(10))
+			if rng.IntN(3) == 0 {
+				w.addLogFile(5 + rng.IntN(20))
+			}
+			n := 1 + rng.IntN(sc.max)
+			at := fmt.Sprintf("%s:%d", sc.step, n)
+			env := map[string]string{envStop: at}
+			if sc.external {
+				env = map[string]string{envSleep: at + ":3s"}
+			}
+			name := fmt.Sprintf("r%d-%s-%d", round, sc.name, n)
+			a := w.start(childSpec{name: name, config: cfg, args: []string{"--strict-exit-codes"}, env: env})
+			if sc.external {
+				a.waitStep(t, string(sc.step), n)
+				a.stopBetweenWrites(t)
+			}
+			a.waitStopped(t)
+			stopped++
+			takeoverAt := time.Now()
+			b := w.run(childSpec{name: name + "-takeover", config: cfg, args: []string{"--wait", "5s"}})
+			expect(t, b, false, job.OutcomeOK)
+			if e := claimedEpoch(t, a); b.report.Epoch != e+1 {
+				t.Fatalf("%v: epoch %d, the stopped run claimed %d", b, b.report.Epoch, e)
+			}
+			a.signal(t, syscall.SIGCONT)
+			ra := a.wait()
+			expect(t, ra, true, sc.outcomes...)
+			if ws := writesAfter(t, a, takeoverAt); len(ws) > 0 {
+				t.Fatalf("%v: a write of the stopped run (%s) landed after the takeover", ra, ws[0].Kind)
+			}
+			t.Logf("%s: %v", sc.name, ra)
+		}
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{faulted: stopped, maxRecords: 5})
+}
+
+// hasNote reports whether a run report carries a note containing s.
+func hasNote(r result, s string) bool {
+	return r.report != nil && strings.Contains(strings.Join(r.report.Notes, "\n"), s)
+}
+
+// TestAdversarialDocumentDeleted is scenarios 29 and 63 for the store-embedded lease: the
+// checkpoint document is deleted between runs (an operator reset). The next run starts every
+// source from its lookback and says so in its report; with the store lease the fence lived
+// in the document, so epochs start again at 1.
+func TestAdversarialDocumentDeleted(t *testing.T) {
+	w := newWorld(t)
+	s := setup{}
+	cfg := w.writeConfig("run", s)
+	w.insertLogins(12)
+	r1 := w.run(childSpec{name: "first", config: cfg})
+	expect(t, r1, false, job.OutcomeOK)
+	if !hasNote(r1, "did not exist") || r1.report.Epoch != 1 || r1.report.Records != 12 {
+		t.Fatalf("first run on no document: %v notes %q", r1, r1.report.Notes)
+	}
+	w.insertLogins(3)
+	r2 := w.run(childSpec{name: "second", config: cfg})
+	expect(t, r2, false, job.OutcomeOK)
+	if hasNote(r2, "did not exist") || r2.report.Epoch != 2 || r2.report.Records != 3 {
+		t.Fatalf("second run: %v notes %q", r2, r2.report.Notes)
+	}
+	if err := os.Remove(s.withDefaults(w).statePath); err != nil {
+		t.Fatal(err)
+	}
+	w.newGeneration()
+	r3 := w.run(childSpec{name: "after-delete", config: cfg})
+	expect(t, r3, false, job.OutcomeOK)
+	if !hasNote(r3, "did not exist") {
+		t.Fatalf("the run after the deletion does not say it started from the lookback: %v notes %q", r3, r3.report.Notes)
+	}
+	if r3.report.Records != 15 || r3.report.Epoch != 1 {
+		t.Fatalf("after the deletion: %v; want every record of the lookback again (15) under epoch 1", r3)
+	}
+	if c := r3.report.Cursors["soql:LoginHistory"]; len(c.Before) != 0 || len(c.After) == 0 {
+		t.Fatalf("after the deletion the key must start with no cursor and commit one: %+v", c)
+	}
+	r4 := w.run(childSpec{name: "next", config: cfg})
+	expect(t, r4, false, job.OutcomeOK)
+	if r4.report.Epoch != 2 || r4.report.Records != 0 {
+		t.Fatalf("the run after: %v", r4)
+	}
+	w.verify(t, verifyOpts{dupsAllowed: true})
+}
+
+// TestAdversarialForeignLease is scenario 8 of reference/lease-store.md §4: two deployments
+// with different lease names point at one document. The second exits 2 with a message naming
+// both leases and writes nothing, whether the first is idle (config error) or holding its
+// lease (busy); the first is never fenced and its next run takes the next epoch.
+func TestAdversarialForeignLease(t *testing.T) {
+	w := newWorld(t)
+	cfgA := w.writeConfig("a", setup{})
+	cfgB := w.writeConfig("b", setup{leaseName: "other"})
+	w.insertLogins(10)
+	a1 := w.run(childSpec{name: "a1", config: cfgA})
+	expect(t, a1, false, job.OutcomeOK)
+
+	bc := w.start(childSpec{name: "b", config: cfgB})
+	b := bc.wait()
+	expect(t, b, false, job.OutcomeConfig)
+	if b.code != ExitConfig {
+		t.Fatalf("%v: want exit %d", b, ExitConfig)
+	}
+	for _, name := range []string{"store/sf2loki", "store/other"} {
+		if !strings.Contains(b.report.Error, name) || !strings.Contains(b.stderr, name) {
+			t.Fatalf("the refusal does not name lease %s: report %q", name, b.report.Error)
+		}
+	}
+	noWrites(t, w, bc)
+
+	w.insertLogins(10)
+	a2 := w.run(childSpec{name: "a2", config: cfgA})
+	expect(t, a2, false, job.OutcomeOK)
+	if a2.report.Epoch != a1.report.Epoch+1 || a2.report.Records != 10 {
+		t.Fatalf("%v: want epoch %d and the 10 new records", a2, a1.report.Epoch+1)
+	}
+
+	// While the first deployment holds its lease, the second is busy and still writes nothing.
+	w.insertLogins(10)
+	ac := w.start(childSpec{name: "a3", config: cfgA, env: map[string]string{envSleep: "after_push:1:1500ms"}})
+	ac.waitStep(t, string(job.StepAfterPush), 1)
+	bc2 := w.start(childSpec{name: "b-while-a-runs", config: cfgB})
+	b2 := bc2.wait()
+	expect(t, b2, false, job.OutcomeBusy, job.OutcomeConfig)
+	noWrites(t, w, bc2)
+	a3 := ac.wait()
+	expect(t, a3, false, job.OutcomeOK)
+	if a3.report.Epoch != a2.report.Epoch+1 {
+		t.Fatalf("%v: want epoch %d", a3, a2.report.Epoch+1)
+	}
+	w.verify(t, verifyOpts{maxRecords: 20})
+}
+
+// TestAdversarialStoreFaults is scenarios 33, 34, 36 and 52 against the real file store in
+// real processes: the acknowledgement of the n-th document write (the claim, a commit, the
+// release) is lost although the write landed, or the n-th write meets a spurious
+// precondition failure. Every run still ends ok, nothing is shipped twice and the claim
+// history holds each epoch once.
+func TestAdversarialStoreFaults(t *testing.T) {
+	rng := newRand(t)
+	w := newWorld(t)
+	s := setup{}
+	cfg := w.writeConfig("run", s)
+	type fault struct {
+		env string
+		n   int
+	}
+	// A full run writes: 1 claim, 4 commits (20 records in pushes of 5), 1 release.
+	var faults []fault
+	for n := 1; n <= 6; n++ {
+		faults = append(faults, fault{envLostAck, n}, fault{envConflict, n})
+	}
+	for range testenv.Iterations(3) {
+		faults = append(faults, fault{[]string{envLostAck, envConflict}[rng.IntN(2)], 1 + rng.IntN(6)})
+	}
+	for i, f := range faults {
+		w.insertLogins(25)
+		c := w.start(childSpec{name: fmt.Sprintf("f%d", i), config: cfg, env: map[string]string{f.env: strconv.Itoa(f.n)}})
+		r := c.wait()
+		expect(t, r, false, job.OutcomeOK)
+		injected := false
+		for _, e := range readJournal(t, c.journal) {
+			injected = injected || (f.env == envLostAck && e.Op == "write" && e.LostAck) || (f.env == envConflict && e.Op == "conflict")
+		}
+		if !injected {
+			t.Fatalf("%v: the fault %s=%d was never injected", r, f.env, f.n)
+		}
+		if f.env == envLostAck && r.report.Records != 20 {
+			t.Fatalf("%v: want the full batch of 20", r)
+		}
+	}
+	// Two runs at once, both losing the acknowledgement of their claim attempt.
+	w.insertLogins(25)
+	rs := w.runAll(childSpec{name: "pair-a", config: cfg, env: map[string]string{envLostAck: "1"}},
+		childSpec{name: "pair-b", config: cfg, env: map[string]string{envLostAck: "1"}})
+	for _, r := range rs {
+		expect(t, r, false, job.OutcomeOK, job.OutcomeBusy)
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{maxRecords: 20})
+	if d := w.deliveries(t); len(d) > 0 {
+		for id, n := range d {
+			if n != 1 {
+				t.Fatalf("%s delivered %d times: lost acknowledgements must not ship anything twice", id, n)
+			}
+		}
+	}
+	b, err := os.ReadFile(s.withDefaults(w).statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _, err := store.Decode("state", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(doc.History); i++ {
+		if doc.History[i].Epoch <= doc.History[i-1].Epoch {
+			t.Fatalf("claim history repeats or reorders epochs: %+v", doc.History)
+		}
+	}
+}
+
+// TestAdversarialClockSkew is scenarios 19 and 20: a run whose wall clock is ahead by more
+// than L+K takes over a live lease at once; the old holder's commit is fenced and the
+// invariants hold. A run whose clock is ten minutes behind never takes over a live lease
+// (busy after its wait) and takes a released one at once.
+func TestAdversarialClockSkew(t *testing.T) {
+	w := newWorld(t)
+	s := setup{leaseDuration: 2 * time.Second, skew: 200 * time.Millisecond}
+	cfg := w.writeConfig("run", s)
+	rounds := (testenv.Iterations(3) + 2) / 3
+	faulted := 0
+	ahead := (s.leaseDuration + s.skew + time.Second).String()
+	for round := range rounds {
+		w.insertLogins(30)
+		ac := w.start(childSpec{name: fmt.Sprintf("r%d-holder", round), config: cfg, env: map[string]string{envSleep: "after_push:1:4s"}})
+		ac.waitStep(t, string(job.StepAfterPush), 1)
+		b := w.run(childSpec{name: fmt.Sprintf("r%d-ahead", round), config: cfg, env: map[string]string{envClock: ahead}})
+		expect(t, b, false, job.OutcomeOK)
+		if e := claimedEpoch(t, ac); b.report.Epoch != e+1 {
+			t.Fatalf("%v: the clock-ahead run should take over epoch %d early", b, e)
+		}
+		a := ac.wait()
+		expect(t, a, false, job.OutcomeFenced)
+		faulted++
+
+		w.insertLogins(10)
+		cc := w.start(childSpec{name: fmt.Sprintf("r%d-holder2", round), config: cfg, env: map[string]string{envSleep: "after_push:1:1500ms"}})
+		cc.waitStep(t, string(job.StepAfterPush), 1)
+		dc := w.start(childSpec{name: fmt.Sprintf("r%d-behind", round), config: cfg, args: []string{"--wait", "500ms"}, env: map[string]string{envClock: "-10m"}})
+		d := dc.wait()
+		expect(t, d, false, job.OutcomeBusy)
+		noWrites(t, w, dc)
+		c := cc.wait()
+		expect(t, c, false, job.OutcomeOK)
+		e := w.run(childSpec{name: fmt.Sprintf("r%d-behind-released", round), config: cfg, env: map[string]string{envClock: "-10m"}})
+		expect(t, e, false, job.OutcomeOK)
+		if e.report.Epoch != c.report.Epoch+1 {
+			t.Fatalf("%v: want epoch %d right after the release", e, c.report.Epoch+1)
+		}
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{faulted: faulted, maxRecords: 5})
 }

@@ -239,10 +239,13 @@ func (f *childFaults) step(s string) {
 	if f.crash.matches(s, n) {
 		f.kill()
 	}
-	f.mu.Unlock()
 	if f.stop.matches(s, n) {
+		// Stop outside any document write: a process paused inside one would hold the file
+		// store's lock and block every other writer until it is continued.
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		time.Sleep(50 * time.Millisecond) // the stop takes effect before the lock is let go
 	}
+	f.mu.Unlock()
 	if f.sleep.matches(s, n) {
 		time.Sleep(f.sleep.d)
 	}

@@ -507,6 +507,26 @@ func (c *child) waitStopped(t *testing.T) {
 	t.Fatalf("%s never stopped", c.name)
 }
 
+// stopBetweenWrites sends SIGSTOP right after the child's next document write (a renewal)
+// is journaled, so that it is not paused inside a write: a process paused there holds the
+// file store's lock, and every other writer waits for it (see docs/testing.md).
+func (c *child) stopBetweenWrites(t *testing.T) {
+	t.Helper()
+	before := len(writesOf(t, []string{c.journal}))
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if len(writesOf(t, []string{c.journal})) > before {
+			c.signal(t, syscall.SIGSTOP)
+			return
+		}
+		if c.exited() {
+			t.Fatalf("%s exited before it could be stopped: %v\n%s", c.name, c.res, tail(c.res.stderr))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("%s wrote nothing more", c.name)
+}
+
 // waitStep waits until the child's journal shows step reached (n-th time).
 func (c *child) waitStep(t *testing.T, step string, n int) {
 	t.Helper()

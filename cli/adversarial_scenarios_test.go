@@ -2,11 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
-	"math/rand/v2"
 	"testing"
 	"time"
 

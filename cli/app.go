@@ -47,6 +47,8 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 			versionCommand(),
 			configCommand(),
 			doctorCommand(),
+			stateCommand(),
+			leaseCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // Main decides the code and prints once
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sf2loki/sf2loki/doctor"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lease"
+)
+
+func leaseCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "lease",
+		Usage: "show or release the lease",
+		Subcommands: []*cli.Command{
+			{
+				Name: "show", Usage: "print the holder, epoch, renew age, expiry and uid of the lease (read-only)",
+				Flags:  append(documentFlags(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}),
+				Action: leaseShow,
+			},
+			{
+				Name: "release",
+				Usage: "release the lease: an expired holder's, or the holder named by --holder; a live holder's only with --force" +
+					" (a store lease is released by claiming it one epoch up, which also fences its holder)",
+				Flags: append(documentFlags(),
+					&cli.StringFlag{Name: "holder", Usage: "release only if this is the holder (as printed by lease show)"},
+					&cli.BoolFlag{Name: "force", Usage: "release a live holder's lease: its run stops at its next renewal"},
+				),
+				Action: leaseRelease,
+			},
+		},
+	}
+}
+
+// leaseView is what `lease show --json` prints.
+type leaseView struct {
+	Lease       string    `json:"lease"`
+	Absent      bool      `json:"absent,omitempty"`
+	Holder      string    `json:"holder,omitempty"`
+	State       string    `json:"state,omitempty"` // held, expired, released
+	Epoch       uint64    `json:"epoch"`
+	AcquiredAt  time.Time `json:"acquired_at,omitzero"`
+	RenewedAt   time.Time `json:"renewed_at,omitzero"`
+	RenewAgeSec float64   `json:"renew_age_s,omitempty"`
+	Duration    string    `json:"duration,omitempty"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+	UID         string    `json:"uid,omitempty"`
+	Version     string    `json:"version,omitempty"`
+	Summary     string    `json:"summary"`
+	FenceEpoch  uint64    `json:"document_fence_epoch"`
+}
+
+func leaseState(r lease.Record, now time.Time, skew time.Duration) string {
+	switch {
+	case r.Holder == "" || r.Released:
+		return "released"
+	case lease.Expired(r, now, skew):
+		return "expired"
+	}
+	return "held"
+}
+
+func leaseShow(c *cli.Context) error {
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	l, err := buildLease(t.ctx, t.cfg, t.st, lease.NewInvocation(), t.log)
+	if err != nil {
+		return storeExit(err)
+	}
+	now, skew := time.Now(), t.cfg.Lease.MaxClockSkew.D()
+	v := leaseView{Lease: leaseRef(t.cfg, l).String()}
+	rec, err := l.Inspect(t.ctx)
+	switch {
+	case errors.Is(err, lease.ErrAbsent):
+		v.Absent, v.Summary = true, "does not exist (the first run creates it)"
+	case err != nil:
+		return storeExit(err)
+	default:
+		v.Lease, v.Holder, v.State, v.Epoch = rec.Ref.String(), rec.Holder, leaseState(rec, now, skew), rec.Epoch
+		v.AcquiredAt, v.RenewedAt, v.UID, v.Version = rec.AcquiredAt, rec.RenewedAt, rec.UID, rec.Version
+		if !rec.RenewedAt.IsZero() {
+			v.RenewAgeSec = now.Sub(rec.RenewedAt).Round(time.Millisecond).Seconds()
+			if rec.Duration > 0 {
+				v.ExpiresAt = rec.RenewedAt.Add(rec.Duration)
+			}
+		}
+		if rec.Duration > 0 {
+			v.Duration = rec.Duration.String()
+		}
+		v.Summary = doctor.DescribeRecord(rec, now, skew)
+	}
+	if snap, err := t.st.Read(t.ctx); err == nil {
+		v.FenceEpoch = snap.Floor()
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "lease:       %s\n", v.Lease)
+	fmt.Fprintf(&b, "state:       %s\n", v.Summary)
+	if !v.Absent {
+		fmt.Fprintf(&b, "holder:      %s\n", orDash(v.Holder))
+		fmt.Fprintf(&b, "epoch:       %d (document fence %d)\n", v.Epoch, v.FenceEpoch)
+		fmt.Fprintf(&b, "acquired:    %s\n", age(now, v.AcquiredAt))
+		fmt.Fprintf(&b, "renewed:     %s\n", age(now, v.RenewedAt))
+		if !v.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, "expires:     %s (duration %s)\n", age(now, v.ExpiresAt), v.Duration)
+		}
+		if v.UID != "" {
+			fmt.Fprintf(&b, "uid:         %s\n", v.UID)
+		}
+	}
+	_, err = fmt.Fprint(c.App.Writer, b.String())
+	return err
+}
+
+func leaseRelease(c *cli.Context) error {
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	inv := lease.NewInvocation()
+	cfg := *t.cfg
+	cfg.Lease.Identity = maintenanceHost()
+	l, err := buildLease(t.ctx, &cfg, t.st, inv, t.log)
+	if err != nil {
+		return storeExit(err)
+	}
+	rec, err := l.Inspect(t.ctx)
+	if errors.Is(err, lease.ErrAbsent) {
+		_, err := fmt.Fprintf(c.App.Writer, "%s does not exist: nothing to release\n", leaseRef(t.cfg, l))
+		return err
+	}
+	if err != nil {
+		return storeExit(err)
+	}
+	now, skew := time.Now(), t.cfg.Lease.MaxClockSkew.D()
+	state := leaseState(rec, now, skew)
+	if state == "released" {
+		_, err := fmt.Fprintf(c.App.Writer, "%s is already free (epoch %d)\n", rec.Ref, rec.Epoch)
+		return err
+	}
+	named := c.String("holder")
+	if named != "" && named != rec.Holder {
+		return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf(
+			"refused: %s is held by %s, not %s; nothing was changed", rec.Ref, rec.Holder, named)}
+	}
+	if state == "held" && named == "" && !c.Bool("force") {
+		return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf(
+			"refused: %s: %s\n  name the holder with --holder to release it, or use --force; nothing was changed", rec.Ref, doctor.DescribeRecord(rec, now, skew))}
+	}
+	if err := releaseOnBehalf(t.ctx, &cfg, t.st, l, rec, inv); err != nil {
+		if errors.Is(err, lease.ErrLost) {
+			return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf("refused: %s changed hands meanwhile (%w); nothing was changed", rec.Ref, err)}
+		}
+		return storeExit(err)
+	}
+	note := ""
+	switch {
+	case state == "held" && cfg.Lease.Type == "store":
+		note = "; its run is fenced at its next renewal or commit"
+	case state == "held":
+		note = "; its run loses the lease at its next renewal and stops pulling"
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "released %s held by %s (%s, epoch %d)%s\n", rec.Ref, rec.Holder, state, rec.Epoch, note)
+	return err
+}

@@ -1,0 +1,606 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// legacyFenceKey is the Python original's reserved fence key: never a checkpoint.
+const legacyFenceKey = "__fence_epoch__"
+
+// documentFlags select the checkpoint document a state or lease command works on.
+func documentFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "job", Usage: "the document and lease of this job group (jobs[].name)"},
+		&cli.BoolFlag{Name: "backfill", Usage: "the backfill document and lease instead of the live ones"},
+	}
+}
+
+// writeFlags are the flags of the state commands that write.
+func writeFlags() []cli.Flag {
+	return append(documentFlags(),
+		&cli.DurationFlag{Name: "wait", Value: 30 * time.Second, Usage: "how long to wait for a running job to finish and release the lease"},
+		&cli.BoolFlag{Name: "force", Usage: "take over a live lease: the running job is fenced at its next commit"},
+	)
+}
+
+// target is the document (and configuration) a state or lease command works on.
+type target struct {
+	cfg *config.Config
+	st  *store.Store
+	log *slog.Logger
+	ctx context.Context
+}
+
+// openTarget loads the configuration, selects the document (--job, --backfill) and builds its
+// store. The returned stop must be called.
+func openTarget(c *cli.Context) (*target, func(), error) {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if name := c.String("job"); name != "" || len(cfg.Jobs) > 0 {
+		if cfg, err = cfg.ForJob(name); err != nil {
+			return nil, nil, exitf(ExitConfig, "%v", err)
+		}
+	}
+	if c.Bool("backfill") {
+		cfg = backfillConfig(cfg)
+	}
+	log, _, err := newLogger(c, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	st, err := buildStore(ctx, cfg, log)
+	if err != nil {
+		stop()
+		return nil, nil, exitf(ExitConfig, "%v", err)
+	}
+	return &target{cfg: cfg, st: st, log: log, ctx: ctx}, stop, nil
+}
+
+func (t *target) maintenance(c *cli.Context) *maintenance {
+	return &maintenance{cfg: t.cfg, st: t.st, log: t.log, out: c.App.ErrWriter, wait: c.Duration("wait"), force: c.Bool("force")}
+}
+
+func stateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "state",
+		Usage: "show, repair, export and import the checkpoint document",
+		Description: "show and export only read. set, delete, import and fence raise-floor acquire the lease as a maintenance\n" +
+			"holder (waiting up to --wait for a running job to finish), claim the document with a new epoch and commit once,\n" +
+			"so a job that is still running is fenced at its next commit and can never revert the change. If the lease is\n" +
+			"still held when --wait ends they refuse and change nothing (exit 5); --force takes the lease over.\n" +
+			"Exit codes: 0 done, 1 internal, 2 configuration or usage, 3 store unavailable, 5 refused (lease held),\n" +
+			"6 fenced by a newer epoch meanwhile, 7 corrupt document.",
+		Subcommands: []*cli.Command{
+			{
+				Name: "show", Usage: "print the fence, the last writer and every checkpoint with its age (read-only, never blocks a run)",
+				Flags: append(documentFlags(),
+					&cli.StringFlag{Name: "key", Usage: "only keys matching this glob (eventlogfile:*)"},
+					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+				),
+				Action: stateShow,
+			},
+			{
+				Name: "set", Usage: "set one checkpoint: state set KEY VALUE (VALUE is JSON; anything else is stored as a JSON string)",
+				ArgsUsage: "KEY VALUE", Flags: writeFlags(), Action: stateSet,
+			},
+			{
+				Name: "delete", Usage: "delete checkpoints: state delete KEY... (each key restarts from its source's lookback)",
+				ArgsUsage: "KEY...", Flags: writeFlags(), Action: stateDelete,
+			},
+			{
+				Name: "export", Usage: "print the checkpoints and counters as a document without the fence (for state import)",
+				Flags: append(documentFlags(), &cli.StringFlag{Name: "key", Usage: "only keys matching this glob"}),
+				Action: stateExport,
+			},
+			{
+				Name: "import", Usage: "import an exported document (file, or - for stdin) into an empty document, under a new epoch",
+				ArgsUsage: "[FILE|-]", Flags: writeFlags(), Action: stateImport,
+			},
+			{
+				Name:  "fence",
+				Usage: "operate on the fence epoch",
+				Subcommands: []*cli.Command{{
+					Name: "raise-floor", Usage: "claim the document at epoch N or above, so no grant below N can ever write it",
+					ArgsUsage: "N", Flags: writeFlags(), Action: stateRaiseFloor,
+				}},
+			},
+		},
+	}
+}
+
+// stateDoc is the read-only view `state show --json` prints.
+type stateDoc struct {
+	Object       string                      `json:"object"`
+	Absent       bool                        `json:"absent,omitempty"`
+	Legacy       bool                        `json:"legacy,omitempty"`
+	Bytes        int                         `json:"bytes,omitempty"`
+	Fence        *store.Fence                `json:"fence,omitempty"`
+	Writer       *store.Stamp                `json:"writer,omitempty"`
+	LastCommitAt time.Time                   `json:"last_commit_at,omitzero"`
+	Checkpoints  map[string]store.Checkpoint `json:"checkpoints"`
+	Counters     map[string]store.Counter    `json:"counters,omitempty"`
+	History      []store.ClaimRecord         `json:"history,omitempty"`
+}
+
+// keyFilter returns a predicate for --key (a path.Match glob), or an error for a bad pattern.
+func keyFilter(glob string) (func(string) bool, error) {
+	if glob == "" {
+		return func(string) bool { return true }, nil
+	}
+	if _, err := path.Match(glob, ""); err != nil {
+		return nil, exitf(ExitConfig, "--key %q is not a valid glob: %v", glob, err)
+	}
+	return func(k string) bool { ok, _ := path.Match(glob, k); return ok }, nil
+}
+
+func stateShow(c *cli.Context) error {
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	match, err := keyFilter(c.String("key"))
+	if err != nil {
+		return err
+	}
+	snap, err := t.st.Read(t.ctx)
+	if err != nil {
+		return storeExit(err)
+	}
+	v := stateDoc{Object: t.st.Object(), Absent: snap.Absent, Legacy: snap.Legacy, Bytes: snap.Size, Checkpoints: map[string]store.Checkpoint{}}
+	if d := snap.Doc; d != nil {
+		v.Fence, v.Writer, v.LastCommitAt, v.Counters, v.History = d.Fence, d.Writer, d.LastCommitAt, d.Counters, d.History
+		for k, cp := range d.Checkpoints {
+			if match(k) {
+				v.Checkpoints[k] = cp
+			}
+		}
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return writeStateTable(c.App.Writer, v, time.Now())
+}
+
+func writeStateTable(w io.Writer, v stateDoc, now time.Time) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "document:    %s\n", v.Object)
+	if v.Absent {
+		b.WriteString("             does not exist (the first run creates it)\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	fmt.Fprintf(&b, "size:        %d bytes\n", v.Bytes)
+	if v.Legacy {
+		b.WriteString("format:      legacy Python key map (the first claim migrates it)\n")
+	}
+	if f := v.Fence; f != nil {
+		fmt.Fprintf(&b, "fence:       epoch %d, holder %s, lease %s", f.Epoch, orDash(f.Holder), orDash(f.Lease.String()))
+		if f.LeaseUID != "" {
+			fmt.Fprintf(&b, " uid %s", f.LeaseUID)
+		}
+		fmt.Fprintf(&b, ", claimed %s\n", age(now, f.ClaimedAt))
+		if !f.RenewedAt.IsZero() {
+			state := "held"
+			if f.Released {
+				state = "released"
+			}
+			fmt.Fprintf(&b, "store lease: %s, renewed %s, duration %s\n", state, age(now, f.RenewedAt), time.Duration(f.Duration))
+		}
+	} else {
+		b.WriteString("fence:       none\n")
+	}
+	if s := v.Writer; s != nil {
+		fmt.Fprintf(&b, "last writer: epoch %d, invocation %s, seq %d, host %s, %s\n", s.Epoch, s.Invocation, s.Seq, orDash(s.Host), age(now, s.WrittenAt))
+	}
+	fmt.Fprintf(&b, "last commit: %s\n\n", age(now, v.LastCommitAt))
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tUPDATED\tEPOCH\tVALUE")
+	for _, k := range checkpointKeys(v.Checkpoints) {
+		cp := v.Checkpoints[k]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k, age(now, cp.UpdatedAt), cp.Epoch, clip(compactJSON(cp.Value), 120))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(v.Counters) > 0 {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COUNTER\tVALUE\tWINDOW\tUPDATED")
+		names := make([]string, 0, len(v.Counters))
+		for n := range v.Counters {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			ct := v.Counters[n]
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, ct.Value, orDash(ct.Window), age(now, ct.UpdatedAt))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func checkpointKeys(m map[string]store.Checkpoint) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + (-d).Round(time.Second).String()
+	}
+	return d.Round(time.Second).String() + " ago"
+}
+
+func orDash(s string) string {
+	if s == "" || s == "/" {
+		return "-"
+	}
+	return s
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// checkpointValue turns the VALUE argument into JSON: valid JSON as is, anything else as a JSON
+// string (legacy cursors are strings). Text that looks like JSON but does not parse is refused
+// rather than silently stored as a string.
+func checkpointValue(arg string) (json.RawMessage, error) {
+	trimmed := strings.TrimSpace(arg)
+	if json.Valid([]byte(trimmed)) {
+		return json.RawMessage(trimmed), nil
+	}
+	if strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "[") || strings.HasPrefix(trimmed, `"`) {
+		return nil, exitf(ExitConfig, "VALUE %q looks like JSON but does not parse; quote it for the shell ('{\"v\":1,...}')", clip(arg, 80))
+	}
+	return store.StringValue(arg), nil
+}
+
+func checkKey(k string) error {
+	switch {
+	case k == "":
+		return exitf(ExitConfig, "KEY must not be empty")
+	case k == legacyFenceKey:
+		return exitf(ExitConfig, "%s is the fence of the Python original, not a checkpoint: use `sf2loki state fence raise-floor`", legacyFenceKey)
+	}
+	return nil
+}
+
+func stateSet(c *cli.Context) error {
+	args, err := positional(c)
+	if err != nil {
+		return err
+	}
+	if len(args) != 2 {
+		return exitf(ExitConfig, "state set: want KEY VALUE, got %d arguments (see --help)", len(args))
+	}
+	key := args[0]
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	value, err := checkpointValue(args[1])
+	if err != nil {
+		return err
+	}
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	var before json.RawMessage
+	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
+		if cp, ok := doc.Checkpoints[key]; ok {
+			before = cp.Value
+		}
+		return &store.Change{Set: map[string]json.RawMessage{key: value}}, nil
+	})
+	if err != nil {
+		return storeExit(err)
+	}
+	was := "(absent)"
+	if before != nil {
+		was = compactJSON(before)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "set %s at epoch %d in %s\n  was: %s\n  now: %s\n", key, epoch, t.st.Object(), was, compactJSON(value))
+	return err
+}
+
+func stateDelete(c *cli.Context) error {
+	keys, err := positional(c)
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return exitf(ExitConfig, "state delete: want at least one KEY (see --help)")
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err
+		}
+	}
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	// Refuse unknown keys before taking the lease, so a typo bumps no epoch.
+	snap, err := t.st.Read(t.ctx)
+	if err != nil {
+		return storeExit(err)
+	}
+	if missing := missingKeys(snap.Doc, keys); len(missing) > 0 {
+		return exitf(ExitInternal, "%s has no checkpoint %s; nothing was changed (see `sf2loki state show`)", t.st.Object(), strings.Join(missing, ", "))
+	}
+	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
+		if missing := missingKeys(doc, keys); len(missing) > 0 {
+			return nil, fmt.Errorf("%w: %s disappeared meanwhile", errRefused, strings.Join(missing, ", "))
+		}
+		return &store.Change{Delete: keys}, nil
+	})
+	if err != nil {
+		return storeExit(err)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "deleted %s at epoch %d in %s; each restarts from its source's lookback\n", strings.Join(keys, ", "), epoch, t.st.Object())
+	return err
+}
+
+func missingKeys(doc *store.Document, keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if doc == nil {
+			out = append(out, k)
+			continue
+		}
+		if _, ok := doc.Checkpoints[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// exportedDocument is the document without what belongs to one deployment's history: the
+// fence, the writer stamp and the claim history (reference/lease-store.md D22: copied back, a
+// fence would lock the live job out).
+func exportedDocument(d *store.Document, match func(string) bool) *store.Document {
+	out := &store.Document{Schema: store.SchemaVersion, Checkpoints: map[string]store.Checkpoint{}, LastCommitAt: d.LastCommitAt}
+	for k, cp := range d.Checkpoints {
+		if match(k) {
+			out.Checkpoints[k] = cp
+		}
+	}
+	if len(d.Counters) > 0 {
+		out.Counters = map[string]store.Counter{}
+		for k, ct := range d.Counters {
+			out.Counters[k] = ct
+		}
+	}
+	return out
+}
+
+func stateExport(c *cli.Context) error {
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	match, err := keyFilter(c.String("key"))
+	if err != nil {
+		return err
+	}
+	snap, err := t.st.Read(t.ctx)
+	if err != nil {
+		return storeExit(err)
+	}
+	if snap.Absent {
+		return exitf(ExitInternal, "%s does not exist: nothing to export", t.st.Object())
+	}
+	data, err := exportedDocument(snap.Doc, match).Encode()
+	if err != nil {
+		return err
+	}
+	_, err = c.App.Writer.Write(data)
+	return err
+}
+
+func stateImport(c *cli.Context) error {
+	args, err := positional(c)
+	if err != nil {
+		return err
+	}
+	if len(args) > 1 {
+		return exitf(ExitConfig, "state import: want at most one FILE (or - for stdin)")
+	}
+	var name string
+	if len(args) == 1 {
+		name = args[0]
+	}
+	var data []byte
+	if name == "" || name == "-" {
+		name = "stdin"
+		data, err = io.ReadAll(c.App.Reader)
+	} else {
+		data, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return exitf(ExitConfig, "state import: reading %s: %v", name, err)
+	}
+	in, _, err := store.Decode(name, data)
+	if err != nil {
+		return exitf(ExitConfig, "state import: %v", err)
+	}
+	if len(in.Checkpoints) == 0 && len(in.Counters) == 0 {
+		return exitf(ExitConfig, "state import: %s holds no checkpoints", name)
+	}
+	set := make(map[string]json.RawMessage, len(in.Checkpoints))
+	for k, cp := range in.Checkpoints {
+		if k == legacyFenceKey {
+			continue
+		}
+		set[k] = cp.Value
+	}
+	counters := map[string]store.Counter{}
+	for k, ct := range in.Counters {
+		counters[k] = store.Counter{Value: ct.Value, Window: ct.Window}
+	}
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	// Only into an empty document: an import never merges with (or silently replaces) live
+	// checkpoints. Checked before the lease is taken, and again on the claimed version.
+	notEmpty := func(doc *store.Document) error {
+		if doc != nil && (len(doc.Checkpoints) > 0 || len(doc.Counters) > 0) {
+			return exitf(ExitInternal, "%s already holds %d checkpoints: import only into an empty document (delete them, or point the configuration at a new document); nothing was changed",
+				t.st.Object(), len(doc.Checkpoints))
+		}
+		return nil
+	}
+	snap, err := t.st.Read(t.ctx)
+	if err != nil {
+		return storeExit(err)
+	}
+	if err := notEmpty(snap.Doc); err != nil {
+		return err
+	}
+	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
+		if err := notEmpty(doc); err != nil {
+			return nil, err
+		}
+		ch := &store.Change{Set: set}
+		if len(counters) > 0 {
+			ch.Counters = counters
+		}
+		return ch, nil
+	})
+	if err != nil {
+		return storeExit(err)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "imported %d checkpoints and %d counters from %s into %s at epoch %d\n", len(set), len(counters), name, t.st.Object(), epoch)
+	return err
+}
+
+func stateRaiseFloor(c *cli.Context) error {
+	args, err := positional(c)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return exitf(ExitConfig, "state fence raise-floor: want N (see --help)")
+	}
+	n, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil || n == 0 {
+		return exitf(ExitConfig, "state fence raise-floor: N must be a positive integer, got %q", args[0])
+	}
+	t, stop, err := openTarget(c)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	snap, err := t.st.Read(t.ctx)
+	if err != nil {
+		return storeExit(err)
+	}
+	if cur := snap.Floor(); cur >= n {
+		_, err := fmt.Fprintf(c.App.Writer, "the fence of %s is at epoch %d, already >= %d: nothing to do (the fence only ever rises)\n", t.st.Object(), cur, n)
+		return err
+	}
+	m := t.maintenance(c)
+	m.floor = n
+	epoch, err := m.run(t.ctx, func(*store.Document) (*store.Change, error) { return nil, nil })
+	if err != nil {
+		return storeExit(err)
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "raised the fence of %s to epoch %d\n", t.st.Object(), epoch)
+	return err
+}
+
+// positional returns the command's positional arguments, applying any of its flags given after
+// them ("state set KEY VALUE --force"): urfave/cli stops parsing flags at the first argument.
+// "--" ends the flags; everything after it is positional.
+func positional(c *cli.Context) ([]string, error) {
+	flags := map[string]cli.Flag{}
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			flags[n] = f
+		}
+	}
+	var out []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			out = append(out, args[i+1:]...)
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f, ok := flags[name]
+		if !strings.HasPrefix(a, "-") || !ok {
+			out = append(out, a)
+			continue
+		}
+		if _, isBool := f.(*cli.BoolFlag); isBool {
+			if !hasValue {
+				value = "true"
+			}
+		} else if !hasValue {
+			if i+1 >= len(args) {
+				return nil, exitf(ExitConfig, "%s: flag %s needs a value (see --help)", c.Command.Name, a)
+			}
+			i++
+			value = args[i]
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, exitf(ExitConfig, "%s: %s: %v (see --help)", c.Command.Name, a, err)
+		}
+	}
+	return out, nil
+}

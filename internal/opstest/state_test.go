@@ -1,0 +1,261 @@
+package opstest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// gate is a Loki endpoint in front of the strict receiver that holds every push until
+// released: a run-once child is then provably mid-batch (lease held, document claimed, push in
+// flight) for as long as the test needs.
+type gate struct {
+	URL     string
+	arrived chan struct{}
+	release chan struct{}
+	once    sync.Once
+	opened  sync.Once
+}
+
+func newGate(t *testing.T, rcv *simloki.Running) *gate {
+	t.Helper()
+	g := &gate{arrived: make(chan struct{}), release: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			g.once.Do(func() { close(g.arrived) })
+			select {
+			case <-g.release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rcv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { g.open(); srv.Close() })
+	g.URL = srv.URL + simloki.PushPath
+	return g
+}
+
+func (g *gate) open() { g.opened.Do(func() { close(g.release) }) }
+
+// waitArrived waits until a push is held at the gate.
+func (g *gate) waitArrived(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	select {
+	case <-g.arrived:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the run never pushed; stderr:\n%s", stderr)
+	}
+}
+
+func readDoc(t *testing.T, path string) (*store.Document, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := store.Decode(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, b
+}
+
+// raceEnv is a file-store deployment whose run-once children block in their first push.
+type raceEnv struct {
+	org  *org
+	rcv  *simloki.Running
+	gate *gate
+	s    setup
+	cfg  string
+}
+
+func newRaceEnv(t *testing.T) *raceEnv {
+	t.Helper()
+	o := startOrg(t, simsf.AllPermissions())
+	o.addFiles(t, []string{"Login"}, time.Now().Add(-2*time.Hour), 2, 5)
+	rcv := startLoki(t, simloki.Options{})
+	g := newGate(t, rcv)
+	e := &raceEnv{org: o, rcv: rcv, gate: g, s: setup{org: o, loki: g.URL, types: []string{"Login"},
+		lease: "type: store\n  name: sf2loki\n  duration: 60s\n  renew_interval: 20s",
+		extra: "run:\n  push_timeout: 50s\n"}}
+	e.cfg = e.s.write(t)
+	// sink.loki.timeout must cover the time the gate holds a push.
+	b, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "    max_retries: 1\n    min_backoff", "    max_retries: 1\n    timeout: 45s\n    min_backoff", 1))
+	if err := os.WriteFile(e.cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startRun starts run-once as a child process; it blocks at the gate.
+func (e *raceEnv) startRun(t *testing.T) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := child(context.Background(), t, &out, &errb, "--config", e.cfg, "run-once", "--strict-exit-codes")
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	e.gate.waitArrived(t, cmd, &errb)
+	return cmd, &out, &errb
+}
+
+const operatorValue = `{"v":1,"created":"2020-01-01T00:00:00.000Z","file_id":"0AT000000000999AAA","row":0,"done":true}`
+
+// TestStateSetWhileRunOnceMidBatch is the acceptance of `state set` racing a real run-once
+// process: without --force it refuses after --wait and the document stays byte-identical;
+// with --force the job ends fenced and the operator's value survives its attempted commit.
+func TestStateSetWhileRunOnceMidBatch(t *testing.T) {
+	e := newRaceEnv(t)
+	cmd, out, errb := e.startRun(t)
+	_, before := readDoc(t, e.s.statePath)
+
+	// state show during the run: read-only, never blocks.
+	if r := run("--config", e.cfg, "state", "show"); r.code != 0 || !strings.Contains(r.stdout, "fence:") {
+		t.Fatalf("state show during a run: %s", r)
+	}
+
+	refused := run("--config", e.cfg, "state", "set", "eventlogfile:Login", operatorValue, "--wait", "300ms")
+	if refused.code != 5 || !strings.Contains(refused.stderr, "refused") || !strings.Contains(refused.stderr, "held by") {
+		t.Fatalf("state set without --force while the job runs: %s", refused)
+	}
+	_, after := readDoc(t, e.s.statePath)
+	if !bytes.Equal(before, after) {
+		t.Fatalf("a refused state set changed the document:\nbefore %s\nafter  %s", before, after)
+	}
+
+	forced := run("--config", e.cfg, "state", "set", "eventlogfile:Login", operatorValue, "--wait", "2s", "--force")
+	if forced.code != 0 || !strings.Contains(forced.stderr, "took the lease over") {
+		t.Fatalf("state set --force: %s", forced)
+	}
+	doc, _ := readDoc(t, e.s.statePath)
+	opEpoch := doc.FenceEpoch()
+
+	e.gate.open() // the job's push completes; its commit must be fenced
+	err := cmd.Wait()
+	var rep job.Report
+	if jerr := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &rep); jerr != nil {
+		t.Fatalf("run report: %v (wait %v)\nstdout %s\nstderr %s", jerr, err, out, errb)
+	}
+	if rep.Outcome != job.OutcomeFenced || cmd.ProcessState.ExitCode() != 6 {
+		t.Fatalf("the job ended %s (exit %d), want fenced (6)\nstderr %s", rep.Outcome, cmd.ProcessState.ExitCode(), errb)
+	}
+	if rep.Epoch >= opEpoch {
+		t.Fatalf("job epoch %d, operator epoch %d", rep.Epoch, opEpoch)
+	}
+	doc, _ = readDoc(t, e.s.statePath)
+	if got := compact(t, doc.Checkpoints["eventlogfile:Login"].Value); got != operatorValue {
+		t.Fatalf("the operator's value did not survive the job's commit: %s", got)
+	}
+	if doc.FenceEpoch() != opEpoch || doc.Writer.Epoch != opEpoch {
+		t.Fatalf("someone wrote after the operator: fence %d writer %+v (operator epoch %d)", doc.FenceEpoch(), doc.Writer, opEpoch)
+	}
+	if e.rcv.Count() == 0 {
+		t.Fatal("the job's push never reached the receiver")
+	}
+}
+
+func compact(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestStateCommands walks show, set, delete, export, import and fence raise-floor on a file
+// store after a real run.
+func TestStateCommands(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	firstRun(t, e.cfg)
+	doc, _ := readDoc(t, e.s.statePath)
+	epoch0 := doc.FenceEpoch()
+
+	show := run("--config", e.cfg, "state", "show", "--key", "eventlogfile:*")
+	if show.code != 0 || !strings.Contains(show.stdout, "eventlogfile:Login") || !strings.Contains(show.stdout, "eventlogfile:API") {
+		t.Fatalf("state show: %s", show)
+	}
+	js := run("--config", e.cfg, "state", "show", "--json", "--key", "*Login")
+	var view struct {
+		Checkpoints map[string]store.Checkpoint `json:"checkpoints"`
+		Fence       *store.Fence                `json:"fence"`
+	}
+	if err := json.Unmarshal([]byte(js.stdout), &view); err != nil || len(view.Checkpoints) != 1 || view.Fence.Epoch != epoch0 {
+		t.Fatalf("state show --json: %v %s", err, js)
+	}
+
+	if r := run("--config", e.cfg, "state", "set", "custom:key", "legacy-string", "--wait", "1s"); r.code != 0 {
+		t.Fatalf("state set: %s", r)
+	}
+	doc, _ = readDoc(t, e.s.statePath)
+	if got := string(doc.Checkpoints["custom:key"].Value); got != `"legacy-string"` || doc.FenceEpoch() != epoch0+1 {
+		t.Fatalf("after set: value %s, fence %d (want %d)", got, doc.FenceEpoch(), epoch0+1)
+	}
+	if r := run("--config", e.cfg, "state", "set", "custom:key", "{broken", "--wait", "1s"); r.code != 2 {
+		t.Fatalf("broken JSON must be refused: %s", r)
+	}
+	if r := run("--config", e.cfg, "state", "set", "__fence_epoch__", "9"); r.code != 2 {
+		t.Fatalf("the legacy fence key must be refused: %s", r)
+	}
+	if r := run("--config", e.cfg, "state", "delete", "no:such:key"); r.code != 1 {
+		t.Fatalf("deleting an unknown key: %s", r)
+	}
+	doc, _ = readDoc(t, e.s.statePath)
+	if doc.FenceEpoch() != epoch0+1 {
+		t.Fatal("a refused delete bumped the epoch")
+	}
+	if r := run("--config", e.cfg, "state", "delete", "custom:key"); r.code != 0 {
+		t.Fatalf("state delete: %s", r)
+	}
+	doc, _ = readDoc(t, e.s.statePath)
+	if _, ok := doc.Checkpoints["custom:key"]; ok || doc.FenceEpoch() != epoch0+2 {
+		t.Fatalf("after delete: %+v", doc)
+	}
+
+	if r := run("--config", e.cfg, "state", "fence", "raise-floor", "40"); r.code != 0 {
+		t.Fatalf("raise-floor: %s", r)
+	}
+	doc, _ = readDoc(t, e.s.statePath)
+	if doc.FenceEpoch() != 40 {
+		t.Fatalf("fence %d after raise-floor 40", doc.FenceEpoch())
+	}
+	if r := run("--config", e.cfg, "state", "fence", "raise-floor", "12"); r.code != 0 || !strings.Contains(r.stdout, "nothing to do") {
+		t.Fatalf("raise-floor below the fence: %s", r)
+	}
+	// The next run continues above the raised floor.
+	firstRun(t, e.cfg)
+	doc, _ = readDoc(t, e.s.statePath)
+	if doc.FenceEpoch() != 41 {
+		t.Fatalf("the run after raise-floor 40 claimed epoch %d", doc.FenceEpoch())
+	}
+
+	exp := run("--config", e.cfg, "state", "export")
+	if exp.code != 0 || strings.Contains(exp.stdout, `"fence"`) || strings.Contains(exp.stdout, `"writer"`) || !strings.Contains(exp.stdout, "eventlogfile:Login") {
+		t.Fatalf("state export must carry the checkpoints and no fence: %s", exp)
+	}
+	// Import refuses a document that already holds checkpoints.
+	dump := t.TempDir() + "/export.json"
+	if err := os.WriteFile(dump, []byte(exp.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := run("--config", e.cfg, "state", "import", dump); r.code != 1 || !strings.Contains(r.stderr, "empty") {
+		t.Fatalf("import into a non-empty document: %s", r)
+	}
+}

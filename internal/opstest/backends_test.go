@@ -2,6 +2,7 @@ package opstest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/sf2loki/sf2loki/doctor"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/internal/testenv"
+	"github.com/sf2loki/sf2loki/store"
 )
 
 // s3State returns the state section of an S3 store on srv (endpoint overridable for a proxy).
@@ -245,4 +247,82 @@ func TestE2EDoctorKubernetes(t *testing.T) {
 		_, rep := runDoctor(t, e.s.write(t))
 		requireStatuses(t, rep, "PASS", map[string]doctor.Status{"lease.rbac": doctor.StatusWarn})
 	})
+}
+
+// TestE2EStateAndLeaseKubernetes: state set through a Kubernetes Lease and a ConfigMap
+// document (acquire, claim, commit, release under least-privilege RBAC); lease release of an
+// expired holder keeps the epoch; a live holder needs --force.
+func TestE2EStateAndLeaseKubernetes(t *testing.T) {
+	k := testenv.SharedKube(t)
+	ns := k.NewNamespace(t)
+	kc := kubeSetup(t, k, ns, "user-4", kubeAccess{leaseVerbs: []string{"get", "update"}, configMapVerbs: []string{"get", "update"}})
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	e.s.state, e.s.lease = kubeSections(ns, kc)
+	e.cfg = e.s.write(t)
+	firstRun(t, e.cfg)
+	admin := k.AdminClient(t)
+	ctx := t.Context()
+
+	if r := run("--config", e.cfg, "state", "set", "custom:key", `{"x":1}`, "--wait", "2s"); r.code != 0 {
+		t.Fatalf("state set: %s", r)
+	}
+	le, err := admin.CoordinationV1().Leases(ns).Get(ctx, "sf2loki", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	show := run("--config", e.cfg, "state", "show", "--json")
+	var doc struct {
+		Fence       *store.Fence                `json:"fence"`
+		Checkpoints map[string]store.Checkpoint `json:"checkpoints"`
+	}
+	if err := json.Unmarshal([]byte(show.stdout), &doc); err != nil {
+		t.Fatal(err, show)
+	}
+	if doc.Fence.Epoch != uint64(*le.Spec.LeaseTransitions) || doc.Fence.Lease.Kind != "Lease" || string(doc.Checkpoints["custom:key"].Value) == "" {
+		t.Fatalf("after state set: fence %+v, lease transitions %d, checkpoints %v", doc.Fence, *le.Spec.LeaseTransitions, doc.Checkpoints)
+	}
+	if le.Spec.HolderIdentity != nil && *le.Spec.HolderIdentity != "" {
+		t.Fatalf("the maintenance holder did not release the Lease: %q", *le.Spec.HolderIdentity)
+	}
+
+	// A holder that stopped renewing ten minutes ago.
+	setHolder := func(holder string, renewed time.Time) int32 {
+		le, err := admin.CoordinationV1().Leases(ns).Get(ctx, "sf2loki", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := metav1.NewMicroTime(renewed)
+		le.Spec.HolderIdentity, le.Spec.RenewTime = &holder, &rt
+		if _, err := admin.CoordinationV1().Leases(ns).Update(ctx, le, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return *le.Spec.LeaseTransitions
+	}
+	transitions := setHolder("crashed-pod/abc", time.Now().Add(-10*time.Minute))
+	if r := run("--config", e.cfg, "lease", "show"); r.code != 0 || !strings.Contains(r.stdout, "not renewed for") {
+		t.Fatalf("lease show of an expired holder: %s", r)
+	}
+	if r := run("--config", e.cfg, "lease", "release"); r.code != 0 || !strings.Contains(r.stdout, "expired") {
+		t.Fatalf("lease release of an expired holder: %s", r)
+	}
+	le, err = admin.CoordinationV1().Leases(ns).Get(ctx, "sf2loki", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if le.Spec.HolderIdentity != nil || *le.Spec.LeaseTransitions != transitions {
+		t.Fatalf("after release: holder %v, transitions %d (want nil, %d)", le.Spec.HolderIdentity, *le.Spec.LeaseTransitions, transitions)
+	}
+
+	// A live holder: refused without --force; --force takes it over and the claim fences it.
+	setHolder("live-pod/def", time.Now())
+	if r := run("--config", e.cfg, "state", "set", "custom:key", `{"x":2}`, "--wait", "300ms"); r.code != 5 {
+		t.Fatalf("state set with a live Kubernetes holder: %s", r)
+	}
+	if r := run("--config", e.cfg, "lease", "release"); r.code != 5 {
+		t.Fatalf("lease release of a live holder: %s", r)
+	}
+	r := run("--config", e.cfg, "state", "set", "custom:key", `{"x":2}`, "--wait", "2s", "--force")
+	if r.code != 0 || !strings.Contains(r.stderr, "live-pod/def") {
+		t.Fatalf("state set --force: %s", r)
+	}
 }

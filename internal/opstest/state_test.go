@@ -15,6 +15,7 @@ import (
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/store"
 )
@@ -258,4 +259,131 @@ func TestStateCommands(t *testing.T) {
 	if r := run("--config", e.cfg, "state", "import", dump); r.code != 1 || !strings.Contains(r.stderr, "empty") {
 		t.Fatalf("import into a non-empty document: %s", r)
 	}
+}
+
+// TestLeaseShowAndReleaseStoreLease: a run killed mid-batch leaves the store lease held; lease
+// release refuses a live holder unless it is named (or --force), and the next run then
+// starts at once.
+func TestLeaseShowAndReleaseStoreLease(t *testing.T) {
+	e := newRaceEnv(t)
+	cmd, _, _ := e.startRun(t)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	doc, _ := readDoc(t, e.s.statePath)
+	holder, epoch := doc.Fence.Holder, doc.FenceEpoch()
+
+	show := run("--config", e.cfg, "lease", "show", "--json")
+	var v struct {
+		Holder string `json:"holder"`
+		State  string `json:"state"`
+		Epoch  uint64 `json:"epoch"`
+	}
+	if err := json.Unmarshal([]byte(show.stdout), &v); err != nil || v.Holder != holder || v.State != "held" || v.Epoch != epoch {
+		t.Fatalf("lease show: %v %s", err, show)
+	}
+	if r := run("--config", e.cfg, "lease", "release"); r.code != 5 || !strings.Contains(r.stderr, holder) {
+		t.Fatalf("releasing a live holder without --holder or --force: %s", r)
+	}
+	if r := run("--config", e.cfg, "lease", "release", "--holder", "someone-else/x"); r.code != 5 {
+		t.Fatalf("releasing with the wrong --holder: %s", r)
+	}
+	if _, after := readDoc(t, e.s.statePath); !bytes.Contains(after, []byte(holder)) {
+		t.Fatal("a refused release changed the fence")
+	}
+	if r := run("--config", e.cfg, "lease", "release", "--holder", holder); r.code != 0 {
+		t.Fatalf("lease release --holder: %s", r)
+	}
+	doc, _ = readDoc(t, e.s.statePath)
+	if !doc.Fence.Released || doc.FenceEpoch() != epoch+1 {
+		t.Fatalf("after release: %+v", doc.Fence)
+	}
+	if r := run("--config", e.cfg, "lease", "release"); r.code != 0 || !strings.Contains(r.stdout, "already free") {
+		t.Fatalf("releasing a free lease: %s", r)
+	}
+	e.gate.open()
+	r := run("--config", e.cfg, "run-once", "--strict-exit-codes")
+	if r.code != 0 || !strings.Contains(r.stdout, `"outcome":"ok"`) {
+		t.Fatalf("the run after the release: %s", r)
+	}
+}
+
+// TestE2EStateExportImportFileToS3 moves a document from the file store to S3 with `state export
+// | state import` (two real processes and a pipe): the checkpoints are identical, the fence is
+// not carried, and a run on S3 continues from them.
+func TestE2EStateExportImportFileToS3(t *testing.T) {
+	srv := testenv.StartVersitygw(t)
+	bucket := srv.NewBucket(t)
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	firstRun(t, e.cfg)
+	if r := run("--config", e.cfg, "state", "fence", "raise-floor", "30"); r.code != 0 {
+		t.Fatal(r)
+	}
+	src, _ := readDoc(t, e.s.statePath)
+
+	to := e.s
+	to.state = s3State(srv, bucket, "sf2loki/state.json", "")
+	s3cfg := to.write(t)
+
+	exp := exec.Command(os.Args[0], "--config", e.cfg, "state", "export")
+	imp := exec.Command(os.Args[0], "--config", s3cfg, "state", "import", "-")
+	for _, c := range []*exec.Cmd{exp, imp} {
+		c.Env = append(os.Environ(), childEnv+"=1")
+	}
+	pipe, err := exp.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp.Stdin = pipe
+	var impOut, impErr, expErr bytes.Buffer
+	imp.Stdout, imp.Stderr, exp.Stderr = &impOut, &impErr, &expErr
+	if err := imp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Run(); err != nil {
+		t.Fatalf("export: %v\n%s", err, expErr.String())
+	}
+	if err := imp.Wait(); err != nil {
+		t.Fatalf("import: %v\n%s%s", err, impOut.String(), impErr.String())
+	}
+
+	show := run("--config", s3cfg, "state", "show", "--json")
+	var dst struct {
+		Object      string                      `json:"object"`
+		Checkpoints map[string]store.Checkpoint `json:"checkpoints"`
+		Fence       *store.Fence                `json:"fence"`
+	}
+	if err := json.Unmarshal([]byte(show.stdout), &dst); err != nil {
+		t.Fatalf("%v: %s", err, show)
+	}
+	if !strings.HasPrefix(dst.Object, "s3://") || len(dst.Checkpoints) != len(src.Checkpoints) || len(src.Checkpoints) == 0 {
+		t.Fatalf("imported %d checkpoints into %s, the file has %d", len(dst.Checkpoints), dst.Object, len(src.Checkpoints))
+	}
+	for k, cp := range src.Checkpoints {
+		if got := compact(t, dst.Checkpoints[k].Value); got != compact(t, cp.Value) {
+			t.Errorf("%s: %s on S3, %s in the file", k, got, compact(t, cp.Value))
+		}
+	}
+	if dst.Fence == nil || dst.Fence.Epoch >= 30 {
+		t.Fatalf("the fence travelled with the export: %+v", dst.Fence)
+	}
+	before := e.loki.Count()
+	r := run("--config", s3cfg, "run-once", "--strict-exit-codes")
+	if r.code != 0 || !strings.Contains(r.stdout, `"outcome":"ok"`) || e.loki.Count() != before {
+		t.Fatalf("a run on S3 after the import must continue from the imported cursors (nothing to ship): %s", r)
+	}
+	// Importing again refuses: the target is no longer empty.
+	if r := run("--config", s3cfg, "state", "import", writeTemp(t, run("--config", e.cfg, "state", "export").stdout)); r.code != 1 {
+		t.Fatalf("a second import: %s", r)
+	}
+}
+
+func writeTemp(t *testing.T, content string) string {
+	t.Helper()
+	p := t.TempDir() + "/data"
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -232,6 +232,7 @@ type setup struct {
 	maxDuration time.Duration
 	pushTimeout time.Duration
 	elf         bool
+	elfTypes    []string // default [advELF]
 	lookback    time.Duration
 	onReject    string
 	deadLetter  string
@@ -282,6 +283,9 @@ func (s setup) withDefaults(w *world) setup {
 	if s.spec == "" {
 		s.spec = "@every 1s"
 	}
+	if len(s.elfTypes) == 0 {
+		s.elfTypes = []string{advELF}
+	}
 	return s
 }
 
@@ -294,7 +298,7 @@ func (w *world) writeConfig(name string, s setup) string {
 		w.sfURL, advClient, advUser, w.keyPath)
 	fmt.Fprintf(&b, "sources:\n  soql:\n    enabled: true\n    objects:\n      - name: LoginHistory\n        lookback: %s\n", s.lookback)
 	if s.elf {
-		fmt.Fprintf(&b, "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [%s]\n    lookback: %s\n    settle_window: 0s\n", advELF, s.lookback)
+		fmt.Fprintf(&b, "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [%s]\n    lookback: %s\n    settle_window: 0s\n", strings.Join(s.elfTypes, ", "), s.lookback)
 	}
 	fmt.Fprintf(&b, "sink:\n  loki:\n    url: %q\n    timeout: %s\n    max_retries: 1\n    min_backoff: 50ms\n    max_backoff: 200ms\n    batch_max_entries: %d\n    on_permanent_reject: %s\n",
 		w.recv.pushURL(), min(s.pushTimeout, 3*time.Second), s.pushEntries, s.onReject)
@@ -315,7 +319,7 @@ func (w *world) writeConfig(name string, s setup) string {
 	if s.leaseType == "kubernetes" {
 		fmt.Fprintf(&b, "  namespace: %s\n  kubeconfig: %s\n", s.namespace, s.kubeconfig)
 	}
-	fmt.Fprintf(&b, "run:\n  max_duration: %s\n  push_timeout: %s\n  commit_timeout: 3s\n  release_timeout: 1s\n  startup_reserve: 1s\n  margin: 1s\n",
+	fmt.Fprintf(&b, "run:\n  max_duration: %s\n  push_timeout: %s\n  commit_timeout: 3s\n  release_timeout: 1s\n  startup_reserve: 1s\n  margin: 1s\n  termination_grace: 10s\n",
 		s.maxDuration, s.pushTimeout)
 	fmt.Fprintf(&b, "batch:\n  max_records: %d\n", s.maxRecords)
 	fmt.Fprintf(&b, "schedule:\n  spec: %q\n  jitter: %s\n  listen: \"\"\n", s.spec, s.jitter)

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source/eventlogfile"
+)
+
+// Measure is what one measured piece of work cost.
+type Measure struct {
+	Rows    int64
+	Bytes   int64 // CSV bytes read
+	Wall    time.Duration
+	CPU     time.Duration // user + system time of the process doing the work
+	Mallocs uint64        // heap allocations (0 when unknown)
+	PeakRSS int64         // bytes (0 when not measured)
+}
+
+// RowsPerCoreSec is rows per CPU second.
+func (m Measure) RowsPerCoreSec() float64 { return float64(m.Rows) / m.CPU.Seconds() }
+
+// MBPerCoreSec is CSV megabytes (10^6) per CPU second.
+func (m Measure) MBPerCoreSec() float64 { return float64(m.Bytes) / 1e6 / m.CPU.Seconds() }
+
+// AllocsPerRow is heap allocations per row.
+func (m Measure) AllocsPerRow() float64 { return float64(m.Mallocs) / float64(m.Rows) }
+
+// Ceiling is THE ceiling of SPEC.md §9, defined once, here: the bytes of an EventLogFile through
+// CSV parse + shaping + encode + snappy in one process, with no network and no checkpointing.
+// It runs the product's own code: eventlogfile.ReadEntries (the source's CSV reader, header and
+// timestamp handling and shaping plan) and loki.Client.Push (guard, line cap, grouping, request
+// cutting, protobuf encoding, snappy) with a transport that answers 204 without sending, batched
+// into pushes exactly as the job batches them (sink.loki.batch_max_entries and batch_max_bytes).
+// cfg supplies the shaping and Loki settings, so the ceiling shapes and encodes what the
+// end-to-end run does. The cost is measured as process CPU time (getrusage), so it is per core.
+func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
+	opts := cfg.Shape.ShapeOptions()
+	opts.Labels = cfg.Sink.Loki.Labels
+	sh, err := shape.New(opts)
+	if err != nil {
+		return Measure{}, err
+	}
+	l := cfg.Sink.Loki
+	client, err := loki.New(loki.Options{
+		URL: "http://ceiling.invalid/loki/api/v1/push", TargetCompressedBytes: int(l.BatchTargetBytes),
+		MaxRequestBytes: int(l.BatchMaxBytes), MaxEntriesPerRequest: l.BatchMaxEntries, MaxLineBytes: int(l.LineMaxBytes),
+		Labels: loki.LabelOptions{ExtraAllowed: append(append([]string(nil), l.ExtraLabels...), sh.PromotedLabelNames()...)}, Transport: noNetwork{},
+	})
+	if err != nil {
+		return Measure{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Measure{}, err
+	}
+	defer f.Close()
+	cr := &countingReader{r: f}
+	maxEntries, maxBytes := l.BatchMaxEntries, l.BatchMaxBytes.Int()
+	batch := make([]loki.Entry, 0, maxEntries)
+	var lineBytes int64
+	push := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		for i := range batch {
+			batch[i].Ref = uint64(i)
+		}
+		res := client.Push(context.Background(), batch)
+		if !res.OK() {
+			return fmt.Errorf("ceiling push: %d of %d entries not accepted: %v", len(batch)-len(res.Accepted), len(batch), res.Err)
+		}
+		clear(batch) // the job drops a pushed batch: its lines become garbage
+		batch, lineBytes = batch[:0], 0
+		return nil
+	}
+	runtime.GC()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	cpu0, t0 := processCPU(), time.Now()
+	rows, err := eventlogfile.ReadEntries(cr, eventType, sh, func(e loki.Entry) error {
+		batch = append(batch, e)
+		lineBytes += int64(len(e.Line))
+		if len(batch) >= maxEntries || lineBytes >= maxBytes {
+			return push()
+		}
+		return nil
+	})
+	if err == nil {
+		err = push()
+	}
+	wall, cpu := time.Since(t0), processCPU()-cpu0
+	runtime.ReadMemStats(&ms1)
+	if err != nil {
+		return Measure{}, err
+	}
+	return Measure{Rows: rows, Bytes: cr.n, Wall: wall, CPU: cpu, Mallocs: ms1.Mallocs - ms0.Mallocs}, nil
+}
+
+// noNetwork answers every push with 204 without sending it.
+type noNetwork struct{}
+
+func (noNetwork) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusNoContent, Status: "204 No Content", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(nil)), Request: req}, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// processCPU is this process's user + system time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

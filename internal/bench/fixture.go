@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/job"
+)
+
+const (
+	benchUser   = "bench@example.com"
+	benchClient = "3MVG9-sf2loki-bench"
+)
+
+// world is a simulated org and a strict receiver (count-only), served by a child process of
+// the harness (serve mode) so that the harness itself stays small: Linux carries a parent's
+// peak RSS into the ru_maxrss of a child it vfork+execs, so the measured child's rusage is
+// exact only when the harness's own peak is below the child's.
+type world struct {
+	dir      string
+	keyPath  string
+	org      *simsf.Org
+	sf       *simsf.Server
+	receiver *simloki.Running
+}
+
+// newWorld starts a simulated org (fresh data) and a count-only strict receiver.
+func newWorld(dir string, keyPEM []byte, cert *x509.Certificate) (*world, error) {
+	w := &world{dir: dir, keyPath: filepath.Join(dir, "key.pem")}
+	if err := os.WriteFile(w.keyPath, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	w.org = simsf.New(simsf.Options{Seed: 7, Logger: slog.New(slog.DiscardHandler)})
+	w.org.AddUser(benchUser, simsf.AllPermissions())
+	if err := w.org.AddJWTApp(benchClient, cert, benchUser); err != nil {
+		return nil, err
+	}
+	var err error
+	if w.sf, err = w.org.Start(); err != nil {
+		return nil, err
+	}
+	if w.receiver, err = simloki.Listen("", simloki.New(simloki.Options{CountOnly: true})); err != nil {
+		_ = w.sf.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *world) close() {
+	_ = w.receiver.Close()
+	_ = w.sf.Close()
+}
+
+// served is what a serve-mode child tells the harness, as one JSON line on stdout.
+type served struct {
+	SalesforceURL string `json:"salesforce_url"`
+	PushURL       string `json:"push_url"`
+	CountURL      string `json:"count_url"` // GET: entries the receiver accepted so far
+	KeyPath       string `json:"key_path"`
+	CSVPath       string `json:"csv_path,omitempty"` // the EventLogFile's bytes (elf scenarios)
+	CSVBytes      int64  `json:"csv_bytes,omitempty"`
+}
+
+// serve is the serve mode: it builds the scenario's world in dir, prints a served line, and
+// serves until stdin is closed.
+func serve(scenario, dir string) error {
+	keys, err := simsf.NewKeyPair(time.Now())
+	if err != nil {
+		return err
+	}
+	w, err := newWorld(dir, keys.KeyPEM, keys.Certificate)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	out := served{SalesforceURL: w.sf.URL, PushURL: w.receiver.PushURL(), KeyPath: w.keyPath}
+	now := time.Now().UTC()
+	switch {
+	case scenario == "mixed":
+		if err := w.org.Populate(mixedData); err != nil {
+			return err
+		}
+	case strings.HasPrefix(scenario, "elf:"):
+		size, err := strconv.ParseInt(strings.TrimPrefix(scenario, "elf:"), 10, 64)
+		if err != nil {
+			return err
+		}
+		id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: "API", Interval: simsf.IntervalDaily,
+			LogDate: now.Add(-24 * time.Hour).Truncate(24 * time.Hour), CreatedDate: now.Add(-time.Hour), TargetBytes: size})
+		if err != nil {
+			return err
+		}
+		out.CSVPath = filepath.Join(dir, "body.csv")
+		if out.CSVBytes, err = writeContent(w.org, id, out.CSVPath); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown scenario %q", scenario)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	count := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(rw, w.receiver.Count())
+	})}
+	go func() { _ = count.Serve(ln) }()
+	defer count.Close()
+	out.CountURL = "http://" + ln.Addr().String() + "/count"
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s\n", b)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the harness closes our stdin
+	return nil
+}
+
+// mixedData is the small org of the API-calls scenario.
+var mixedData = simsf.DataSet{
+	Window: 6 * time.Hour, EventTypes: []string{"URI", "Report"}, HourlyFiles: 6, DailyFiles: -1, RowsPerFile: 2000,
+	LoginHistory: 20000, SetupAuditTrail: 2000, AuditEvents: -1, LoginEvents: -1, ApiEvents: -1,
+	ApiAnomalyEventStore: -1, ApexLogs: 400, LateRows: -1,
+}
+
+func writeContent(org *simsf.Org, id, path string) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	if err := org.EventLogFileContent(id, f); err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return 0, err
+	}
+	return fi.Size(), f.Close()
+}
+
+// server is a running serve-mode child.
+type server struct {
+	served
+	dir   string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startServer runs the harness binary in serve mode for a scenario.
+func startServer(ctx context.Context, scenario, dir string) (*server, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &server{dir: dir, cmd: exec.CommandContext(ctx, self, "-serve", scenario, "-dir", dir)}
+	s.cmd.Stderr = os.Stderr
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &s.served)
+	}
+	if err != nil {
+		s.stop()
+		return nil, fmt.Errorf("serve %s: %w", scenario, err)
+	}
+	return s, nil
+}
+
+func (s *server) stop() {
+	_ = s.stdin.Close()
+	_ = s.cmd.Wait()
+}
+
+// count returns the entries the receiver accepted so far.
+func (s *server) count(ctx context.Context) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.CountURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// config writes the configuration a run-once process of this world runs with: sources is the
+// YAML of the sources section; the state document is <name>.state.json.
+func (s *server) config(name, sources string) (string, error) {
+	yaml := fmt.Sprintf(`salesforce:
+  login_url: %s
+  client_id: %s
+  username: %s
+  private_key_file: %s
+sources:
+%s
+sink:
+  loki:
+    url: %s
+state:
+  file:
+    path: %s
+run:
+  max_duration: 60m
+log:
+  level: warn
+`, s.SalesforceURL, benchClient, benchUser, s.KeyPath, indent(sources, "  "), s.PushURL, filepath.Join(s.dir, name+".state.json"))
+	path := filepath.Join(s.dir, name+".yaml")
+	return path, os.WriteFile(path, []byte(yaml), 0o600)
+}
+
+func indent(s, pre string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = pre + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// child is one finished run-once process.
+type child struct {
+	Report *job.Report
+	Wall   time.Duration
+	CPU    time.Duration
+	MaxRSS int64 // bytes
+	Stats  *probeStats
+	Stderr string
+}
+
+// probeStats mirrors probe.Stats.
+type probeStats struct {
+	Mallocs    uint64 `json:"mallocs"`
+	TotalAlloc uint64 `json:"total_alloc"`
+	NumGC      uint32 `json:"num_gc"`
+	VmHWM      int64  `json:"vm_hwm"`
+}
+
+// runChild runs bin with args and the environment additions env, and collects its report,
+// resource usage and (for the probe) allocation counters.
+func runChild(ctx context.Context, bin string, args []string, env []string, statsPath string) (*child, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(os.Environ(), env...)
+	if statsPath != "" {
+		cmd.Env = append(cmd.Env, "SF2LOKI_BENCH_STATS="+statsPath)
+	}
+	t0 := time.Now()
+	err := cmd.Run()
+	wall := time.Since(t0)
+	c := &child{Wall: wall, Stderr: stderr.String()}
+	if cmd.ProcessState == nil {
+		return nil, fmt.Errorf("%s: %w", bin, err)
+	}
+	c.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		c.MaxRSS = ru.Maxrss * 1024 // Linux reports KiB
+	}
+	if line := lastLine(stdout.Bytes()); len(line) > 0 {
+		var rep job.Report
+		if jerr := json.Unmarshal(line, &rep); jerr == nil {
+			c.Report = &rep
+		}
+	}
+	if err != nil {
+		return c, fmt.Errorf("%s %s: %w\n%s", filepath.Base(bin), strings.Join(args, " "), err, tail(c.Stderr, 2000))
+	}
+	if c.Report == nil {
+		return c, fmt.Errorf("%s printed no run report\n%s", filepath.Base(bin), tail(c.Stderr, 2000))
+	}
+	if statsPath != "" {
+		b, err := os.ReadFile(statsPath)
+		if err != nil {
+			return c, err
+		}
+		c.Stats = &probeStats{}
+		if err := json.Unmarshal(b, c.Stats); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func lastLine(b []byte) []byte {
+	b = bytes.TrimRight(b, "\n")
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		return b[i+1:]
+	}
+	return b
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// buildBinaries builds sf2loki (as `make build` does) and the probe into dir.
+func buildBinaries(ctx context.Context, dir string) (bin, probe string, err error) {
+	bin, probe = filepath.Join(dir, "sf2loki"), filepath.Join(dir, "sf2loki-probe")
+	for _, b := range []struct{ out, pkg string }{{bin, "./cmd/sf2loki"}, {probe, "./internal/bench/probe"}} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", b.out, b.pkg)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", "", fmt.Errorf("go build %s: %w", b.pkg, err)
+		}
+	}
+	return bin, probe, nil
+}
+
+// jobSourceReport is a source's share of a run report.
+type jobSourceReport = job.SourceReport
+
+// startCPUProfile profiles this process into path until the returned stop is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}

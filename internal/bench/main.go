@@ -1,0 +1,544 @@
+// Command bench is sf2loki's end-to-end benchmark harness (`make bench`, `go run
+// ./internal/bench`). It builds the sf2loki binary, starts a simulated Salesforce org and a
+// strict Loki receiver (count-only) in this process, runs real `sf2loki run-once` processes
+// against them, and prints one table: rows/s and MB/s per core, allocations per row, peak RSS
+// (from the child's rusage), Salesforce API calls per 10 000 records by source, the ratio to
+// the ceiling (Ceiling, defined once in ceiling.go), and the wall time of a run-once with
+// nothing to do. Memory is measured for a 100 MiB and a 1 GiB EventLogFile side by side.
+//
+// Per core means per CPU second of the process doing the work: the run-once child's user +
+// system time from rusage, and this process's for the ceiling. Throughput figures are medians
+// of -repeat runs (the largest file runs -repeat-large times).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sf2loki/sf2loki/config"
+)
+
+// Targets of SPEC.md §9.
+const (
+	targetCeilingRatio = 0.5
+	targetPeakRSS      = 100 << 20
+	targetNoopWall     = 50 * time.Millisecond
+	targetRSSFileBytes = 1 << 30
+)
+
+type options struct {
+	sizes       []int64
+	repeat      int
+	repeatLarge int
+	noopRuns    int
+	keep        bool
+	profileDir  string
+	markdown    string
+	strict      bool
+}
+
+func main() {
+	var o options
+	sizes := flag.String("sizes", "100MiB,1GiB", "EventLogFile sizes shipped end to end (the last one is the memory target's)")
+	flag.IntVar(&o.repeat, "repeat", 3, "runs per measurement; the table shows medians")
+	flag.IntVar(&o.repeatLarge, "repeat-large", 1, "runs of files of 1 GiB and more")
+	flag.IntVar(&o.noopRuns, "noop-runs", 9, "run-once invocations with nothing to do (median wall time)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (configurations, state, profiles)")
+	flag.StringVar(&o.profileDir, "profile", "", "write pprof CPU profiles of the first end-to-end run of each size and of the ceiling here")
+	flag.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this file")
+	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a SPEC.md §9 target is missed")
+	quick := flag.Bool("quick", false, "small sizes and few runs (a smoke test of the harness)")
+	// Modes of the harness's own child processes.
+	serveScenario := flag.String("serve", "", "(internal) serve a scenario's simulated org and receiver until stdin closes")
+	serveDir := flag.String("dir", "", "(internal) serve mode: working directory")
+	ceilingCSV := flag.String("ceiling", "", "(internal) measure the ceiling over this CSV file and print it as JSON")
+	ceilingConfig := flag.String("config", "", "(internal) ceiling mode: configuration with the shaping and Loki settings")
+	cpuProfile := flag.String("cpuprofile", "", "(internal) ceiling mode: write a CPU profile here")
+	flag.Parse()
+	switch {
+	case *serveScenario != "":
+		if err := serve(*serveScenario, *serveDir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench serve:", err)
+			os.Exit(1)
+		}
+		return
+	case *ceilingCSV != "":
+		if err := ceilingMode(*ceilingCSV, *ceilingConfig, *cpuProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "bench ceiling:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *quick {
+		*sizes, o.repeat, o.repeatLarge, o.noopRuns = "8MiB,32MiB", 1, 1, 3
+	}
+	var err error
+	if o.sizes, err = parseSizes(*sizes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	missed, err := run(context.Background(), o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if missed && o.strict {
+		os.Exit(1)
+	}
+}
+
+func parseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		mult := int64(1)
+		for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+			if n, ok := strings.CutSuffix(f, suf); ok {
+				f, mult = n, m
+			}
+		}
+		var n int64
+		if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+			return nil, fmt.Errorf("-sizes: %q is not a size like 100MiB", f)
+		}
+		out = append(out, n*mult)
+	}
+	return out, nil
+}
+
+// row is one line of the table; zero fields print as "-".
+type row struct {
+	name       string
+	m          Measure
+	ratio      float64 // to the ceiling
+	apiPer10k  float64
+	apiDetail  string
+	noopWall   time.Duration
+	hasAPI     bool
+	throughput bool
+}
+
+func run(ctx context.Context, o options, out io.Writer) (missed bool, err error) {
+	dir, err := os.MkdirTemp("", "sf2loki-bench-")
+	if err != nil {
+		return false, err
+	}
+	if o.keep {
+		fmt.Fprintln(os.Stderr, "bench: working directory", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return false, err
+		}
+	}
+	if err := chdirModuleRoot(ctx); err != nil {
+		return false, err
+	}
+	fmt.Fprintln(os.Stderr, "bench: building sf2loki and the probe")
+	bin, probe, err := buildBinaries(ctx, dir)
+	if err != nil {
+		return false, err
+	}
+
+	var rows []row
+	var rssLargest Measure
+	var ratios []float64
+	for _, size := range o.sizes {
+		reps := o.repeat
+		if size >= 1<<30 {
+			reps = o.repeatLarge
+		}
+		ceil, e2e, err := eventLogFileScenario(ctx, o, dir, probe, size, reps)
+		if err != nil {
+			return false, err
+		}
+		ratio := e2e.m.RowsPerCoreSec() / ceil.RowsPerCoreSec()
+		ratios = append(ratios, ratio)
+		rows = append(rows, row{name: "ceiling: EventLogFile API " + formatSize(size), m: ceil, ratio: 1, throughput: true},
+			row{name: "run-once: EventLogFile API " + formatSize(size), m: e2e.m, ratio: ratio, throughput: true,
+				hasAPI: true, apiPer10k: e2e.apiPer10k, apiDetail: e2e.apiDetail})
+		rssLargest = e2e.m
+	}
+	mixed, noop, err := mixedScenario(ctx, o, dir, bin, probe)
+	if err != nil {
+		return false, err
+	}
+	rows = append(rows, mixed...)
+	rows = append(rows, row{name: fmt.Sprintf("run-once with nothing to do (median of %d)", o.noopRuns), m: noop.m, noopWall: noop.wall})
+
+	header := fmt.Sprintf("sf2loki bench — %s %s/%s, %d CPUs, %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	verdicts := []string{
+		verdict(&missed, slices.Min(ratios) >= targetCeilingRatio, "EventLogFile end to end ≥ 50%% of the ceiling: %s", joinRatios(ratios)),
+	}
+	if largest := o.sizes[len(o.sizes)-1]; largest >= targetRSSFileBytes {
+		verdicts = append(verdicts, verdict(&missed, rssLargest.PeakRSS <= targetPeakRSS, "peak RSS ≤ 100 MiB shipping a %s EventLogFile: %.1f MiB", formatSize(largest), float64(rssLargest.PeakRSS)/(1<<20)))
+	} else {
+		verdicts = append(verdicts, fmt.Sprintf("peak RSS target (≤ 100 MiB for 1 GiB) not measured: largest file %s", formatSize(largest)))
+	}
+	verdicts = append(verdicts, verdict(&missed, noop.wall <= targetNoopWall, "run-once with nothing to do ≤ 50 ms: %.1f ms", ms(noop.wall)))
+	printTable(out, header, rows, verdicts)
+	if o.markdown != "" {
+		f, err := os.Create(o.markdown)
+		if err != nil {
+			return missed, err
+		}
+		defer f.Close()
+		printMarkdown(f, header, rows, verdicts)
+	}
+	return missed, nil
+}
+
+func verdict(missed *bool, ok bool, format string, args ...any) string {
+	mark := "PASS"
+	if !ok {
+		mark, *missed = "MISS", true
+	}
+	return mark + "  " + fmt.Sprintf(format, args...)
+}
+
+func joinRatios(rs []float64) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%.0f%%", 100*r))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// e2eResult is an end-to-end measurement with its API call count.
+type e2eResult struct {
+	m         Measure
+	apiPer10k float64
+	apiDetail string
+}
+
+// eventLogFileScenario ships one API EventLogFile of about size bytes with run-once --drain,
+// reps times from an empty state, and measures the ceiling over the same bytes.
+func eventLogFileScenario(ctx context.Context, o options, dir, probe string, size int64, reps int) (Measure, e2eResult, error) {
+	name := "elf-" + formatSize(size)
+	srv, err := startServer(ctx, fmt.Sprintf("elf:%d", size), filepath.Join(dir, name))
+	if err != nil {
+		return Measure{}, e2eResult{}, err
+	}
+	defer srv.stop()
+	defer os.Remove(srv.CSVPath)
+
+	var ceilings, runs []Measure
+	var api e2eResult
+	for i := range reps {
+		cfgPath, err := srv.config(fmt.Sprintf("run-%d", i), "eventlogfile:\n  enabled: true\n  interval: Daily\n  event_types: [API]\n  lookback: 48h\n")
+		if err != nil {
+			return Measure{}, e2eResult{}, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s: ceiling %d/%d\n", name, i+1, reps)
+		profile := ""
+		if o.profileDir != "" && i == 0 {
+			profile = filepath.Join(o.profileDir, "ceiling-"+formatSize(size)+".pprof")
+		}
+		c, err := runCeiling(ctx, srv.CSVPath, cfgPath, profile)
+		if err != nil {
+			return Measure{}, e2eResult{}, err
+		}
+		ceilings = append(ceilings, c)
+
+		fmt.Fprintf(os.Stderr, "bench: %s: run-once %d/%d\n", name, i+1, reps)
+		before, err := srv.count(ctx)
+		if err != nil {
+			return Measure{}, e2eResult{}, err
+		}
+		var env []string
+		if o.profileDir != "" && i == 0 {
+			env = append(env, "SF2LOKI_BENCH_CPUPROFILE="+filepath.Join(o.profileDir, "runonce-"+formatSize(size)+".pprof"))
+		}
+		ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, env, filepath.Join(srv.dir, fmt.Sprintf("stats-%d.json", i)))
+		if err != nil {
+			return Measure{}, e2eResult{}, err
+		}
+		after, err := srv.count(ctx)
+		if err != nil {
+			return Measure{}, e2eResult{}, err
+		}
+		rep := ch.Report
+		if rep.Outcome != "ok" || !rep.CaughtUp || rep.Records != c.Rows || after-before != rep.Records {
+			return Measure{}, e2eResult{}, fmt.Errorf("%s: run-once shipped %d of %d rows (receiver got %d), outcome %s, caught up %v: %s",
+				name, rep.Records, c.Rows, after-before, rep.Outcome, rep.CaughtUp, rep.Error)
+		}
+		checkRSS(name, ch)
+		runs = append(runs, Measure{Rows: rep.Records, Bytes: srv.CSVBytes, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, PeakRSS: ch.MaxRSS})
+		api = apiCalls(rep.Sources, rep.Records)
+	}
+	return median(ceilings), e2eResult{m: median(runs), apiPer10k: api.apiPer10k, apiDetail: api.apiDetail}, nil
+}
+
+// checkRSS warns when the child's rusage peak and its own VmHWM disagree by more than 5%: the
+// rusage reading would then carry this process's peak (see world).
+func checkRSS(name string, ch *child) {
+	if ch.Stats == nil || ch.Stats.VmHWM == 0 {
+		return
+	}
+	if d := float64(ch.MaxRSS-ch.Stats.VmHWM) / float64(ch.Stats.VmHWM); d > 0.05 || d < -0.05 {
+		fmt.Fprintf(os.Stderr, "bench: %s: rusage peak RSS %.1f MiB differs from the child's VmHWM %.1f MiB\n",
+			name, float64(ch.MaxRSS)/(1<<20), float64(ch.Stats.VmHWM)/(1<<20))
+	}
+}
+
+// runCeiling measures Ceiling in a child process (ceiling mode), so that its memory never
+// counts towards this process's peak.
+func runCeiling(ctx context.Context, csvPath, cfgPath, profile string) (Measure, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return Measure{}, err
+	}
+	args := []string{"-ceiling", csvPath, "-config", cfgPath}
+	if profile != "" {
+		args = append(args, "-cpuprofile", profile)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Measure{}, fmt.Errorf("ceiling: %w", err)
+	}
+	var m Measure
+	if err := json.Unmarshal(out, &m); err != nil {
+		return Measure{}, fmt.Errorf("ceiling: %w", err)
+	}
+	return m, nil
+}
+
+// ceilingMode is the ceiling child: it measures Ceiling and prints the Measure as JSON.
+func ceilingMode(csvPath, cfgPath, profile string) error {
+	cfg, err := config.Load(config.LoadOptions{Path: cfgPath})
+	if err != nil {
+		return err
+	}
+	if profile != "" {
+		stop, err := startCPUProfile(profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	m, err := Ceiling(csvPath, "API", cfg)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(m)
+}
+
+// median returns, field by field, the median of the measures (rows and bytes are equal).
+func median(ms []Measure) Measure {
+	pick := func(get func(Measure) int64) int64 {
+		v := make([]int64, len(ms))
+		for i, m := range ms {
+			v[i] = get(m)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return Measure{
+		Rows: ms[0].Rows, Bytes: ms[0].Bytes,
+		Wall:    time.Duration(pick(func(m Measure) int64 { return int64(m.Wall) })),
+		CPU:     time.Duration(pick(func(m Measure) int64 { return int64(m.CPU) })),
+		Mallocs: uint64(pick(func(m Measure) int64 { return int64(m.Mallocs) })), //nolint:gosec // counts
+		PeakRSS: pick(func(m Measure) int64 { return m.PeakRSS }),
+	}
+}
+
+// noopResult is the median no-op invocation.
+type noopResult struct {
+	m    Measure
+	wall time.Duration
+}
+
+// mixedScenario ships a small org with every REST source once (--drain) for the API calls per
+// 10 000 records of each source, then times run-once invocations with nothing left to do.
+func mixedScenario(ctx context.Context, o options, dir, bin, probe string) ([]row, noopResult, error) {
+	srv, err := startServer(ctx, "mixed", filepath.Join(dir, "mixed"))
+	if err != nil {
+		return nil, noopResult{}, err
+	}
+	defer srv.stop()
+	cfgPath, err := srv.config("mixed", `eventlogfile:
+  enabled: true
+  interval: Hourly
+  event_types: [URI, Report]
+  lookback: 12h
+soql:
+  enabled: true
+  objects:
+    - name: LoginHistory
+      lookback: 12h
+    - name: SetupAuditTrail
+      lookback: 12h
+apexlog:
+  enabled: true
+  lookback: 12h
+`)
+	if err != nil {
+		return nil, noopResult{}, err
+	}
+	fmt.Fprintln(os.Stderr, "bench: mixed org: run-once --drain")
+	ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, nil, filepath.Join(srv.dir, "stats.json"))
+	if err != nil {
+		return nil, noopResult{}, err
+	}
+	rep := ch.Report
+	if rep.Outcome != "ok" || !rep.CaughtUp {
+		return nil, noopResult{}, fmt.Errorf("mixed org: outcome %s, caught up %v: %s", rep.Outcome, rep.CaughtUp, rep.Error)
+	}
+	var rows []row
+	for _, name := range []string{"eventlogfile", "soql", "apexlog"} {
+		sr := rep.Sources[name]
+		if sr == nil {
+			return nil, noopResult{}, fmt.Errorf("mixed org: no %s in the report", name)
+		}
+		a := apiCalls(map[string]*jobSourceReport{name: sr}, sr.Records)
+		rows = append(rows, row{name: "API calls: " + name + " (" + mixedDescription[name] + ")", m: Measure{Rows: sr.Records},
+			hasAPI: true, apiPer10k: a.apiPer10k, apiDetail: a.apiDetail})
+	}
+
+	var noops []Measure
+	for i := range o.noopRuns {
+		fmt.Fprintf(os.Stderr, "bench: run-once with nothing to do %d/%d\n", i+1, o.noopRuns)
+		ch, err := runChild(ctx, bin, []string{"run-once", "--config", cfgPath}, nil, "")
+		if err != nil {
+			return nil, noopResult{}, err
+		}
+		if ch.Report.Outcome != "ok" || ch.Report.Records != 0 {
+			return nil, noopResult{}, fmt.Errorf("no-op run-once: outcome %s, %d records", ch.Report.Outcome, ch.Report.Records)
+		}
+		noops = append(noops, Measure{Wall: ch.Wall, CPU: ch.CPU, PeakRSS: ch.MaxRSS, Rows: 1})
+	}
+	m := median(noops)
+	return rows, noopResult{m: m, wall: m.Wall}, nil
+}
+
+var mixedDescription = map[string]string{
+	"eventlogfile": "12 hourly files of 2000 rows",
+	"soql":         "LoginHistory 20 000 + SetupAuditTrail 2000 rows",
+	"apexlog":      "400 logs with bodies",
+}
+
+// apiCalls sums the Salesforce calls of the report's sources per 10 000 records.
+func apiCalls(sources map[string]*jobSourceReport, records int64) e2eResult {
+	total := int64(0)
+	kinds := map[string]int64{}
+	for _, sr := range sources {
+		for k, n := range sr.APICalls {
+			total += n
+			kinds[k] += n
+		}
+	}
+	var parts []string
+	for _, k := range sortedKeys(kinds) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, kinds[k]))
+	}
+	r := e2eResult{apiDetail: strings.Join(parts, ", ")}
+	if records > 0 {
+		r.apiPer10k = float64(total) * 10000 / float64(records)
+	}
+	return r
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func formatSize(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// columns of the table.
+var columns = []string{"scenario", "rows", "wall s", "rows/s", "rows/s/core", "MB/s/core", "allocs/row", "peak RSS MiB", "× ceiling", "API calls/10k rows"}
+
+func cells(r row) []string {
+	dash := "-"
+	c := []string{r.name, dash, dash, dash, dash, dash, dash, dash, dash, dash}
+	if r.m.Rows > 0 && r.noopWall == 0 {
+		c[1] = fmt.Sprint(r.m.Rows)
+	}
+	if r.throughput {
+		c[2] = fmt.Sprintf("%.2f", r.m.Wall.Seconds())
+		c[3] = fmt.Sprintf("%.0f", float64(r.m.Rows)/r.m.Wall.Seconds())
+		c[4] = fmt.Sprintf("%.0f", r.m.RowsPerCoreSec())
+		c[5] = fmt.Sprintf("%.1f", r.m.MBPerCoreSec())
+		if r.m.Mallocs > 0 {
+			c[6] = fmt.Sprintf("%.2f", r.m.AllocsPerRow())
+		}
+		c[8] = fmt.Sprintf("%.2f", r.ratio)
+	}
+	if r.noopWall > 0 {
+		c[2] = fmt.Sprintf("%.1f ms", ms(r.noopWall))
+	}
+	if r.m.PeakRSS > 0 {
+		c[7] = fmt.Sprintf("%.1f", float64(r.m.PeakRSS)/(1<<20))
+	}
+	if r.hasAPI {
+		c[9] = fmt.Sprintf("%.2f (%s)", r.apiPer10k, r.apiDetail)
+	}
+	return c
+}
+
+func printTable(w io.Writer, header string, rows []row, verdicts []string) {
+	fmt.Fprintln(w, header)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(cells(r), "\t"))
+	}
+	_ = tw.Flush()
+	for _, v := range verdicts {
+		fmt.Fprintln(w, v)
+	}
+}
+
+func printMarkdown(w io.Writer, header string, rows []row, verdicts []string) {
+	fmt.Fprintf(w, "%s\n\n| %s |\n|%s\n", header, strings.Join(columns, " | "), strings.Repeat(" --- |", len(columns)))
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells(r), " | "))
+	}
+	fmt.Fprintln(w)
+	for _, v := range verdicts {
+		fmt.Fprintf(w, "- %s\n", v)
+	}
+}
+
+// chdirModuleRoot makes the module root the working directory (go build paths are relative).
+func chdirModuleRoot(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return errors.New("run the harness inside the sf2loki module (go run ./internal/bench)")
+	}
+	return os.Chdir(filepath.Dir(gomod))
+}

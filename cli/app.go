@@ -49,6 +49,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 			doctorCommand(),
 			stateCommand(),
 			leaseCommand(),
+			backfillCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // Main decides the code and prints once
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

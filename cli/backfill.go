@@ -1,14 +1,42 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lease"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/eventlogfile"
 )
 
 // backfillSuffix marks the backfill's own document and lease.
 const backfillSuffix = "-backfill"
+
+// EventTimeMetadata is the structured-metadata field that keeps a row's event time when a
+// backfill ships at ingest time (--ingest-time).
+const EventTimeMetadata = "event_time"
 
 // backfillConfig returns the configuration of the backfill's own document and lease, like a
 // job group's: lease "<name>-backfill", document "<path>-backfill<ext>" (file), "<key>-backfill<ext>"
@@ -35,4 +63,526 @@ func suffixed(p string) string {
 	}
 	ext := filepath.Ext(p)
 	return strings.TrimSuffix(p, ext) + backfillSuffix + ext
+}
+
+func backfillCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "backfill",
+		Usage: "load historical EventLogFile rows of a window, with the backfill's own document and lease",
+		Description: "Ships the rows whose event time is in [--since, --until) through the same claim and commit protocol as\n" +
+			"run-once (a commit after every push), with its own checkpoint document and lease (<name>-backfill), so it\n" +
+			"never touches the live cursors nor fences the live job. Interrupted, the same command resumes at the next\n" +
+			"unshipped row. Transforms apply; sampling does not. Prints a JSON summary on stdout.\n" +
+			"Rows older than sink.loki.max_age are refused by Loki: for such a window choose --ingest-time (timestamp\n" +
+			"= now, the event time kept in structured metadata " + EventTimeMetadata + ") or --event-time (the receiver accepts them).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "since", Required: true, Usage: "start of the window (RFC 3339, or a date: 2026-11-01)"},
+			&cli.StringFlag{Name: "until", Required: true, Usage: "end of the window, exclusive (RFC 3339, or a date)"},
+			&cli.StringFlag{Name: "event-types", Usage: "comma-separated event types (default: sources.eventlogfile.event_types)"},
+			&cli.StringFlag{Name: "interval", Usage: "Hourly or Daily (default: sources.eventlogfile.interval)"},
+			&cli.StringFlag{Name: "org", Usage: "only this org (orgs[].name)"},
+			&cli.BoolFlag{Name: "ingest-time", Usage: "stamp entries with the time they are shipped; the event time goes to structured metadata " + EventTimeMetadata},
+			&cli.BoolFlag{Name: "event-time", Usage: "keep the event time as the entry timestamp even beyond sink.loki.max_age"},
+			&cli.DurationFlag{Name: "max-duration", Value: 6 * time.Hour, Usage: "stop after this long (run the command again to continue)"},
+			&cli.DurationFlag{Name: "wait", Usage: "how long to wait for another backfill holding the backfill lease"},
+			&cli.DurationFlag{Name: "progress-interval", Value: 30 * time.Second, Usage: "how often progress is logged when stderr is not a terminal"},
+		},
+		Action: runBackfill,
+	}
+}
+
+// parseWindowTime reads an RFC 3339 time, a time without zone (UTC) or a date (UTC midnight).
+func parseWindowTime(flag, s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, exitf(ExitConfig, "--%s %q is not a time: use RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)", flag, s)
+}
+
+// backfillPlan is what one backfill invocation ships.
+type backfillPlan struct {
+	since, until time.Time
+	interval     string
+	ingestTime   bool
+	orgs         []backfillOrg
+}
+
+type backfillOrg struct {
+	entry config.OrgEntry
+	types []string
+}
+
+// keyPrefix is the window's key namespace: one window's cursors never mix with another's.
+func (p *backfillPlan) keyPrefix() string {
+	return "backfill:" + p.interval + ":" + p.since.Format(time.RFC3339) + ".." + p.until.Format(time.RFC3339) + ":"
+}
+
+// scanUntil is how far past the window, by CreatedDate, files are listed: a file is written
+// after the period it covers (an hour or a day) and sometimes hours late.
+func (p *backfillPlan) scanUntil() time.Time {
+	bucket := time.Hour
+	if p.interval == eventlogfile.IntervalDaily {
+		bucket = 24 * time.Hour
+	}
+	return p.until.Add(bucket + 24*time.Hour)
+}
+
+func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
+	since, err := parseWindowTime("since", c.String("since"))
+	if err != nil {
+		return nil, err
+	}
+	until, err := parseWindowTime("until", c.String("until"))
+	if err != nil {
+		return nil, err
+	}
+	if !since.Before(until) {
+		return nil, exitf(ExitConfig, "--since %s must be before --until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	p := &backfillPlan{since: since, until: until, interval: c.String("interval"), ingestTime: c.Bool("ingest-time")}
+	switch p.interval {
+	case "", eventlogfile.IntervalHourly, eventlogfile.IntervalDaily:
+	default:
+		return nil, exitf(ExitConfig, "--interval %q: want Hourly or Daily", p.interval)
+	}
+	var flagTypes []string
+	for _, t := range strings.Split(c.String("event-types"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			if t != "*" && salesforce.ValidateIdentifier(t) != nil {
+				return nil, exitf(ExitConfig, "--event-types: %q is not an event type name", t)
+			}
+			flagTypes = append(flagTypes, t)
+		}
+	}
+	only := c.String("org")
+	for _, o := range cfg.OrgList() {
+		if only != "" && o.Name != only {
+			continue
+		}
+		types := flagTypes
+		if len(types) == 0 && o.Sources.EventLogFile.Enabled {
+			types = o.Sources.EventLogFile.EventTypes
+		}
+		if len(types) == 0 || !o.Salesforce.Configured() {
+			continue
+		}
+		if p.interval == "" {
+			p.interval = o.Sources.EventLogFile.Interval
+		}
+		p.orgs = append(p.orgs, backfillOrg{entry: o, types: types})
+	}
+	if p.interval == "" {
+		p.interval = eventlogfile.DefaultInterval
+	}
+	if len(p.orgs) == 0 {
+		if only != "" {
+			return nil, exitf(ExitConfig, "--org %q: no such org with Salesforce credentials and event types (give --event-types)", only)
+		}
+		return nil, exitf(ExitConfig, "nothing to backfill: enable sources.eventlogfile with event_types, or give --event-types")
+	}
+	maxAge := cfg.Sink.Loki.MaxAge.D()
+	if maxAge > 0 && time.Since(since) > maxAge && !p.ingestTime {
+		msg := fmt.Sprintf("warning: the window starts %s ago, further back than the receiver accepts (sink.loki.max_age %s, Loki's reject_old_samples_max_age): "+
+			"those rows would be rejected", time.Since(since).Round(time.Hour), maxAge)
+		if !c.Bool("event-time") {
+			return nil, exitf(ExitConfig, "%s.\n  choose --ingest-time (entries stamped now, the event time in structured metadata %s), "+
+				"or --event-time (the receiver was configured to accept them; raise sink.loki.max_age to match)", msg, EventTimeMetadata)
+		}
+		fmt.Fprintln(c.App.ErrWriter, "sf2loki: "+msg+"; shipping with event times as asked (--event-time)")
+	}
+	if p.ingestTime && c.Bool("event-time") {
+		return nil, exitf(ExitConfig, "--ingest-time and --event-time exclude each other")
+	}
+	return p, nil
+}
+
+// backfillSummary is the JSON line a backfill prints on stdout.
+type backfillSummary struct {
+	Outcome           job.Outcome      `json:"outcome"`
+	ExitCode          int              `json:"exit_code"`
+	Since             time.Time        `json:"since"`
+	Until             time.Time        `json:"until"`
+	Interval          string           `json:"interval"`
+	EventTypes        []string         `json:"event_types"`
+	IngestTime        bool             `json:"ingest_time,omitempty"`
+	Document          string           `json:"document"`
+	Lease             string           `json:"lease"`
+	CaughtUp          bool             `json:"caught_up"`
+	Files             int64            `json:"files"`
+	Rows              int64            `json:"rows"`
+	RowsShipped       int64            `json:"rows_shipped"`
+	RowsOutsideWindow int64            `json:"rows_outside_window"`
+	Bytes             int64            `json:"bytes"`
+	APICalls          map[string]int64 `json:"api_calls"`
+	Pushes            int              `json:"pushes"`
+	Commits           int              `json:"commits"`
+	Duration          job.Millis       `json:"duration_ms"`
+	Report            *job.Report      `json:"report"`
+}
+
+func runBackfill(c *cli.Context) error {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	plan, err := planBackfill(c, cfg)
+	if err != nil {
+		return err
+	}
+	bcfg := backfillConfig(cfg)
+	// Transforms apply, sampling does not: a backfill loads history completely.
+	bcfg.Shape.Types = slices.Clone(cfg.Shape.Types)
+	for i := range bcfg.Shape.Types {
+		bcfg.Shape.Types[i].SampleRate, bcfg.Shape.Types[i].SampleField = 0, ""
+	}
+	log, _, err := newLogger(c, bcfg)
+	if err != nil {
+		return err
+	}
+	inv := lease.NewInvocation()
+	log = log.With("invocation", inv, "backfill", plan.keyPrefix())
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	prog := newBackfillProgress(plan)
+	deps, closers, err := backfillDeps(ctx, bcfg, plan, prog, inv, log, c.Duration("wait"))
+	defer func() {
+		for _, cl := range closers {
+			_ = cl.Close()
+		}
+	}()
+	if err != nil {
+		return storeExit(err)
+	}
+	opts := jobOptions(bcfg, inv, log)
+	opts.Drain, opts.MaxDuration, opts.Observer = true, c.Duration("max-duration"), prog
+	done := make(chan struct{})
+	var shown sync.WaitGroup
+	shown.Add(1)
+	go func() {
+		defer shown.Done()
+		prog.show(done, c.App.ErrWriter, log, c.Duration("progress-interval"))
+	}()
+	start := time.Now()
+	rep := job.Run(ctx, deps, opts)
+	close(done)
+	shown.Wait()
+	rep.ExitCode = outcomeExit(rep.Outcome, true)
+	logOutcome(log, rep)
+
+	sum := backfillSummary{
+		Outcome: rep.Outcome, ExitCode: rep.ExitCode, Since: plan.since, Until: plan.until, Interval: plan.interval, EventTypes: plan.eventTypesOf(),
+		IngestTime: plan.ingestTime, CaughtUp: rep.CaughtUp, Files: prog.files.Load(), Rows: prog.rows.Load(),
+		RowsShipped: rep.Records, RowsOutsideWindow: prog.outside.Load(), Bytes: rep.Bytes, APICalls: map[string]int64{},
+		Pushes: rep.Pushes, Commits: rep.Commits, Duration: job.Millis(time.Since(start)), Report: rep,
+	}
+	if lc, ok := deps.Coordinator.(*job.LeaseCoordinator); ok {
+		sum.Document, sum.Lease = lc.Store.Object(), leaseRef(bcfg, lc.Lease).String()
+	}
+	for _, s := range rep.Sources {
+		for k, n := range s.APICalls {
+			sum.APICalls[k] += n
+		}
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "%s\n", b)
+	fmt.Fprint(c.App.ErrWriter, backfillHuman(sum))
+	if rep.ExitCode != ExitOK {
+		return &ExitError{Code: rep.ExitCode}
+	}
+	return nil
+}
+
+func backfillHuman(s backfillSummary) string {
+	var calls int64
+	for _, n := range s.APICalls {
+		calls += n
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "backfill %s..%s (%s): %s; %d files, %d rows in the window (%d shipped), %d rows outside it, %d bytes, %d API calls, %d commits\n",
+		s.Since.Format(time.RFC3339), s.Until.Format(time.RFC3339), s.Interval, s.Outcome, s.Files, s.Rows, s.RowsShipped,
+		s.RowsOutsideWindow, s.Bytes, calls, s.Commits)
+	switch {
+	case s.Outcome != job.OutcomeOK:
+		fmt.Fprintf(&b, "  %s; run the same command again to resume\n", s.Report.Error)
+	case !s.CaughtUp:
+		b.WriteString("  not finished within --max-duration: run the same command again to continue\n")
+	default:
+		b.WriteString("  complete\n")
+	}
+	return b.String()
+}
+
+// backfillDeps builds the invocation: its own store and lease, the Loki client, and per org
+// an EventLogFile source restricted to the window.
+func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, prog *backfillProgress, inv string, log *slog.Logger, wait time.Duration) (job.Deps, []io.Closer, error) {
+	var deps job.Deps
+	st, err := buildStore(ctx, cfg, log)
+	if err != nil {
+		return deps, nil, err
+	}
+	l, err := buildLease(ctx, cfg, st, inv, log)
+	if err != nil {
+		return deps, nil, err
+	}
+	deps.Coordinator = &job.LeaseCoordinator{Lease: l, Store: st, Options: lease.SessionOptions{
+		Wait: wait, RenewEvery: cfg.Lease.RenewInterval.D(), ReleaseTimeout: cfg.Run.ReleaseTimeout.D(), Logger: log,
+	}}
+	sh, err := buildShaper(cfg)
+	if err != nil {
+		return deps, nil, err
+	}
+	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
+	sink, err := loki.New(lo)
+	if err != nil {
+		return deps, nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
+	}
+	deps.Sink = sink
+	lookback := time.Since(plan.since) + 5*time.Minute
+	settle := time.Since(plan.scanUntil())
+	if settle < eventlogfile.DefaultSettleWindow {
+		settle = eventlogfile.DefaultSettleWindow // the window reaches the recent past: let new files settle
+	}
+	for _, o := range plan.orgs {
+		client, err := salesforce.New(salesforceOptions(o.entry.Salesforce, log.With("org", o.entry.Name)))
+		if err != nil {
+			return deps, nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
+		}
+		env := orgEnv{Name: o.entry.Name, Client: client, Config: cfg, Log: log.With("org", o.entry.Name), Now: time.Now}
+		opts, err := eventLogFileOptions(env, sh)
+		if err != nil {
+			return deps, nil, err
+		}
+		opts.Interval, opts.EventTypes = plan.interval, o.types
+		opts.Lookback, opts.SettleWindow = lookback, settle
+		// Every file of a backfill is older than the live abandon age: keep retrying instead.
+		opts.DownloadMaxAge = time.Duration(math.MaxInt64)
+		inner, err := eventlogfile.New(opts)
+		if err != nil {
+			return deps, nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
+		}
+		src := &windowSource{inner: inner, prefix: plan.keyPrefix(), since: plan.since, until: plan.until,
+			stopAfter: plan.scanUntil(), ingestTime: plan.ingestTime, prog: prog}
+		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: src, APICalls: apiCalls(inner)})
+	}
+	return deps, nil, nil
+}
+
+// windowSource restricts an EventLogFile source to a window of event time, under the window's
+// own key namespace: rows outside the window are skipped (the cursor still moves over them),
+// files created after stopAfter end the key, and with ingestTime each entry is stamped with the
+// time it is shipped, its event time kept in structured metadata.
+type windowSource struct {
+	inner        source.Source
+	prefix       string
+	since, until time.Time
+	stopAfter    time.Time
+	ingestTime   bool
+	prog         *backfillProgress
+}
+
+func (w *windowSource) Name() string { return w.inner.Name() }
+
+func (w *windowSource) Open(ctx context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	inner := req
+	inner.Cursors = map[string]json.RawMessage{}
+	for k, v := range req.Cursors {
+		if rest, ok := strings.CutPrefix(k, w.prefix); ok {
+			inner.Cursors[rest] = v
+		}
+	}
+	streams, err := w.inner.Open(ctx, inner)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]source.Stream, len(streams))
+	for i, s := range streams {
+		out[i] = &windowStream{inner: s, src: w, cov: w.prog.stream()}
+	}
+	return out, nil
+}
+
+// windowStream is one event type's stream inside the window.
+type windowStream struct {
+	inner    source.Stream
+	src      *windowSource
+	cov      *atomic.Int64 // event time (unix ns) covered so far, for progress
+	lastFile string
+}
+
+func (s *windowStream) Key() string  { return s.src.prefix + s.inner.Key() }
+func (s *windowStream) Close() error { return s.inner.Close() }
+
+// fileCursor is the part of the EventLogFile cursor the window needs.
+type fileCursor struct {
+	Created string `json:"created"`
+	FileID  string `json:"file_id"`
+}
+
+func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
+	rec, err := s.inner.Next(ctx)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			s.cov.Store(s.src.until.UnixNano())
+		}
+		return rec, err
+	}
+	var fc fileCursor
+	if json.Unmarshal(rec.Cursor, &fc) == nil {
+		if created, err := salesforce.ParseDateTime(fc.Created); err == nil && !created.Before(s.src.stopAfter) {
+			// Created this long after the window ends, the file cannot hold its events; nor
+			// can any later one. Not handed out, so its cursor is never committed.
+			s.cov.Store(s.src.until.UnixNano())
+			return source.Record{}, io.EOF
+		}
+		if fc.FileID != "" && fc.FileID != s.lastFile {
+			s.lastFile = fc.FileID
+			s.src.prog.files.Add(1)
+		}
+	}
+	if rec.Skip {
+		return rec, nil
+	}
+	t := rec.Entry.Timestamp
+	if t.Before(s.src.since) || !t.Before(s.src.until) {
+		s.src.prog.outside.Add(1)
+		return source.Record{Skip: true, SkipReason: "outside_window", Cursor: rec.Cursor}, nil
+	}
+	s.src.prog.rows.Add(1)
+	if t.UnixNano() > s.cov.Load() {
+		s.cov.Store(t.UnixNano())
+	}
+	if s.src.ingestTime {
+		md := make([]loki.Label, 0, len(rec.Entry.Metadata)+1)
+		md = append(md, rec.Entry.Metadata...)
+		md = append(md, loki.Label{Name: EventTimeMetadata, Value: t.UTC().Format(time.RFC3339Nano)})
+		rec.Entry.Metadata = md
+		rec.Entry.Timestamp = time.Now()
+	}
+	return rec, nil
+}
+
+// backfillProgress counts what the backfill read and shipped, and shows it.
+type backfillProgress struct {
+	since, until time.Time
+	files        atomic.Int64
+	rows         atomic.Int64 // rows inside the window handed to the job
+	outside      atomic.Int64
+	shipped      atomic.Int64
+	bytes        atomic.Int64
+	commits      atomic.Int64
+
+	mu      sync.Mutex
+	streams []*atomic.Int64
+}
+
+func newBackfillProgress(p *backfillPlan) *backfillProgress {
+	return &backfillProgress{since: p.since, until: p.until}
+}
+
+func (p *backfillProgress) stream() *atomic.Int64 {
+	v := &atomic.Int64{}
+	v.Store(p.since.UnixNano())
+	p.mu.Lock()
+	p.streams = append(p.streams, v)
+	p.mu.Unlock()
+	return v
+}
+
+// Pushed implements job.Observer.
+func (p *backfillProgress) Pushed(entries []loki.Entry, res *loki.Result, _ time.Duration) {
+	p.shipped.Add(int64(len(res.Accepted)))
+	var n int64
+	for _, ref := range res.Accepted {
+		if int(ref) < len(entries) {
+			n += int64(len(entries[ref].Line))
+		}
+	}
+	p.bytes.Add(n)
+}
+
+// Committed implements job.Observer.
+func (p *backfillProgress) Committed(_ time.Duration, err error) {
+	if err == nil {
+		p.commits.Add(1)
+	}
+}
+
+// fraction is how much of the window's event time every stream has covered (the slowest one).
+func (p *backfillProgress) fraction() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.streams) == 0 {
+		return 0
+	}
+	low := int64(math.MaxInt64)
+	for _, s := range p.streams {
+		low = min(low, s.Load())
+	}
+	span := float64(p.until.UnixNano() - p.since.UnixNano())
+	return max(0, min(1, float64(low-p.since.UnixNano())/span))
+}
+
+// show draws a progress bar on a terminal, or logs a line every interval otherwise, until done.
+func (p *backfillProgress) show(done <-chan struct{}, w io.Writer, log *slog.Logger, interval time.Duration) {
+	f, isFile := w.(*os.File)
+	tty := isFile && term.IsTerminal(int(f.Fd()))
+	if tty {
+		interval = 250 * time.Millisecond
+	}
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			if tty {
+				fmt.Fprintf(w, "\r%s\n", p.bar())
+			}
+			return
+		case <-t.C:
+			if tty {
+				fmt.Fprintf(w, "\r%s", p.bar())
+				continue
+			}
+			log.Info("backfill progress", "window_done", fmt.Sprintf("%.1f%%", 100*p.fraction()), "files", p.files.Load(),
+				"rows", p.rows.Load(), "shipped", p.shipped.Load(), "bytes", p.bytes.Load(), "commits", p.commits.Load())
+		}
+	}
+}
+
+func (p *backfillProgress) bar() string {
+	const width = 30
+	f := p.fraction()
+	n := int(f * width)
+	return fmt.Sprintf("[%s%s] %5.1f%%  %d files  %d rows shipped  %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
+		100*f, p.files.Load(), p.shipped.Load(), humanBytes(p.bytes.Load()))
+}
+
+func humanBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
+}
+
+// eventTypesOf lists the event types of the plan, for messages.
+func (p *backfillPlan) eventTypesOf() []string {
+	var out []string
+	for _, o := range p.orgs {
+		out = append(out, o.types...)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }

@@ -120,6 +120,7 @@ func readLines(t *testing.T, path string) []string {
 // signal may arrive twice: it is cancelled, but the receiver may still store it (§3.6: at
 // most the in-flight batch is duplicated).
 func TestAdversarialSIGTERMPartial(t *testing.T) {
+	long(t)
 	w := newWorld(t)
 	const records, perPush, latency, grace = 120, 2, time.Second, 10 * time.Second
 	cfg := w.writeConfig("run", setup{maxRecords: records, pushEntries: perPush, maxDuration: 2 * time.Minute, leaseDuration: 6 * time.Second})
@@ -185,6 +186,7 @@ func schedulerTicks(t *testing.T, path string) []tickLog {
 // busy and fenced outcomes, every tick that claims does so with a fresh epoch, nothing is
 // lost, and nothing is shipped twice except the push of a run that was taken over.
 func TestAdversarialScheduleTwoReplicas(t *testing.T) {
+	long(t)
 	w := newWorld(t)
 	const ticks = 50
 	s := setup{elf: true, spec: "@every 1s", jitter: 300 * time.Millisecond}

@@ -36,9 +36,12 @@ func noWrites(t *testing.T, w *world, c *child) {
 // a busy process writes nothing; at least one process of each round ships; and afterwards
 // the invariants hold over the whole document history.
 func TestAdversarialOverlappingRuns(t *testing.T) {
+	long(t)
+	overlappingRuns(t, newWorld(t), setup{elf: true, leaseDuration: 3 * time.Second})
+}
+
+func overlappingRuns(t *testing.T, w *world, s setup) {
 	rng := newRand(t)
-	w := newWorld(t)
-	s := setup{elf: true, leaseDuration: 3 * time.Second}
 	cfg := w.writeConfig("run", s)
 	rounds := 3 * testenv.Iterations(3)
 	fenced, busy, ok := 0, 0, 0
@@ -126,9 +129,12 @@ var killSteps = []killStep{
 // up; duplicates stay within one push per crash (commits are per push) and every invariant
 // holds.
 func TestAdversarialSIGKILL(t *testing.T) {
+	long(t)
+	sigkillEachStep(t, newWorld(t), setup{elf: true, leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond})
+}
+
+func sigkillEachStep(t *testing.T, w *world, s setup) {
 	rng := newRand(t)
-	w := newWorld(t)
-	s := setup{elf: true, leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond}
 	cfg := w.writeConfig("run", s)
 	rounds := (testenv.Iterations(3) + 2) / 3
 	kills := 0
@@ -178,6 +184,7 @@ func writesAfter(t *testing.T, c *child, at time.Time) []journalEntry {
 // continued (SIGCONT), ends fenced (exit 6 under --strict-exit-codes) without any write of
 // its own landing after the takeover.
 func TestAdversarialSIGSTOP(t *testing.T) {
+	long(t)
 	rng := newRand(t)
 	w := newWorld(t)
 	s := setup{elf: true, leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond}
@@ -409,6 +416,7 @@ func TestAdversarialStoreFaults(t *testing.T) {
 // invariants hold. A run whose clock is ten minutes behind never takes over a live lease
 // (busy after its wait) and takes a released one at once.
 func TestAdversarialClockSkew(t *testing.T) {
+	long(t)
 	w := newWorld(t)
 	s := setup{leaseDuration: 2 * time.Second, skew: 200 * time.Millisecond}
 	cfg := w.writeConfig("run", s)

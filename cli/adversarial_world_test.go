@@ -117,6 +117,15 @@ type world struct {
 	running  []*child
 }
 
+// long skips a multi-process scenario that takes more than a few seconds under -short (make
+// unit); make test and make soak run it.
+func long(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process adversarial scenario; runs without -short (make test, make soak)")
+	}
+}
+
 // newWorld starts an org and the strict simulated receiver.
 func newWorld(t *testing.T) *world {
 	t.Helper()

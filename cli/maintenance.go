@@ -104,7 +104,7 @@ func (m *maintenance) busy(ctx context.Context, l lease.Lease, err error) error 
 		msg += "\n  " + doctor.DescribeRecord(rec, time.Now(), m.cfg.Lease.MaxClockSkew.D())
 	}
 	msg += "\n  wait longer (--wait), or take the lease over with --force (the running job is then fenced at its next commit)"
-	return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf("%w: %s (%v)", errRefused, msg, err)}
+	return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf("%w: %s (%w)", errRefused, msg, err)}
 }
 
 // takeOver frees a live lease for the operator (--force): the Kubernetes Lease is released on

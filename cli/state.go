@@ -111,7 +111,7 @@ func stateCommand() *cli.Command {
 			},
 			{
 				Name: "export", Usage: "print the checkpoints and counters as a document without the fence (for state import)",
-				Flags: append(documentFlags(), &cli.StringFlag{Name: "key", Usage: "only keys matching this glob"}),
+				Flags:  append(documentFlags(), &cli.StringFlag{Name: "key", Usage: "only keys matching this glob"}),
 				Action: stateExport,
 			},
 			{
@@ -305,10 +305,10 @@ func checkpointValue(arg string) (json.RawMessage, error) {
 }
 
 func checkKey(k string) error {
-	switch {
-	case k == "":
+	switch k {
+	case "":
 		return exitf(ExitConfig, "KEY must not be empty")
-	case k == legacyFenceKey:
+	case legacyFenceKey:
 		return exitf(ExitConfig, "%s is the fence of the Python original, not a checkpoint: use `sf2loki state fence raise-floor`", legacyFenceKey)
 	}
 	return nil

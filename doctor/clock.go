@@ -76,7 +76,7 @@ func Clock(sources []ClockSource, skew time.Duration) Check {
 			return Skip("no server answered with a Date header").With(details...)
 		}
 		err := max(abs(worst)-dateResolution, 0)
-		fix := fmt.Sprintf("synchronise this host's clock (chrony, systemd-timesyncd), or raise lease.max_clock_skew above %s", abs(worst).Round(time.Second))
+		fix := fmt.Sprintf("synchronize this host's clock (chrony, systemd-timesyncd), or raise lease.max_clock_skew above %s", abs(worst).Round(time.Second))
 		switch {
 		case err > skew:
 			return Fail(fix, "this host's clock is %+.1fs off %s's, more than lease.max_clock_skew %s: a run could take over a live lease early", worst.Seconds(), worstName, skew).With(details...)

@@ -9,6 +9,6 @@
 //
 // Checks never write the real checkpoint document or the real lease: the store's
 // conditional-write probe runs on a separate probe object, Kubernetes permissions are checked
-// with server-side dry runs, and the Loki test write is labelled source="sf2loki-doctor" so it
+// with server-side dry runs, and the Loki test write is labeled source="sf2loki-doctor" so it
 // is easy to find and to ignore.
 package doctor

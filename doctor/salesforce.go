@@ -148,7 +148,7 @@ func authFailure(o Org, err error) Result {
 		case strings.Contains(desc, "audience"):
 			fix = "set " + p + ".login_url to your My Domain URL, https://login.salesforce.com or https://test.salesforce.com (sandboxes)"
 		case strings.Contains(desc, "expired"):
-			fix = "the JWT was outside its validity window: synchronise this host's clock (NTP)"
+			fix = "the JWT was outside its validity window: synchronize this host's clock (NTP)"
 		case strings.Contains(desc, "inactive"):
 			fix = "activate the integration user " + o.Username
 		case ae.Code == "invalid_client_id":

@@ -150,9 +150,9 @@ func (s Store) checkProbe(ctx context.Context) Result {
 	err := store.CheckConditionalWrites(ctx, s.Probe)
 	switch {
 	case err == nil:
-		return Pass("%s honours preconditions: a second create-if-absent and a write with a stale version were refused, the current version was accepted; the probe object is deleted", s.Probe)
+		return Pass("%s honors preconditions: a second create-if-absent and a write with a stale version were refused, the current version was accepted; the probe object is deleted", s.Probe)
 	case errors.Is(err, store.ErrIntegrity):
-		return Fail("use a store that honours If-None-Match and If-Match (AWS S3, Google Cloud Storage, versitygw, a recent MinIO or Ceph RGW), or state.store gcs/configmap: without them a stale run can overwrite newer checkpoints",
+		return Fail("use a store that honors If-None-Match and If-Match (AWS S3, Google Cloud Storage, versitygw, a recent MinIO or Ceph RGW), or state.store gcs/configmap: without them a stale run can overwrite newer checkpoints",
 			"endpoint ignores preconditions: %v", err)
 	case errors.Is(err, store.ErrPermission):
 		return Fail("allow sf2loki to put, get and delete "+s.Probe.String()+" (the probe object next to the document)", "%v", err)

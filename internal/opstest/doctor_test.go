@@ -117,7 +117,7 @@ func TestDoctorCleanSetupFileStore(t *testing.T) {
 			t.Fatalf("the probe's %s is left behind: %v", p, err)
 		}
 	}
-	// The test write is labelled so that it is easy to ignore.
+	// The test write is labeled so that it is easy to ignore.
 	var found bool
 	for _, en := range e.loki.Entries() {
 		if en.Label("source") == doctor.TestSource && en.MetadataValue("doctor_run") != "" {

@@ -366,7 +366,7 @@ func TestE2EStateExportImportFileToS3(t *testing.T) {
 		}
 	}
 	if dst.Fence == nil || dst.Fence.Epoch >= 30 {
-		t.Fatalf("the fence travelled with the export: %+v", dst.Fence)
+		t.Fatalf("the fence traveled with the export: %+v", dst.Fence)
 	}
 	before := e.loki.Count()
 	r := run("--config", s3cfg, "run-once", "--strict-exit-codes")

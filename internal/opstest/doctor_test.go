@@ -1,6 +1,7 @@
 package opstest
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/sf2loki/sf2loki/doctor"
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 )
 
 // doctorReport is the --json output.
@@ -243,5 +245,86 @@ func TestDoctorLeaseNameDiffersFromFence(t *testing.T) {
 	rep := checkFault(t, e.s.write(t), "lease.fence", "lease", nil)
 	if m := rep.byID()["lease.fence"].Message; !strings.Contains(m, "store/sf2loki") || !strings.Contains(m, "store/other-deployment") {
 		t.Errorf("lease.fence message %q does not name both leases", m)
+	}
+}
+
+// TestDoctorPubSubTopicAccess: GetTopic against the simulated Pub/Sub API; a topic the
+// integration user may not subscribe to is a FAIL naming the permission.
+func TestDoctorPubSubTopicAccess(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	// Sessions of the org, with the user's topic permissions as they are now.
+	auth := func(_ context.Context, c simpubsub.Credentials) (simpubsub.Principal, bool) {
+		si, ok := e.org.Session(c.AccessToken)
+		if !ok || c.TenantID != si.OrgID {
+			return simpubsub.Principal{}, false
+		}
+		return simpubsub.Principal{OrgID: si.OrgID, Topics: append([]string{}, si.Permissions.Topics...)}, true
+	}
+	ps := simpubsub.New(simpubsub.Options{Authenticate: auth, Logger: quiet()})
+	if _, err := ps.AddTopic("/event/LoginEventStream", simpubsub.LoginEventStreamSchema); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ps.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	e.s.types = []string{"API"} // LoginEventStream ships the login category
+	cfg := e.s.write(t)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "sources:\n", "sources:\n  pubsub:\n    enabled: true\n    topics: [/event/LoginEventStream]\n    endpoint: "+l.Addr+"\n    plaintext: true\n    idle: 200ms\n", 1))
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	firstRun(t, cfg)
+	res, rep := runDoctor(t, cfg)
+	if res.code != 0 {
+		t.Fatalf("clean setup with Pub/Sub: %s", res)
+	}
+	requireStatuses(t, rep, doctor.StatusPass, nil)
+	if _, ok := rep.byID()["salesforce.pubsub.topics"]; !ok {
+		t.Fatal("no Pub/Sub check")
+	}
+	perms := simsf.AllPermissions()
+	perms.Topics = nil
+	if err := e.org.SetPermissions(testUser, perms); err != nil {
+		t.Fatal(err)
+	}
+	checkFault(t, cfg, "salesforce.pubsub.topics", "Real-Time Event Monitoring", nil)
+}
+
+func TestDoctorConfigErrorExits2(t *testing.T) {
+	cfg := writeTemp(t, "sink:\n  loki:\n    url: not-a-url\nlease:\n  renew_interval: 1m\n")
+	res, rep := runDoctor(t, cfg)
+	if res.code != 2 || len(rep.Results) != 1 || rep.Results[0].ID != "config" || rep.Results[0].Status != doctor.StatusFail {
+		t.Fatalf("%s", res)
+	}
+	if d := strings.Join(rep.Results[0].Details, "\n"); !strings.Contains(d, "sink.loki.url") || !strings.Contains(d, "renew_interval") {
+		t.Fatalf("the config FAIL does not name the keys: %q", d)
+	}
+}
+
+// TestDoctorJobGroups: each job group's store and lease are checked under its own prefix.
+func TestDoctorJobGroups(t *testing.T) {
+	e := newDoctorEnv(t, simsf.AllPermissions())
+	e.s.extra = "jobs:\n  - name: elf\n    sources: [eventlogfile]\n"
+	cfg := e.s.write(t)
+	if r := run("--config", cfg, "run-once", "--job", "elf"); r.code != 0 {
+		t.Fatal(r)
+	}
+	res, rep := runDoctor(t, cfg)
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	requireStatuses(t, rep, doctor.StatusPass, nil)
+	r, ok := rep.byID()["job[elf].store.read"]
+	if !ok || !strings.Contains(r.Message, "state-elf.json") {
+		t.Fatalf("job[elf].store.read: %+v", r)
+	}
+	if l := rep.byID()["job[elf].lease.fence"]; !strings.Contains(l.Message, "store/sf2loki-elf") {
+		t.Fatalf("job[elf].lease.fence: %+v", l)
 	}
 }

@@ -100,12 +100,23 @@ func (m *maintenance) run(ctx context.Context, apply edit) (uint64, error) {
 // busy explains a refusal: who holds the lease and until when. Nothing was written.
 func (m *maintenance) busy(ctx context.Context, l lease.Lease, err error) error {
 	msg := fmt.Sprintf("refused: a run holds the lease and did not release it within --wait %s; nothing was changed", m.wait)
+	detail := err.Error()
 	if rec, ierr := l.Inspect(ctx); ierr == nil {
-		msg += "\n  " + doctor.DescribeRecord(rec, time.Now(), m.cfg.Lease.MaxClockSkew.D())
+		detail = doctor.DescribeRecord(rec, time.Now(), m.cfg.Lease.MaxClockSkew.D())
 	}
+	msg += "\n  " + detail
 	msg += "\n  wait longer (--wait), or take the lease over with --force (the running job is then fenced at its next commit)"
-	return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf("%w: %s (%w)", errRefused, msg, err)}
+	return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: &refusal{msg: msg, errs: []error{errRefused, err}}}
 }
+
+// refusal is an error whose message is written for the operator, wrapping the sentinels.
+type refusal struct {
+	msg  string
+	errs []error
+}
+
+func (r *refusal) Error() string   { return r.msg }
+func (r *refusal) Unwrap() []error { return r.errs }
 
 // takeOver frees a live lease for the operator (--force): the Kubernetes Lease is released on
 // behalf of its holder; the store lease is claimed one epoch up and marked released. Either

@@ -57,13 +57,15 @@ func openTarget(c *cli.Context) (*target, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if name := c.String("job"); name != "" || len(cfg.Jobs) > 0 {
+	switch name := c.String("job"); {
+	case c.Bool("backfill") && name != "":
+		return nil, nil, exitf(ExitConfig, "--backfill and --job exclude each other: a backfill has one document, not one per job group")
+	case c.Bool("backfill"):
+		cfg = backfillConfig(cfg)
+	case name != "" || len(cfg.Jobs) > 0:
 		if cfg, err = cfg.ForJob(name); err != nil {
 			return nil, nil, exitf(ExitConfig, "%v", err)
 		}
-	}
-	if c.Bool("backfill") {
-		cfg = backfillConfig(cfg)
 	}
 	log, _, err := newLogger(c, cfg)
 	if err != nil {
@@ -262,10 +264,16 @@ func age(now, t time.Time) string {
 		return "never"
 	}
 	d := now.Sub(t)
-	if d < 0 {
-		return "in " + (-d).Round(time.Second).String()
+	round := func(d time.Duration) string {
+		if d < time.Second {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(time.Second).String()
 	}
-	return d.Round(time.Second).String() + " ago"
+	if d < 0 {
+		return "in " + round(-d)
+	}
+	return round(d) + " ago"
 }
 
 func orDash(s string) string {

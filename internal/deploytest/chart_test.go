@@ -102,6 +102,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"Replace", []string{"cronjob.concurrencyPolicy=Replace"}, "concurrencyPolicy"},
 		{"not a cron spec", []string{"cronjob.schedule=every five minutes"}, "is not a 5-field cron spec"},
 		{"period not derivable", []string{"cronjob.schedule=0 9-17/x * * *"}, "set the period explicitly"},
+		{"period longer than the schedule's", []string{"cronjob.schedulePeriod=10m"}, "is longer than the shortest gap"},
 		{"duration the chart cannot read", []string{"config.run.max_duration=${MAX}"}, "max_duration"},
 		{"scheduler without a listen address", []string{"mode=schedule", "config.schedule.listen="}, "needs config.schedule.listen"},
 		{"existing Secret without a name", []string{"secrets.source=existing"}, "secrets.existingSecret is required"},
@@ -312,6 +313,91 @@ func TestJobGroupsRenderOneCronJobEach(t *testing.T) {
 		args := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args
 		if !slices.Equal(args, []string{"run-once", "--config", "/etc/sf2loki/config.yaml", "--job", w.group}) {
 			t.Errorf("%s: args %q", cj.Name, args)
+		}
+	}
+}
+
+// TestRBACVariants: each lease and store combination gets exactly its rules, in the namespace
+// where its objects live, bound to the pods' ServiceAccount in the release namespace; nothing at
+// all when both reach the API through a kubeconfig.
+func TestRBACVariants(t *testing.T) {
+	type nsRules struct{ leases, configMaps []string }
+	cases := []struct {
+		name  string
+		set   []string
+		want  map[string]nsRules // namespace -> names
+		token bool
+	}{
+		{"lease in another namespace", []string{"config.lease.namespace=coordination"},
+			map[string]nsRules{"coordination": {leases: []string{"sf2loki"}}, "sf2loki": {configMaps: []string{"sf2loki-state"}}}, true},
+		{"store lease, ConfigMap store", []string{"config.lease.type=store"},
+			map[string]nsRules{"sf2loki": {configMaps: []string{"sf2loki-state"}}}, true},
+		{"Kubernetes lease, GCS store", []string{"config.state.store=gcs", "config.state.gcs.bucket=b"},
+			map[string]nsRules{"sf2loki": {leases: []string{"sf2loki"}}}, true},
+		{"named lease and ConfigMap", []string{"config.lease.name=shipper", "config.state.configmap.name=shipper-doc"},
+			map[string]nsRules{"sf2loki": {leases: []string{"shipper"}, configMaps: []string{"shipper-doc"}}}, true},
+		{"both through a kubeconfig", []string{"config.lease.kubeconfig=/k", "config.state.configmap.kubeconfig=/k"},
+			map[string]nsRules{}, false},
+		{"rbac.create false", []string{"rbac.create=false", "serviceAccount.name=runner"}, map[string]nsRules{}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := parseManifests(t, renderCase{set: c.set}.render(t, "sf2loki"))
+			pod := m.podTemplates(t)[0]
+			if got := pod.spec.AutomountServiceAccountToken; got == nil || *got != c.token {
+				t.Errorf("automountServiceAccountToken %v, want %v", got, c.token)
+			}
+			roles, rbs := m.roles(t), m.roleBindings(t)
+			if len(roles) != len(c.want) || len(rbs) != len(c.want) {
+				t.Fatalf("%d Roles and %d RoleBindings, want %d of each", len(roles), len(rbs), len(c.want))
+			}
+			for i, r := range roles {
+				w, ok := c.want[r.Namespace]
+				if !ok {
+					t.Fatalf("Role in namespace %s", r.Namespace)
+				}
+				var rules []rbacv1.PolicyRule
+				if len(w.leases) > 0 {
+					rules = append(rules, chartDefaultRules(w.leases[0], "")[:2]...)
+					rules[0].ResourceNames = w.leases
+				}
+				if len(w.configMaps) > 0 {
+					cm := chartDefaultRules("", w.configMaps[0])[2:]
+					cm[0].ResourceNames = w.configMaps
+					rules = append(rules, cm...)
+				}
+				if !rulesEqual(r.Rules, rules) {
+					t.Errorf("Role in %s: %+v, want %+v", r.Namespace, r.Rules, rules)
+				}
+				rb := rbs[i]
+				if rb.Namespace != r.Namespace || len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != "sf2loki" || rb.Subjects[0].Name != pod.spec.ServiceAccountName {
+					t.Errorf("RoleBinding %s/%s subjects %+v", rb.Namespace, rb.Name, rb.Subjects)
+				}
+			}
+		})
+	}
+}
+
+// TestGroupOverrides: groups.<name> settings reach only that group's CronJob.
+func TestGroupOverrides(t *testing.T) {
+	m := parseManifests(t, renderCase{values: []string{"jobgroups.yaml"}, set: []string{
+		"groups.elf.suspend=true", "groups.elf.resources.limits.memory=1Gi", "groups.elf.extraArgs[0]=--drain",
+		"groups.objects.schedulePeriod=4m",
+	}}.render(t, "sf2loki"))
+	for _, cj := range m.cronJobs(t) {
+		c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+		elf := cronGroup(cj) == "elf"
+		if got := cj.Spec.Suspend != nil && *cj.Spec.Suspend; got != elf {
+			t.Errorf("%s: suspend %v", cj.Name, got)
+		}
+		if got := c.Resources.Limits.Memory().String() == "1Gi"; got != elf {
+			t.Errorf("%s: memory limit %s", cj.Name, c.Resources.Limits.Memory())
+		}
+		if got := slices.Contains(c.Args, "--drain"); got != elf {
+			t.Errorf("%s: args %q", cj.Name, c.Args)
+		}
+		if !elf && envOf(c)["SF2LOKI_RUN__SCHEDULE_PERIOD"] != "240s" {
+			t.Errorf("%s: schedule period %s, want the override 240s", cj.Name, envOf(c)["SF2LOKI_RUN__SCHEDULE_PERIOD"])
 		}
 	}
 }

@@ -160,6 +160,7 @@ func TestTwoJobGroupsConcurrently(t *testing.T) {
 	}
 
 	want := map[string]int{} // records expected per source label
+	var lastRow time.Time    // the newest SetupAuditTrail row inserted
 	iterations := testenv.Iterations(3)
 	for it := 0; it < iterations; it++ {
 		now := time.Now().UTC()
@@ -170,8 +171,19 @@ func TestTwoJobGroupsConcurrently(t *testing.T) {
 			}
 			want["eventlogfile"] += 40 + it
 		}
-		for i := 0; i < 5+it; i++ {
-			if _, err := org.Insert("SetupAuditTrail", simsf.Record{"CreatedDate": now.Add(-time.Duration(i+1) * time.Second),
+		// Rows strictly after every row of earlier iterations and in the past, so each run finds
+		// exactly the new ones after its cursor.
+		rows := 5 + it
+		base := now.Add(-time.Second)
+		if next := lastRow.Add(time.Millisecond); next.After(base) {
+			base = next
+		}
+		if wait := time.Until(base.Add(time.Duration(rows) * time.Millisecond)); wait > 0 {
+			time.Sleep(wait + 10*time.Millisecond)
+		}
+		for i := 0; i < rows; i++ {
+			lastRow = base.Add(time.Duration(i) * time.Millisecond)
+			if _, err := org.Insert("SetupAuditTrail", simsf.Record{"CreatedDate": lastRow,
 				"Action": "PermSetAssign", "Section": "Manage Users", "Display": fmt.Sprintf("run %d row %d", it, i)}); err != nil {
 				t.Fatal(err)
 			}

@@ -92,15 +92,48 @@ list. Input: list field min max where.
 sf2loki.schedulePeriod: the shortest time in seconds between two firings of a CronJob schedule.
 Input: dict "schedule" "override" "where". Restrictions of day of month, month and day of week
 only remove firings, so ignoring them gives a lower bound: safe for every invariant of the form
-"X < period".
+"X < period". An explicit period (override) is needed only where the schedule cannot be read
+(or to state the real gap of a schedule with restricted days); where the derivation is exact it
+may not exceed it.
 */}}
 {{- define "sf2loki.schedulePeriod" -}}
 {{- $spec := trim .schedule -}}
+{{- if .override -}}
+{{- $o := include "sf2loki.seconds" (dict "value" .override "key" (printf "%s: schedulePeriod" .where)) | float64 | ceil | int -}}
+{{- if include "sf2loki.derivable" $spec -}}
+{{- $d := include "sf2loki.derivePeriod" (dict "schedule" $spec "where" .where) | int -}}
+{{- if gt $o $d -}}
+{{- fail (printf "%s: schedulePeriod %s is longer than the shortest gap of the schedule %q (%ds); leave it empty to use the schedule's" .where (toString .override) $spec $d) -}}
+{{- end -}}
+{{- end -}}
+{{- $o -}}
+{{- else -}}
+{{- include "sf2loki.derivePeriod" (dict "schedule" $spec "where" .where) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+sf2loki.derivable: "true" when sf2loki.derivePeriod reads the schedule exactly (day of month,
+month and day of week unrestricted), else empty.
+*/}}
+{{- define "sf2loki.derivable" -}}
+{{- $spec := trim . -}}
+{{- $item := "(\\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?" -}}
+{{- $field := printf "%s(,%s)*" $item $item -}}
+{{- if or (regexMatch "^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$" $spec) (regexMatch "^@every ([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$" $spec) (regexMatch (printf "^%s\\s+%s\\s+[*?]\\s+[*?]\\s+[*?]$" $field $field) $spec) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+sf2loki.derivePeriod: the derivation itself (fails the render when the schedule cannot be read).
+Input: dict "schedule" "where".
+*/}}
+{{- define "sf2loki.derivePeriod" -}}
+{{- $spec := trim .schedule -}}
 {{- $where := .where -}}
 {{- $macros := dict "@yearly" 31536000 "@annually" 31536000 "@monthly" 2419200 "@weekly" 604800 "@daily" 86400 "@midnight" 86400 "@hourly" 3600 -}}
-{{- if .override -}}
-{{- include "sf2loki.seconds" (dict "value" .override "key" (printf "%s: schedulePeriod" $where)) | float64 | ceil | int -}}
-{{- else if hasPrefix "@every " $spec -}}
+{{- if hasPrefix "@every " $spec -}}
 {{- include "sf2loki.seconds" (dict "value" (trimPrefix "@every " $spec | trim) "key" (printf "%s: schedule %q" $where $spec)) | float64 | floor | int -}}
 {{- else if hasKey $macros $spec -}}
 {{- get $macros $spec -}}

@@ -26,10 +26,6 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
-// exitDoctorFail is doctor's exit code when any check fails (SPEC.md §3: doctor has its own
-// codes: 0 all PASS/WARN/INFO, 1 any FAIL, 2 configuration error).
-const exitDoctorFail = 1
-
 // probeSuffix names the probe object next to the document (file path, S3 key, GCS object).
 const probeSuffix = ".sf2loki-doctor-probe"
 
@@ -101,7 +97,7 @@ func runDoctor(c *cli.Context) error {
 		return err
 	}
 	if rep.Failed() {
-		return &ExitError{Code: exitDoctorFail}
+		return &ExitError{Code: ExitDoctorFail}
 	}
 	return nil
 }

@@ -19,6 +19,10 @@ const (
 	ExitIntegrity   = 7 // needs a human: corrupt document, ignored precondition, same-epoch foreign writer, replay id lost
 )
 
+// Doctor has its own codes: 0 every check PASS/WARN/INFO/SKIP, ExitDoctorFail any FAIL, ExitConfig a
+// configuration error.
+const ExitDoctorFail = 1
+
 // ExitError carries an exit code and the error that caused it.
 type ExitError struct {
 	Code int

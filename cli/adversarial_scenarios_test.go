@@ -103,22 +103,41 @@ func fenceOf(t *testing.T, e journalEntry) store.Fence {
 	return *doc.Fence
 }
 
-// killStep is a crash point and how many times a full run reaches it (a run of
-// max_records 20 in pushes of 5 pushes and commits four times).
+// killStep is a crash point, how many times a full run reaches it (a run of max_records 20
+// in pushes of 5 pushes and commits four times), and whether the dead process leaves the
+// lease held.
 type killStep struct {
 	step string
 	max  int
+	held bool
 }
 
 var killSteps = []killStep{
-	{stepAfterAcquire, 1},
-	{string(job.StepAfterClaim), 1},
-	{string(job.StepMidPull), 1},
-	{string(job.StepAfterPush), 4},
-	{string(job.StepBeforeCommit), 4},
-	{stepMidCommit, 4},
-	{string(job.StepAfterCommit), 4},
-	{string(job.StepBeforeRelease), 1},
+	{stepAfterRead, 1, false},
+	{stepAfterAcquire, 1, true},
+	{string(job.StepAfterClaim), 1, true},
+	{string(job.StepMidPull), 1, true},
+	{string(job.StepAfterPush), 4, true},
+	{string(job.StepBeforeCommit), 4, true},
+	{stepMidCommit, 4, true},
+	{string(job.StepAfterCommit), 4, true},
+	{string(job.StepBeforeRelease), 1, true},
+}
+
+// lastCommit returns the checkpoints of the child's last landed commit.
+func lastCommit(t *testing.T, c *child) map[string]store.Checkpoint {
+	t.Helper()
+	var out map[string]store.Checkpoint
+	for _, e := range writesOf(t, []string{c.journal}) {
+		if e.Kind == "commit" {
+			doc, _, err := store.Decode("journal", e.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = doc.Checkpoints
+		}
+	}
+	return out
 }
 
 // TestAdversarialSIGKILL is scenarios 47-53 of reference/lease-store.md §4 with real
@@ -150,12 +169,35 @@ func sigkillEachStep(t *testing.T, w *world, s setup) {
 			killed := w.start(childSpec{name: name, config: cfg, env: map[string]string{envCrash: fmt.Sprintf("%s:%d", ks.step, n)}})
 			expectKilled(t, killed.wait())
 			kills++
-			busy := w.run(childSpec{name: name + "-busy", config: cfg})
-			expect(t, busy, false, job.OutcomeBusy)
+			if ks.held { // the dead holder's lease is live: busy until it expires
+				busy := w.run(childSpec{name: name + "-busy", config: cfg})
+				expect(t, busy, false, job.OutcomeBusy)
+			}
 			next := w.run(childSpec{name: name + "-next", config: cfg, args: []string{"--wait", "5s"}})
 			expect(t, next, false, job.OutcomeOK)
 			if e := claimedEpoch(t, killed); e != 0 && next.report.Epoch != e+1 {
 				t.Fatalf("%v: epoch %d after the killed run's %d", next, next.report.Epoch, e)
+			}
+			if !ks.held && next.report.LeaseWait > job.Millis(time.Second) {
+				t.Fatalf("%v: waited for a lease a process killed before acquiring cannot hold", next)
+			}
+			if ks.step == stepMidCommit { // scenario 52: the landed commit is the next run's start
+				compared := 0
+				for k, cp := range lastCommit(t, killed) {
+					c, ok := next.report.Cursors[k]
+					if !ok {
+						continue
+					}
+					compared++
+					want, _ := parsePosition(k, cp.Value)
+					got, err := parsePosition(k, c.Before)
+					if err != nil || got.cmp(want) != 0 {
+						t.Fatalf("%v: %s starts at %s, not at the killed run's landed commit %s", next, k, c.Before, cp.Value)
+					}
+				}
+				if compared == 0 {
+					t.Fatalf("%v: committed no key the killed run had committed", next)
+				}
 			}
 			runs = append(runs, next)
 		}
@@ -194,16 +236,25 @@ func TestAdversarialSIGSTOP(t *testing.T) {
 		step     job.Step
 		max      int  // occurrences of the step in a full run
 		external bool // the parent stops the process while it sleeps at the step
+		lostAck  bool // the stopped write's acknowledgement is lost (mid_commit)
+		takeover bool // another run takes over while it is stopped
 		outcomes []job.Outcome
 	}
 	cases := []stopCase{
-		{"after_push", job.StepAfterPush, 4, false, []job.Outcome{job.OutcomeFenced}},
-		{"before_commit", job.StepBeforeCommit, 4, false, []job.Outcome{job.OutcomeFenced}},
-		{"parent_stops_mid_batch", job.StepAfterPush, 4, true, []job.Outcome{job.OutcomeFenced}},
+		{"after_push", job.StepAfterPush, 4, false, false, true, []job.Outcome{job.OutcomeFenced}},
+		{"before_commit", job.StepBeforeCommit, 4, false, false, true, []job.Outcome{job.OutcomeFenced}},
+		{"parent_stops_mid_batch", job.StepAfterPush, 4, true, false, true, []job.Outcome{job.OutcomeFenced}},
+		// Scenario 17: the commit landed, its answer is lost while the process is stopped; the
+		// verification read finds the newer epoch: fenced, nothing applied twice.
+		{"mid_commit_lost_ack", stepMidCommit, 4, false, true, true, []job.Outcome{job.OutcomeFenced}},
 		// Stopped before anything was pushed, the resumed run notices the lost lease and stops
 		// before (unavailable) or after (fenced, its commit refused) pushing a first batch:
 		// which one is a race between its lease watcher and its puller.
-		{"after_claim", job.StepAfterClaim, 1, false, []job.Outcome{job.OutcomeFenced, job.OutcomeUnavailable}},
+		{"after_claim", job.StepAfterClaim, 1, false, false, true, []job.Outcome{job.OutcomeFenced, job.OutcomeUnavailable}},
+		// Scenario 14: nobody takes over; resumed after its lease expired, the run still commits
+		// what it pushed (commit after expiry is allowed). It ends partial when its lease
+		// watcher fired first, ok when a renewal (a compare-and-swap nobody raced) came first.
+		{"no_takeover", job.StepAfterPush, 4, false, false, false, []job.Outcome{job.OutcomePartial, job.OutcomeOK}},
 	}
 	rounds := (testenv.Iterations(3) + 2) / 3
 	stopped := 0
@@ -219,6 +270,9 @@ func TestAdversarialSIGSTOP(t *testing.T) {
 			if sc.external {
 				env = map[string]string{envSleep: at + ":3s"}
 			}
+			if sc.lostAck {
+				env[envLostAck] = fmt.Sprintf("commit:%d", n)
+			}
 			name := fmt.Sprintf("r%d-%s-%d", round, sc.name, n)
 			a := w.start(childSpec{name: name, config: cfg, args: []string{"--strict-exit-codes"}, env: env})
 			if sc.external {
@@ -226,8 +280,23 @@ func TestAdversarialSIGSTOP(t *testing.T) {
 				a.stopBetweenWrites(t)
 			}
 			a.waitStopped(t)
-			stopped++
 			takeoverAt := time.Now()
+			if !sc.takeover {
+				time.Sleep(s.leaseDuration + s.skew + 500*time.Millisecond)
+				a.signal(t, syscall.SIGCONT)
+				ra := a.wait()
+				expect(t, ra, true, sc.outcomes...)
+				committed := false
+				for _, e := range writesAfter(t, a, takeoverAt) {
+					committed = committed || e.Kind == "commit"
+				}
+				if !committed || ra.report.Uncommitted != 0 {
+					t.Fatalf("%v: with nobody claiming, the pushed batch must still be committed after the lease expired", ra)
+				}
+				t.Logf("%s: %v", sc.name, ra)
+				continue
+			}
+			stopped++
 			b := w.run(childSpec{name: name + "-takeover", config: cfg, args: []string{"--wait", "5s"}})
 			expect(t, b, false, job.OutcomeOK)
 			if e := claimedEpoch(t, a); b.report.Epoch != e+1 {

@@ -15,14 +15,15 @@ package cli
 //	SF2LOKI_TEST_STOP       step[:n]: SIGSTOP self there (the parent sends SIGCONT)
 //	SF2LOKI_TEST_SLEEP      step[:n]:duration: sleep there (the lease keeps being renewed)
 //	SF2LOKI_TEST_LOST_ACK   write numbers (1-based, comma-separated) whose write lands but
-//	                        whose acknowledgement is lost (ErrUnavailable)
+//	                        whose acknowledgement is lost (ErrUnavailable); kind:n counts only
+//	                        writes of that kind (commit:2 is the second commit)
 //	SF2LOKI_TEST_CONFLICT   write numbers refused with a spurious precondition failure
 //	SF2LOKI_TEST_CLOCK      wall-clock offset of the lease and the store (e.g. 3s, -10m)
 //
 // Steps: the job's (after_claim, mid_pull, after_push, before_commit, after_commit,
-// before_release), after_acquire (the lease was acquired; for the store lease that write was
-// also the claim) and mid_commit (a commit's write has landed, its acknowledgement not yet
-// returned).
+// before_release), after_read (the first document read, before the lease is acquired),
+// after_acquire (the lease was acquired; for the store lease that write was also the claim)
+// and mid_commit (a commit's write has landed, its acknowledgement not yet returned).
 
 import (
 	"context"
@@ -57,6 +58,7 @@ const (
 
 // Steps besides the job's.
 const (
+	stepAfterRead    = "after_read"
 	stepAfterAcquire = "after_acquire"
 	stepMidCommit    = "mid_commit"
 )
@@ -121,17 +123,26 @@ func parseStepAt(v string, withDuration bool) (stepAt, error) {
 	return s, nil
 }
 
-func parseNumbers(v string) (map[int]bool, error) {
-	out := map[int]bool{}
+// parseNumbers reads "n,kind:n,...": write numbers, counted over every write ("") or over
+// the writes of one kind.
+func parseNumbers(v string) (map[string]map[int]bool, error) {
+	out := map[string]map[int]bool{}
 	for _, p := range strings.Split(v, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
-		n, err := strconv.Atoi(p)
+		kind, num, ok := strings.Cut(p, ":")
+		if !ok {
+			kind, num = "", p
+		}
+		n, err := strconv.Atoi(num)
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", v, err)
 		}
-		out[n] = true
+		if out[kind] == nil {
+			out[kind] = map[int]bool{}
+		}
+		out[kind][n] = true
 	}
 	return out, nil
 }
@@ -146,15 +157,16 @@ type childFaults struct {
 	crash    stepAt
 	stop     stepAt
 	sleep    stepAt
-	lostAck  map[int]bool
-	conflict map[int]bool
+	lostAck  map[string]map[int]bool
+	conflict map[string]map[int]bool
 	clock    time.Duration
-	writes   int
+	writes   map[string]int // by kind, "" for all
+	loads    int
 	counts   map[string]int
 }
 
 func childFaultsFromEnv() (*childFaults, error) {
-	f := &childFaults{counts: map[string]int{}}
+	f := &childFaults{counts: map[string]int{}, writes: map[string]int{}}
 	var err error
 	if f.crash, err = parseStepAt(os.Getenv(envCrash), false); err != nil {
 		return nil, err
@@ -192,11 +204,13 @@ func (f *childFaults) close() {
 
 // journalEntry is one line of a child's journal.
 type journalEntry struct {
-	Op   string `json:"op"` // load, write, conflict (injected, nothing written), step
-	PID  int    `json:"pid"`
-	Seq  int    `json:"seq"`
-	Step string `json:"step,omitempty"`
-	N    int    `json:"n,omitempty"`
+	Op  string `json:"op"` // load, write, conflict (injected, nothing written), step
+	PID int    `json:"pid"`
+	// Object names the document (two documents: a backfill's and the live one).
+	Object string `json:"object,omitempty"`
+	Seq    int    `json:"seq"`
+	Step   string `json:"step,omitempty"`
+	N      int    `json:"n,omitempty"`
 	// Kind of a write: claim, commit, renew, release.
 	Kind    string        `json:"kind,omitempty"`
 	Expect  store.Version `json:"expect,omitempty"`
@@ -233,6 +247,18 @@ func (f *childFaults) kill() {
 // step is reached: journal it, then crash, stop or sleep there if planned.
 func (f *childFaults) step(s string) {
 	f.mu.Lock()
+	sleep := f.reached(s)
+	f.mu.Unlock()
+	if sleep > 0 {
+		time.Sleep(sleep)
+	}
+}
+
+// reached journals a step and crashes or stops there if planned; it returns how long to
+// sleep there. The caller holds f.mu: a stop never falls inside a document write of another
+// goroutine (a process paused inside one would hold the file store's lock and block every
+// other writer until it is continued).
+func (f *childFaults) reached(s string) time.Duration {
 	f.counts[s]++
 	n := f.counts[s]
 	f.record(journalEntry{Op: "step", Step: s, N: n})
@@ -240,15 +266,13 @@ func (f *childFaults) step(s string) {
 		f.kill()
 	}
 	if f.stop.matches(s, n) {
-		// Stop outside any document write: a process paused inside one would hold the file
-		// store's lock and block every other writer until it is continued.
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		time.Sleep(50 * time.Millisecond) // the stop takes effect before the lock is let go
 	}
-	f.mu.Unlock()
 	if f.sleep.matches(s, n) {
-		time.Sleep(f.sleep.d)
+		return f.sleep.d
 	}
+	return 0
 }
 
 // hookedLease reports the after_acquire step.
@@ -274,9 +298,18 @@ type journalBackend struct {
 
 func (b *journalBackend) Load(ctx context.Context) ([]byte, store.Version, error) {
 	data, v, err := b.Backend.Load(ctx)
-	b.f.mu.Lock()
-	b.f.record(journalEntry{Op: "load", Version: v})
-	b.f.mu.Unlock()
+	f := b.f
+	f.mu.Lock()
+	f.record(journalEntry{Op: "load", Object: b.String(), Version: v})
+	f.loads++
+	var sleep time.Duration
+	if f.loads == 1 {
+		sleep = f.reached(stepAfterRead)
+	}
+	f.mu.Unlock()
+	if sleep > 0 {
+		time.Sleep(sleep)
+	}
 	return data, v, err
 }
 
@@ -284,26 +317,24 @@ func (b *journalBackend) Store(ctx context.Context, data []byte, expect store.Ve
 	f := b.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.writes++
-	n := f.writes
-	if f.conflict[n] {
-		f.record(journalEntry{Op: "conflict", Expect: expect})
+	kind := writeKind(data)
+	f.writes[""]++
+	f.writes[kind]++
+	n, nk := f.writes[""], f.writes[kind]
+	if f.conflict[""][n] || f.conflict[kind][nk] {
+		f.record(journalEntry{Op: "conflict", Object: b.String(), Kind: kind, Expect: expect})
 		return "", fmt.Errorf("%w: injected spurious precondition failure (write %d)", store.ErrConflict, n)
 	}
 	v, err := b.Backend.Store(ctx, data, expect)
 	if err != nil {
 		return v, err
 	}
-	kind := writeKind(data)
-	f.record(journalEntry{Op: "write", Kind: kind, Expect: expect, Version: v, Data: data, LostAck: f.lostAck[n]})
+	lost := f.lostAck[""][n] || f.lostAck[kind][nk]
+	f.record(journalEntry{Op: "write", Object: b.String(), Kind: kind, Expect: expect, Version: v, Data: data, LostAck: lost})
 	if kind == "commit" {
-		f.counts[stepMidCommit]++
-		if c := f.counts[stepMidCommit]; f.crash.matches(stepMidCommit, c) {
-			f.record(journalEntry{Op: "step", Step: stepMidCommit, N: c})
-			f.kill()
-		}
+		_ = f.reached(stepMidCommit) // crash or stop there; no sleep while holding f.mu
 	}
-	if f.lostAck[n] {
+	if lost {
 		return "", fmt.Errorf("%w: injected lost acknowledgement (write %d landed)", store.ErrUnavailable, n)
 	}
 	return v, nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +92,7 @@ type login struct {
 
 // logFile is one EventLogFile the parent added; its rows carry ROW_ID <tag>-<n>, n from 1.
 type logFile struct {
+	typ     string
 	id      string
 	created time.Time
 	rows    int
@@ -201,25 +203,32 @@ func (w *world) insertOldLogin(at time.Time) string {
 // addLogFile adds an hourly EventLogFile of the suite's type with rows rows created now.
 func (w *world) addLogFile(rows int) {
 	w.t.Helper()
+	now := time.Now().UTC()
+	w.addLogFileAt(advELF, now, now.Add(-time.Minute), rows)
+}
+
+// addLogFileAt adds an hourly EventLogFile of type typ created at created, whose rows happened
+// at rowTime.
+func (w *world) addLogFileAt(typ string, created, rowTime time.Time, rows int) {
+	w.t.Helper()
 	w.mu.Lock()
 	tag := fmt.Sprintf("f%d", len(w.files)+1)
 	w.mu.Unlock()
-	now := time.Now().UTC()
 	var b strings.Builder
 	b.WriteString("EVENT_TYPE,TIMESTAMP_DERIVED,ROW_ID\n")
-	ts := now.Add(-time.Minute).Format("2006-01-02T15:04:05.000Z")
+	ts := rowTime.UTC().Format("2006-01-02T15:04:05.000Z")
 	for i := 1; i <= rows; i++ {
-		fmt.Fprintf(&b, "%s,%s,%s-%d\n", advELF, ts, tag, i)
+		fmt.Fprintf(&b, "%s,%s,%s-%d\n", typ, ts, tag, i)
 	}
-	created := now.Truncate(time.Millisecond)
-	id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: advELF, Interval: simsf.IntervalHourly,
-		LogDate: now.Add(-time.Hour).Truncate(time.Hour), CreatedDate: created, Body: []byte(b.String())})
+	created = created.UTC().Truncate(time.Millisecond)
+	id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: typ, Interval: simsf.IntervalHourly,
+		LogDate: rowTime.UTC().Truncate(time.Hour), CreatedDate: created, Body: []byte(b.String())})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.files = append(w.files, logFile{id: id, created: created, rows: rows, tag: tag})
+	w.files = append(w.files, logFile{typ: typ, id: id, created: created, rows: rows, tag: tag})
 }
 
 // setup is the configuration of the children of one scenario.
@@ -310,7 +319,7 @@ func (w *world) writeConfig(name string, s setup) string {
 		fmt.Fprintf(&b, "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [%s]\n    lookback: %s\n    settle_window: 0s\n", strings.Join(s.elfTypes, ", "), s.lookback)
 	}
 	fmt.Fprintf(&b, "sink:\n  loki:\n    url: %q\n    timeout: %s\n    max_retries: 1\n    min_backoff: 50ms\n    max_backoff: 200ms\n    batch_max_entries: %d\n    on_permanent_reject: %s\n",
-		w.recv.pushURL(), min(s.pushTimeout, 3*time.Second), s.pushEntries, s.onReject)
+		w.recv.pushURL(), s.pushTimeout, s.pushEntries, s.onReject)
 	if s.deadLetter != "" {
 		fmt.Fprintf(&b, "    dead_letter_path: %s\n", s.deadLetter)
 	}
@@ -742,7 +751,7 @@ func parsePosition(key string, v json.RawMessage) (position, error) {
 			return position{}, err
 		}
 		return position{ts: ts, id: c.LastID[:min(15, len(c.LastID))]}, nil
-	case strings.HasPrefix(key, "eventlogfile:"):
+	case strings.Contains(key, "eventlogfile:"): // live keys, and backfill:<window>:eventlogfile:<type>
 		var c elfCursor
 		if err := json.Unmarshal(v, &c); err != nil {
 			return position{}, err
@@ -803,17 +812,23 @@ func (w *world) verify(t *testing.T, o verifyOpts) {
 	w.mu.Unlock()
 	got := w.deliveries(t)
 	versions := 0
-	for gi, journals := range gens {
-		ws := writesOf(t, journals)
-		if len(ws) == 0 {
-			continue
+	var docs [][]journalEntry // the writes of each document of each generation
+	for _, journals := range gens {
+		byObject := map[string][]journalEntry{}
+		for _, e := range writesOf(t, journals) {
+			byObject[e.Object] = append(byObject[e.Object], e)
 		}
+		for _, o := range slices.Sorted(maps.Keys(byObject)) {
+			docs = append(docs, byObject[o])
+		}
+	}
+	for gi, ws := range docs {
 		sw := make([]storetest.Write, len(ws))
 		for i, e := range ws {
 			sw[i] = storetest.Write{Expect: e.Expect, Version: e.Version, Data: e.Data}
 		}
 		if err := storetest.VerifyWrites(sw); err != nil {
-			t.Fatalf("document generation %d: store chain invariants: %v", gi, err)
+			t.Fatalf("document %d (%s): store chain invariants: %v", gi, ws[0].Object, err)
 		}
 		chain := chainOrder(ws)
 		versions += len(chain)
@@ -893,8 +908,11 @@ func checkCommittedDelivered(t *testing.T, key string, p position, logins []logi
 				t.Fatalf("I2 violated: %s is committed up to %+v but %s never reached the receiver", key, p, l.id)
 			}
 		}
-	case strings.HasPrefix(key, "eventlogfile:"):
+	case strings.Contains(key, "eventlogfile:"):
 		for _, f := range files {
+			if !strings.HasSuffix(key, "eventlogfile:"+f.typ) {
+				continue
+			}
 			rows := 0
 			switch c := (position{ts: f.created, id: f.id[:15]}).cmp(position{ts: p.ts, id: p.id}); {
 			case c < 0:

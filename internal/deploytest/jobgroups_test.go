@@ -217,7 +217,7 @@ func TestTwoJobGroupsConcurrently(t *testing.T) {
 		}
 	}
 
-	// Every record exactly once, labelled with its source.
+	// Every record exactly once, labeled with its source.
 	got := map[string]int{}
 	for _, e := range lk.Entries() {
 		got[e.Label("source")]++

@@ -401,3 +401,29 @@ func TestGroupOverrides(t *testing.T) {
 		}
 	}
 }
+
+// TestStrictExitCodesFailTheJob: under strict exit codes, busy (5) and fenced (6) fail the Job
+// at once like 2 and 7, so no replacement pod retries a run that would only be busy again; by
+// default they exit 0 and are not listed.
+func TestStrictExitCodesFailTheJob(t *testing.T) {
+	cases := []struct {
+		name   string
+		c      renderCase
+		strict bool
+	}{
+		{"default", renderCase{}, false},
+		{"config", renderCase{values: []string{"strict-allow.yaml"}}, true},
+		{"flag of one group", renderCase{values: []string{"jobgroups.yaml"}, set: []string{"groups.elf.extraArgs[0]=--strict-exit-codes"}}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, cj := range parseManifests(t, c.c.render(t, "sf2loki")).cronJobs(t) {
+				job := cj.Spec.JobTemplate.Spec
+				want := c.strict && (c.name != "flag of one group" || cronGroup(cj) == "elf")
+				if !failsJobOn(job, 2) || !failsJobOn(job, 7) || failsJobOn(job, 5) != want || failsJobOn(job, 6) != want {
+					t.Errorf("%s: podFailurePolicy %+v (strict %v)", cj.Name, job.PodFailurePolicy, want)
+				}
+			}
+		})
+	}
+}

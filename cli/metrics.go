@@ -42,6 +42,16 @@ func newProcessMetrics(ctx context.Context, mc config.Metrics, log *slog.Logger,
 	return &processMetrics{m: m, log: log, timeout: t}, nil
 }
 
+// metricsConfig returns the configuration's metrics section. Config has no metrics field yet:
+// until the lead adds `Metrics config.Metrics` to it (and this returns cfg.Metrics), metrics run
+// on the section's defaults, and the OTLP push is switched on by the standard
+// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_METRICS_ENDPOINT variables.
+func metricsConfig(*config.Config) config.Metrics {
+	var m config.Metrics
+	config.ApplyDefaults(&m)
+	return m
+}
+
 // handler serves /metrics (404 when the Prometheus endpoint is off).
 func (pm *processMetrics) handler() http.Handler {
 	if pm == nil {
@@ -332,7 +342,7 @@ type countingSource struct {
 func (c *countingSource) Open(ctx context.Context, req source.OpenRequest) ([]source.Stream, error) {
 	streams, err := c.Source.Open(ctx, req)
 	for i, s := range streams {
-		cs := &countingStream{Stream: s, org: c.org, source: c.Source.Name()}
+		cs := &countingStream{Stream: s, org: c.org, source: c.Name()}
 		c.rec.mu.Lock()
 		c.rec.counted = append(c.rec.counted, cs)
 		c.rec.mu.Unlock()

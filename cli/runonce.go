@@ -88,8 +88,13 @@ func runOnceCommand() *cli.Command {
 			warnStartup(cfg, log)
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			rep := runInvocation(ctx, cfg, log, invocationFlags{dryRun: c.Bool("dry-run"), dryRunOut: c.App.ErrWriter})
+			pm, err := newProcessMetrics(ctx, metricsConfig(cfg), log, false)
+			if err != nil {
+				return exitf(ExitConfig, "metrics: %v", err)
+			}
+			rep := runInvocation(ctx, cfg, log, invocationFlags{dryRun: c.Bool("dry-run"), dryRunOut: c.App.ErrWriter, metrics: pm})
 			printReport(c.App.Writer, c.App.ErrWriter, rep)
+			pm.shutdown(ctx) // the OTLP push, synchronously, before the process exits
 			return reportExit(rep, cfg.Run.StrictExitCodes)
 		},
 	}
@@ -99,6 +104,7 @@ func runOnceCommand() *cli.Command {
 type invocationFlags struct {
 	dryRun    bool
 	dryRunOut io.Writer
+	metrics   *processMetrics // nil: no metrics
 }
 
 // warnStartup logs configuration advice once per process.
@@ -126,12 +132,15 @@ func runInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, f 
 		}
 		rep := &job.Report{Outcome: o, Error: err.Error(), StartedAt: start.UTC(), Duration: job.Millis(time.Since(start))}
 		rep.ExitCode = outcomeExit(rep.Outcome, cfg.Run.StrictExitCodes)
+		f.metrics.finish(cfg, nil, rep, nil)
 		return rep
 	}
 	defer parts.close()
+	rec := f.metrics.instrument(cfg, parts)
 	parts.opts.DryRun, parts.opts.DryRunOut = f.dryRun, f.dryRunOut
 	rep := job.Run(ctx, parts.deps, parts.opts)
 	rep.ExitCode = outcomeExit(rep.Outcome, cfg.Run.StrictExitCodes)
+	f.metrics.finish(cfg, rec, rep, nil)
 	logOutcome(log, rep)
 	return rep
 }

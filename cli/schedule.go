@@ -48,7 +48,12 @@ func scheduleCommand() *cli.Command {
 			warnStartup(cfg, log)
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			jobs, err := scheduledJobs(cfg, c.String("job"), log)
+			pm, err := newProcessMetrics(ctx, metricsConfig(cfg), log, true)
+			if err != nil {
+				return exitf(ExitConfig, "metrics: %v", err)
+			}
+			defer pm.shutdown(ctx)
+			jobs, err := scheduledJobs(cfg, c.String("job"), log, pm)
 			if err != nil {
 				return exitf(ExitConfig, "%v", err)
 			}
@@ -61,7 +66,7 @@ func scheduleCommand() *cli.Command {
 				if err != nil {
 					return exitf(ExitConfig, "schedule.listen: %v", err)
 				}
-				srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+				srv := &http.Server{Handler: s.handler(pm.handler()), ReadHeaderTimeout: 10 * time.Second}
 				go func() { _ = srv.Serve(ln) }()
 				defer srv.Close()
 				log.Info("health endpoints listening", "addr", ln.Addr().String())
@@ -74,7 +79,7 @@ func scheduleCommand() *cli.Command {
 
 // scheduledJobs returns one cron entry per job group (or the one job when there are no groups;
 // only the named group when name is set).
-func scheduledJobs(cfg *config.Config, name string, log *slog.Logger) ([]scheduledJob, error) {
+func scheduledJobs(cfg *config.Config, name string, log *slog.Logger, pm *processMetrics) ([]scheduledJob, error) {
 	names := cfg.JobNames()
 	if name != "" || len(names) == 0 {
 		names = []string{name}
@@ -92,7 +97,9 @@ func scheduledJobs(cfg *config.Config, name string, log *slog.Logger) ([]schedul
 			label = "default"
 		}
 		out = append(out, scheduledJob{Name: label, Spec: gcfg.Schedule.Spec,
-			Run: func(ctx context.Context) *job.Report { return runInvocation(ctx, gcfg, glog, invocationFlags{}) }})
+			Run: func(ctx context.Context) *job.Report {
+				return runInvocation(ctx, gcfg, glog, invocationFlags{metrics: pm})
+			}})
 	}
 	return out, nil
 }
@@ -232,8 +239,10 @@ func (s *scheduler) health(now time.Time) (bool, map[string]any) {
 	return ok, map[string]any{"ok": ok, "jobs": jobs}
 }
 
-func (s *scheduler) handler() http.Handler {
+// handler serves /healthz, /readyz and, from the process's metrics, /metrics.
+func (s *scheduler) handler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		ok, body := s.health(time.Now())
 		writeJSON(w, ok, body)

@@ -351,3 +351,121 @@ func sameCounts(got, want map[string]int) bool {
 	}
 	return true
 }
+
+// TestAdversarialSIGTERMAtEachStep is scenario 54: SIGTERM while the run pulls, while it
+// commits, and while it releases. Each run exits within the termination grace with the
+// outcome of §3.6: interrupted during intake or commit it is partial (what was pushed is
+// committed, the commit in progress completes); once the batch has finished it is ok.
+func TestAdversarialSIGTERMAtEachStep(t *testing.T) {
+	long(t)
+	w := newWorld(t)
+	cfg := w.writeConfig("run", setup{leaseDuration: 6 * time.Second})
+	cases := []struct {
+		name    string
+		at      string
+		outcome job.Outcome
+		commits int
+	}{
+		{"intake", "mid_pull:1", job.OutcomePartial, 0},
+		{"commit", "before_commit:2", job.OutcomePartial, 2},
+		{"release", "before_release:1", job.OutcomeOK, 4},
+	}
+	for _, tc := range cases {
+		w.insertLogins(25)
+		c := w.start(childSpec{name: tc.name, config: cfg, env: map[string]string{envSleep: tc.at + ":2s"}})
+		step, _, _ := strings.Cut(tc.at, ":")
+		n := 1
+		if step == string(job.StepBeforeCommit) {
+			n = 2
+		}
+		c.waitStep(t, step, n)
+		termAt := time.Now()
+		c.signal(t, syscall.SIGTERM)
+		r := c.wait()
+		if took := time.Since(termAt); took > 10*time.Second {
+			t.Fatalf("%s: %v exited %s after SIGTERM, beyond the grace", tc.name, r, took)
+		}
+		expect(t, r, false, tc.outcome)
+		if r.report.Commits != tc.commits || r.report.Uncommitted != 0 {
+			t.Fatalf("%s: %v: want %d commits and nothing pushed left uncommitted", tc.name, r, tc.commits)
+		}
+		released := false
+		for _, e := range writesOf(t, []string{c.journal}) {
+			released = released || e.Kind == "release"
+		}
+		if !released {
+			t.Fatalf("%s: %v did not release its lease", tc.name, r)
+		}
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{})
+}
+
+// TestAdversarialScheduleTwoReplicasNoJitter is scenario 7 with jitter disabled: two
+// replicas fire at the same instant every second; the lease lets one ship per tick and the
+// other is busy, nothing is shipped twice, and both keep running.
+func TestAdversarialScheduleTwoReplicasNoJitter(t *testing.T) {
+	long(t)
+	w := newWorld(t)
+	cfg := w.writeConfig("schedule", setup{spec: "@every 1s"})
+	replicas := []*child{
+		w.start(childSpec{name: "replica-a", config: cfg, args: []string{"schedule"}}),
+		w.start(childSpec{name: "replica-b", config: cfg, args: []string{"schedule"}}),
+	}
+	for range 16 {
+		w.insertLogins(3)
+		time.Sleep(500 * time.Millisecond)
+	}
+	outcomes := map[job.Outcome]int{}
+	for _, c := range replicas {
+		if c.exited() {
+			t.Fatalf("%s exited during the schedule: %v\n%s", c.name, c.res, tail(c.res.stderr))
+		}
+		c.signal(t, syscall.SIGTERM)
+	}
+	for _, c := range replicas {
+		if r := c.wait(); r.code != 0 {
+			t.Fatalf("%v\n%s", r, tail(r.stderr))
+		}
+		for _, tk := range schedulerTicks(t, c.stderrPath) {
+			outcomes[tk.Outcome]++
+		}
+	}
+	t.Logf("outcomes %v", outcomes)
+	if outcomes[job.OutcomeOK] == 0 || outcomes[job.OutcomeBusy] == 0 || len(outcomes) != 2 {
+		t.Fatalf("outcomes %v: want ok and busy ticks only", outcomes)
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{})
+}
+
+// TestAdversarialScheduleShutdownMidTick is scenario 73: SIGTERM to `sf2loki schedule` while a
+// tick's run is in the middle of its batch. The run's context is cancelled, it commits what it
+// pushed, releases, and the process exits 0 within the grace.
+func TestAdversarialScheduleShutdownMidTick(t *testing.T) {
+	long(t)
+	w := newWorld(t)
+	cfg := w.writeConfig("schedule", setup{spec: "@every 1s", leaseDuration: 6 * time.Second})
+	w.insertLogins(25)
+	c := w.start(childSpec{name: "scheduler", config: cfg, args: []string{"schedule"}, env: map[string]string{envSleep: "after_push:2:2s"}})
+	c.waitStep(t, string(job.StepAfterPush), 2)
+	termAt := time.Now()
+	c.signal(t, syscall.SIGTERM)
+	r := c.wait()
+	if took := time.Since(termAt); r.code != 0 || took > 10*time.Second {
+		t.Fatalf("%v: exit %d %s after SIGTERM; want 0 within the grace\n%s", r, r.code, took, tail(r.stderr))
+	}
+	ticks := schedulerTicks(t, c.stderrPath)
+	if len(ticks) == 0 || ticks[len(ticks)-1].Outcome != job.OutcomePartial || ticks[len(ticks)-1].Records != 10 {
+		t.Fatalf("last tick %+v: want partial with the two pushed batches (10 records)\n%s", ticks, tail(r.stderr))
+	}
+	kinds := map[string]int{}
+	for _, e := range writesAfter(t, c, termAt) {
+		kinds[e.Kind]++
+	}
+	if kinds["commit"] != 1 || kinds["release"] != 1 {
+		t.Fatalf("after SIGTERM the run wrote %v; want the pushed batch's commit and the release", kinds)
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{})
+}

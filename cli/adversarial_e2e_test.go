@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"fmt"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -19,7 +23,7 @@ import (
 func e2eWorld(t *testing.T) (*world, setup, *testenv.Kube) {
 	t.Helper()
 	k := testenv.SharedKube(t)
-	s3 := testenv.StartVersitygw(t)
+	gw := testenv.StartVersitygw(t)
 	vl := testenv.StartVictoriaLogs(t)
 	w := newWorldWith(t, victoriaReceiver{vl})
 	ns := k.NewNamespace(t)
@@ -32,7 +36,7 @@ func e2eWorld(t *testing.T) (*world, setup, *testenv.Kube) {
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	s := setup{store: "s3", s3: s3, bucket: s3.NewBucket(t), leaseType: "kubernetes", kubeconfig: path, namespace: ns}
+	s := setup{store: "s3", s3: gw, bucket: gw.NewBucket(t), leaseType: "kubernetes", kubeconfig: path, namespace: ns}
 	return w, s, k
 }
 
@@ -89,4 +93,74 @@ func TestE2EAdversarialKubeLeaseDeleted(t *testing.T) {
 	}
 	w.catchUp(t, cfg)
 	w.verify(t, verifyOpts{faulted: 2, maxRecords: 5})
+}
+
+// TestE2EAdversarialDocumentDeletedKubeLease is scenario 29 with the kubernetes lease: the
+// document is deleted between runs while the Lease keeps its counter. The next run's epoch
+// continues from the Lease, its sources start from the lookback, and its report says so.
+func TestE2EAdversarialDocumentDeletedKubeLease(t *testing.T) {
+	w, s, _ := e2eWorld(t)
+	cfg := w.writeConfig("run", s)
+	w.insertLogins(10)
+	r1 := w.run(childSpec{name: "first", config: cfg})
+	expect(t, r1, false, job.OutcomeOK)
+	w.insertLogins(5)
+	r2 := w.run(childSpec{name: "second", config: cfg})
+	expect(t, r2, false, job.OutcomeOK)
+	if _, err := s.s3.Client().DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String("sf2loki/state.json")}); err != nil {
+		t.Fatal(err)
+	}
+	w.newGeneration()
+	r3 := w.run(childSpec{name: "after-delete", config: cfg})
+	expect(t, r3, false, job.OutcomeOK)
+	if !hasNote(r3, "did not exist") || r3.report.Records != 15 || r3.report.Epoch != r2.report.Epoch+1 {
+		t.Fatalf("%v notes %q: want the lookback again (15 records) under epoch %d, and the note", r3, r3.report.Notes, r2.report.Epoch+1)
+	}
+	w.verify(t, verifyOpts{dupsAllowed: true})
+}
+
+// TestE2EAdversarialBothDeletedStaleClaimant is scenario 30: a run acquires the Lease and is
+// stopped before it claims; the operator deletes the Lease and the document; a new run starts
+// over at epoch 1. The stopped run, continued, claims once with its higher epoch (the
+// document's fence is below it), and the next run continues above that fence: nobody is locked
+// out.
+func TestE2EAdversarialBothDeletedStaleClaimant(t *testing.T) {
+	w, s, k := e2eWorld(t)
+	s.leaseDuration, s.skew = 2*time.Second, 200*time.Millisecond
+	cfg := w.writeConfig("run", s)
+	for i := range 2 {
+		w.insertLogins(10)
+		expect(t, w.run(childSpec{name: fmt.Sprintf("run%d", i), config: cfg}), false, job.OutcomeOK)
+	}
+	a := w.start(childSpec{name: "stale", config: cfg, env: map[string]string{envStop: stepAfterAcquire}})
+	a.waitStopped(t)
+	if err := k.AdminClient(t).CoordinationV1().Leases(s.namespace).Delete(t.Context(), "sf2loki", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.s3.Client().DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String("sf2loki/state.json")}); err != nil {
+		t.Fatal(err)
+	}
+	w.newGeneration()
+	b := w.run(childSpec{name: "fresh", config: cfg})
+	expect(t, b, false, job.OutcomeOK)
+	if b.report.Epoch != 1 {
+		t.Fatalf("%v: with Lease and document gone the epochs start over", b)
+	}
+	a.signal(t, syscall.SIGCONT)
+	ra := a.wait()
+	stale := claimedEpoch(t, a)
+	if stale != 3 {
+		t.Fatalf("%v: the stale run should claim once with its epoch 3, claimed %d", ra, stale)
+	}
+	// Its claim is legitimate (its epoch is above the fence); what follows depends on how soon
+	// its renewer finds the Lease held by the fresh run's epoch: any of these, never integrity.
+	expect(t, ra, false, job.OutcomeOK, job.OutcomeUnavailable, job.OutcomePartial, job.OutcomeFenced)
+	w.insertLogins(5)
+	c := w.run(childSpec{name: "after", config: cfg, args: []string{"--wait", "5s"}})
+	expect(t, c, false, job.OutcomeOK)
+	if c.report.Epoch != stale+1 {
+		t.Fatalf("%v: want epoch %d, above the stale claim", c, stale+1)
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{dupsAllowed: true})
 }

@@ -523,3 +523,105 @@ func TestAdversarialClockSkew(t *testing.T) {
 	w.catchUp(t, cfg)
 	w.verify(t, verifyOpts{faulted: faulted, maxRecords: 5})
 }
+
+// TestAdversarialPausedInsidePush is scenario 15: a run is stopped while its push is held by
+// the receiver; another run takes over and pushes the same entries; the held push lands after
+// it. The receiver then holds duplicates of that one push and nothing else goes wrong: the
+// cursors never move back and the resumed run never commits. It ends fenced when it reads the
+// push's answer before its lease watcher cancels the push, else unavailable ("the lease was
+// lost"; see docs/testing.md on this outcome).
+func TestAdversarialPausedInsidePush(t *testing.T) {
+	long(t)
+	w := newWorld(t)
+	s := setup{leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond, pushTimeout: 10 * time.Second}
+	cfg := w.writeConfig("run", s)
+	w.insertLogins(25)
+	const held = 4 * time.Second
+	w.sim.SetLatency(held)
+	a := w.start(childSpec{name: "paused-in-push", config: cfg, args: []string{"--strict-exit-codes"}})
+	a.waitStep(t, string(job.StepMidPull), 1)
+	pushAt := time.Now()
+	time.Sleep(300 * time.Millisecond) // the first push is at the receiver, answered after 4 s
+	a.stopBetweenWrites(t)
+	a.waitStopped(t)
+	w.sim.SetLatency(0)
+	b := w.run(childSpec{name: "takeover", config: cfg, args: []string{"--wait", "5s"}})
+	expect(t, b, false, job.OutcomeOK)
+	if since := time.Since(pushAt); since >= held {
+		t.Fatalf("the takeover took %s: it had to push before the held push landed", since)
+	}
+	time.Sleep(time.Until(pushAt.Add(held + 300*time.Millisecond)))
+	a.signal(t, syscall.SIGCONT)
+	ra := a.wait()
+	expect(t, ra, true, job.OutcomeFenced, job.OutcomeUnavailable)
+	if ra.report.Commits != 0 {
+		t.Fatalf("%v: the resumed run committed", ra)
+	}
+	dups := 0
+	for _, n := range w.deliveries(t) {
+		dups += n - 1
+	}
+	if dups != 5 {
+		t.Fatalf("%d duplicates; want exactly the held push's 5 entries", dups)
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{faulted: 1, maxRecords: 5})
+}
+
+// TestAdversarialBackfillAlongsideRunOnce is scenarios 9 and 10: a backfill and the live
+// run-once job run at the same time on one deployment; they use their own documents and
+// leases and neither is busy or fenced because of the other. A second backfill of the same
+// window meanwhile is busy (exit 5: backfill uses strict exit codes), and the backfill's
+// cursors never move back.
+func TestAdversarialBackfillAlongsideRunOnce(t *testing.T) {
+	long(t)
+	w := newWorld(t)
+	s := setup{elf: true}
+	cfg := w.writeConfig("run", s)
+	now := time.Now().UTC()
+	since, until := now.Add(-5*time.Hour).Truncate(time.Hour), now.Add(-2*time.Hour).Truncate(time.Hour)
+	for i := range 4 {
+		w.addLogFileAt("Report", since.Add(time.Duration(i+1)*time.Hour/2), since.Add(time.Duration(i)*10*time.Minute+time.Minute), 12)
+	}
+	w.insertLogins(30)
+	w.addLogFile(8)
+	backfill := []string{"backfill", "--since", since.Format(time.RFC3339), "--until", until.Format(time.RFC3339),
+		"--event-types", "Report", "--progress-interval", "1h"}
+	bf := w.start(childSpec{name: "backfill", config: cfg, args: backfill, env: map[string]string{envSleep: "after_push:1:2s"}})
+	bf.waitStep(t, string(job.StepAfterPush), 1)
+	lc := w.start(childSpec{name: "live", config: cfg})
+	live := lc.wait()
+	expect(t, live, false, job.OutcomeOK)
+	second := w.start(childSpec{name: "backfill-2", config: cfg, args: backfill})
+	r2 := second.wait()
+	expect(t, r2, true, job.OutcomeBusy)
+	noWrites(t, w, second)
+	r := bf.wait()
+	expect(t, r, true, job.OutcomeOK)
+	if r.report.Records != 48 {
+		t.Fatalf("%v: want the window's 48 rows", r)
+	}
+	objects := func(c *child) map[string]bool {
+		out := map[string]bool{}
+		for _, e := range writesOf(t, []string{c.journal}) {
+			out[e.Object] = true
+		}
+		return out
+	}
+	bo, lo := objects(bf), objects(lc)
+	if len(bo) != 1 || len(lo) != 1 {
+		t.Fatalf("backfill wrote %v, live wrote %v: want one document each", bo, lo)
+	}
+	for o := range bo {
+		if lo[o] || !strings.HasSuffix(o, "state-backfill.json") {
+			t.Fatalf("backfill document %s; live %v", o, lo)
+		}
+	}
+	again := w.run(childSpec{name: "backfill-again", config: cfg, args: backfill})
+	expect(t, again, true, job.OutcomeOK)
+	if again.report.Records != 0 {
+		t.Fatalf("%v: the finished window shipped again", again)
+	}
+	w.catchUp(t, cfg)
+	w.verify(t, verifyOpts{maxRecords: 20})
+}

@@ -112,8 +112,8 @@ type world struct {
 
 	mu       sync.Mutex
 	nchild   int
-	journals []string   // journals of the current document generation
-	archived [][]string // journals of earlier generations (the document was deleted)
+	journals []string
+	cuts     []time.Time // when the document was deleted: each starts a new history
 	logins   []login
 	files    []logFile
 	running  []*child
@@ -481,6 +481,12 @@ func (c *child) collect(err error) result {
 		if json.Unmarshal([]byte(last), &rep) == nil {
 			r.report = &rep
 		}
+		var summary struct { // backfill prints its summary with the run report inside
+			Report *job.Report `json:"report"`
+		}
+		if json.Unmarshal([]byte(last), &summary) == nil && summary.Report != nil {
+			r.report = summary.Report
+		}
 	}
 	return r
 }
@@ -601,13 +607,12 @@ func (w *world) runAll(specs ...childSpec) []result {
 	return out
 }
 
-// newGeneration starts a new document history (the document was deleted): the journals so
-// far are verified apart from the later ones.
+// newGeneration starts a new document history (the document was just deleted): writes
+// journaled from now on are verified apart from the earlier ones.
 func (w *world) newGeneration() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.archived = append(w.archived, w.journals)
-	w.journals = nil
+	w.cuts = append(w.cuts, time.Now())
 }
 
 func tail(s string) string {
@@ -806,21 +811,28 @@ type verifyOpts struct {
 func (w *world) verify(t *testing.T, o verifyOpts) {
 	t.Helper()
 	w.mu.Lock()
-	gens := append(slices.Clone(w.archived), w.journals)
+	journals, cuts := slices.Clone(w.journals), slices.Clone(w.cuts)
 	logins := slices.Clone(w.logins)
 	files := slices.Clone(w.files)
 	w.mu.Unlock()
 	got := w.deliveries(t)
 	versions := 0
-	var docs [][]journalEntry // the writes of each document of each generation
-	for _, journals := range gens {
-		byObject := map[string][]journalEntry{}
-		for _, e := range writesOf(t, journals) {
-			byObject[e.Object] = append(byObject[e.Object], e)
+	// The writes of each document of each generation (a generation ends when the document is
+	// deleted).
+	byDoc := map[string][]journalEntry{}
+	for _, e := range writesOf(t, journals) {
+		gen := 0
+		for _, c := range cuts {
+			if e.At.After(c) {
+				gen++
+			}
 		}
-		for _, o := range slices.Sorted(maps.Keys(byObject)) {
-			docs = append(docs, byObject[o])
-		}
+		k := fmt.Sprintf("%03d %s", gen, e.Object)
+		byDoc[k] = append(byDoc[k], e)
+	}
+	var docs [][]journalEntry
+	for _, k := range slices.Sorted(maps.Keys(byDoc)) {
+		docs = append(docs, byDoc[k])
 	}
 	for gi, ws := range docs {
 		sw := make([]storetest.Write, len(ws))

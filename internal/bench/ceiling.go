@@ -78,7 +78,7 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 		}
 		res := client.Push(context.Background(), batch)
 		if !res.OK() {
-			return fmt.Errorf("ceiling push: %d of %d entries not accepted: %v", len(batch)-len(res.Accepted), len(batch), res.Err)
+			return fmt.Errorf("ceiling push: %d of %d entries not accepted: %w", len(batch)-len(res.Accepted), len(batch), res.Err)
 		}
 		clear(batch) // the job drops a pushed batch: its lines become garbage
 		batch, lineBytes = batch[:0], 0

@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sf2loki/sf2loki/cli"
 )
@@ -27,6 +28,10 @@ type Stats struct {
 	// VmHWM is the peak resident set size of the process's own address space, in bytes
 	// (/proc/self/status), to cross-check the harness's rusage reading.
 	VmHWM int64 `json:"vm_hwm"`
+	// PeakAnon and PeakFile are the largest anonymous (heap, stacks) and file-backed (the
+	// binary's pages) resident sizes seen by a 20 ms sampler, in bytes.
+	PeakAnon int64 `json:"peak_anon"`
+	PeakFile int64 `json:"peak_file"`
 }
 
 func main() {
@@ -47,11 +52,13 @@ func run() int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	sampler := startSampler(os.Getenv("SF2LOKI_BENCH_HEAPPROFILE"))
 	code := cli.Main(os.Args, os.Stdout, os.Stderr)
+	anon, file := sampler.stop()
 	if path := os.Getenv("SF2LOKI_BENCH_STATS"); path != "" {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		b, _ := json.Marshal(Stats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, NumGC: ms.NumGC, HeapSys: ms.HeapSys, Sys: ms.Sys, VmHWM: vmHWM()})
+		b, _ := json.Marshal(Stats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, NumGC: ms.NumGC, HeapSys: ms.HeapSys, Sys: ms.Sys, VmHWM: status("VmHWM:"), PeakAnon: anon, PeakFile: file})
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			fmt.Fprintf(os.Stderr, "probe: %v\n", err)
 		}
@@ -59,8 +66,50 @@ func run() int {
 	return code
 }
 
-// vmHWM reads the peak RSS of this process's address space (0 when unknown).
-func vmHWM() int64 {
+// sampler records the peak anonymous and file-backed RSS; with a heap profile path it writes
+// the heap profile each time the anonymous peak grows by 1 MiB (the profile of the last
+// collection before the peak).
+type sampler struct {
+	done       chan struct{}
+	stopped    chan struct{}
+	anon, file int64
+}
+
+func startSampler(heapProfile string) *sampler {
+	s := &sampler{done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(s.stopped)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		profiled := int64(0)
+		for {
+			a, f := status("RssAnon:"), status("RssFile:")
+			s.anon, s.file = max(s.anon, a), max(s.file, f)
+			if heapProfile != "" && a > profiled+(1<<20) {
+				profiled = a
+				if out, err := os.Create(heapProfile); err == nil {
+					_ = pprof.WriteHeapProfile(out)
+					_ = out.Close()
+				}
+			}
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) stop() (anon, file int64) {
+	close(s.done)
+	<-s.stopped
+	return s.anon, s.file
+}
+
+// status reads a size field of /proc/self/status in bytes (0 when unknown).
+func status(field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -68,7 +117,7 @@ func vmHWM() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
 				return 0

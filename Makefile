@@ -67,6 +67,7 @@ soak:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./internal/bench $(BENCH_FLAGS)
 
 demo:
 	$(GO) run ./cmd/sf2loki demo

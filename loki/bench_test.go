@@ -43,7 +43,7 @@ func benchEntries(n int) []Entry {
 // returns the uncompressed request bodies when keep is set.
 func encodeAll(c *Client, es []Entry, keep bool) (raws [][]byte) {
 	res := Result{Outcomes: make([]Outcome, len(es))}
-	p := &push{c: c, entries: es, res: &res, s: getScratch()}
+	p := &push{c: c, entries: es, res: &res, s: c.getScratch()}
 	p.prepare()
 	_ = p.run(func(lo, hi int) error {
 		w := p.encode(lo, hi)
@@ -53,7 +53,7 @@ func encodeAll(c *Client, es []Entry, keep bool) (raws [][]byte) {
 		w.release()
 		return nil
 	})
-	putScratch(p.s)
+	c.putScratch(p.s)
 	return raws
 }
 

@@ -139,6 +139,9 @@ type Client struct {
 	policy   retryPolicy
 	log      *slog.Logger
 	ratioBit atomic.Uint64 // float64 bits: compressed/uncompressed seen recently
+
+	spareScratch atomic.Pointer[scratch]
+	spareWire    atomic.Pointer[wireBuf]
 }
 
 var tenantRE = regexp.MustCompile(`^[A-Za-z0-9!\-_.*'()]{1,150}$`)
@@ -344,8 +347,8 @@ func (c *Client) Push(ctx context.Context, entries []Entry) Result {
 		res.Err = fmt.Errorf("loki: %d entries in one push, at most %d", len(entries), math.MaxInt32)
 		return res
 	}
-	p := &push{c: c, entries: entries, res: &res, s: getScratch()}
-	defer putScratch(p.s)
+	p := &push{c: c, entries: entries, res: &res, s: c.getScratch()}
+	defer c.putScratch(p.s)
 	p.prepare()
 	res.Err = p.run(func(lo, hi int) error { return p.send(ctx, lo, hi) })
 	p.finish()

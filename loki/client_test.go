@@ -226,7 +226,7 @@ func TestRequestSizeEstimateIsExact(t *testing.T) {
 		c := newClient(t, srv, func(o *Options) { o.Encoding = enc })
 		es := randomEntries(newRand(3), time.Now(), 300)
 		es[0].Line = strings.Repeat("é", DefaultMaxLineBytes) // truncated
-		p := &push{c: c, entries: es, res: &Result{Outcomes: make([]Outcome, len(es))}, s: getScratch()}
+		p := &push{c: c, entries: es, res: &Result{Outcomes: make([]Outcome, len(es))}, s: c.getScratch()}
 		p.prepare()
 		want, prev := 0, int32(-1)
 		for _, it := range p.s.items {
@@ -248,7 +248,7 @@ func TestRequestSizeEstimateIsExact(t *testing.T) {
 		if len(got) > want || (enc == EncodingJSON && len(got) != want) {
 			t.Errorf("%s: encoded %d bytes, estimate %d", enc, len(got), want)
 		}
-		putScratch(p.s)
+		c.putScratch(p.s)
 	}
 }
 

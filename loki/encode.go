@@ -80,9 +80,17 @@ var scratchPool = sync.Pool{New: func() any { return &scratch{index: make(map[st
 
 const maxPooledBuffer = 16 << 20
 
-func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+// getScratch returns the client's spare scratch, else one from the pool. The spare survives
+// garbage collections (a sync.Pool does not), so a client pushing batch after batch reuses the
+// same buffers instead of growing new ones after every collection.
+func (c *Client) getScratch() *scratch {
+	if s := c.spareScratch.Swap(nil); s != nil {
+		return s
+	}
+	return scratchPool.Get().(*scratch)
+}
 
-func putScratch(s *scratch) {
+func (c *Client) putScratch(s *scratch) {
 	if cap(s.raw) > maxPooledBuffer || cap(s.items) > 1<<20 || cap(s.spare) > 1<<20 {
 		return
 	}
@@ -95,7 +103,9 @@ func putScratch(s *scratch) {
 	clear(s.spare)
 	s.spare = s.spare[:0]
 	s.raw = s.raw[:0]
-	scratchPool.Put(s)
+	if !c.spareScratch.CompareAndSwap(nil, s) {
+		scratchPool.Put(s)
+	}
 }
 
 // splitNanos converts Unix nanoseconds to a protobuf Timestamp's seconds and
@@ -433,12 +443,17 @@ func jsonStringLen(s string) int {
 type wireBuf struct {
 	b    []byte
 	refs atomic.Int32
+	home *atomic.Pointer[wireBuf] // the client's spare slot
 }
 
 var wirePool = sync.Pool{New: func() any { return new(wireBuf) }}
 
-func getWire() *wireBuf {
-	w := wirePool.Get().(*wireBuf)
+func (c *Client) getWire() *wireBuf {
+	w := c.spareWire.Swap(nil)
+	if w == nil {
+		w = wirePool.Get().(*wireBuf)
+	}
+	w.home = &c.spareWire
 	w.refs.Store(1)
 	return w
 }
@@ -451,6 +466,9 @@ func (w *wireBuf) release() {
 		return
 	}
 	w.b = w.b[:0]
+	if w.home != nil && w.home.CompareAndSwap(nil, w) {
+		return
+	}
 	wirePool.Put(w)
 }
 

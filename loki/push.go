@@ -38,7 +38,7 @@ func (p *push) encode(lo, hi int) *wireBuf {
 		raw = p.appendProto(raw, items)
 	}
 	p.s.raw = raw
-	w := getWire()
+	w := p.c.getWire()
 	compress(w, raw, p.c.opts.Encoding, p.c.opts.Gzip)
 	p.res.EncodedBytes += int64(len(raw))
 	if len(raw) > 0 && (p.c.opts.Encoding == EncodingProtobuf || p.c.opts.Gzip) {

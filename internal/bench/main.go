@@ -145,6 +145,7 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 			return false, err
 		}
 	}
+	loadAverage = readLoadAverage()
 	if err := chdirModuleRoot(ctx); err != nil {
 		return false, err
 	}
@@ -173,14 +174,18 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 				hasAPI: true, apiPer10k: e2e.apiPer10k, apiDetail: e2e.apiDetail})
 		rssLargest = e2e.m
 	}
-	mixed, noop, err := mixedScenario(ctx, o, dir, bin, probe)
+	mixed, noops, err := mixedScenario(ctx, o, dir, bin, probe)
 	if err != nil {
 		return false, err
 	}
 	rows = append(rows, mixed...)
-	rows = append(rows, row{name: fmt.Sprintf("run-once with nothing to do (median of %d)", o.noopRuns), m: noop.m, noopWall: noop.wall})
+	for _, n := range noops {
+		rows = append(rows, row{name: fmt.Sprintf("nothing to do: %s (median of %d)", n.name, o.noopRuns), m: n.m, noopWall: n.wall})
+	}
+	noop := noops[0]
 
-	header := fmt.Sprintf("sf2loki bench — %s %s/%s, %d CPUs, %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	header := fmt.Sprintf("sf2loki bench — %s %s/%s, %d CPUs, load average %s at the start, %s", runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		runtime.NumCPU(), loadAverage, time.Now().UTC().Format("2006-01-02"))
 	verdicts := []string{
 		verdict(&missed, slices.Min(ratios) >= targetCeilingRatio, "EventLogFile end to end ≥ 50%% of the ceiling: %s", joinRatios(ratios)),
 	}
@@ -189,7 +194,7 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 	} else {
 		verdicts = append(verdicts, fmt.Sprintf("peak RSS target (≤ 100 MiB for 1 GiB) not measured: largest file %s", formatSize(largest)))
 	}
-	verdicts = append(verdicts, verdict(&missed, noop.wall <= targetNoopWall, "run-once with nothing to do ≤ 50 ms: %.1f ms", ms(noop.wall)))
+	verdicts = append(verdicts, verdict(&missed, noop.wall <= targetNoopWall, "run-once with nothing to do (%s) ≤ 50 ms: %.1f ms", noop.name, ms(noop.wall)))
 	printTable(out, header, rows, verdicts)
 	if o.markdown != "" {
 		f, err := os.Create(o.markdown)
@@ -358,18 +363,19 @@ func median(ms []Measure) Measure {
 	}
 }
 
-// noopResult is the median no-op invocation.
+// noopResult is the median no-op invocation of one configuration.
 type noopResult struct {
+	name string
 	m    Measure
 	wall time.Duration
 }
 
 // mixedScenario ships a small org with every REST source once (--drain) for the API calls per
 // 10 000 records of each source, then times run-once invocations with nothing left to do.
-func mixedScenario(ctx context.Context, o options, dir, bin, probe string) ([]row, noopResult, error) {
+func mixedScenario(ctx context.Context, o options, dir, bin, probe string) ([]row, []noopResult, error) {
 	srv, err := startServer(ctx, "mixed", filepath.Join(dir, "mixed"))
 	if err != nil {
-		return nil, noopResult{}, err
+		return nil, nil, err
 	}
 	defer srv.stop()
 	cfgPath, err := srv.config("mixed", `eventlogfile:
@@ -389,42 +395,55 @@ apexlog:
   lookback: 12h
 `)
 	if err != nil {
-		return nil, noopResult{}, err
+		return nil, nil, err
 	}
 	fmt.Fprintln(os.Stderr, "bench: mixed org: run-once --drain")
 	ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, nil, filepath.Join(srv.dir, "stats.json"))
 	if err != nil {
-		return nil, noopResult{}, err
+		return nil, nil, err
 	}
 	rep := ch.Report
 	if rep.Outcome != "ok" || !rep.CaughtUp {
-		return nil, noopResult{}, fmt.Errorf("mixed org: outcome %s, caught up %v: %s", rep.Outcome, rep.CaughtUp, rep.Error)
+		return nil, nil, fmt.Errorf("mixed org: outcome %s, caught up %v: %s", rep.Outcome, rep.CaughtUp, rep.Error)
 	}
 	var rows []row
 	for _, name := range []string{"eventlogfile", "soql", "apexlog"} {
 		sr := rep.Sources[name]
 		if sr == nil {
-			return nil, noopResult{}, fmt.Errorf("mixed org: no %s in the report", name)
+			return nil, nil, fmt.Errorf("mixed org: no %s in the report", name)
 		}
 		a := apiCalls(map[string]*jobSourceReport{name: sr}, sr.Records)
 		rows = append(rows, row{name: "API calls: " + name + " (" + mixedDescription[name] + ")", m: Measure{Rows: sr.Records},
 			hasAPI: true, apiPer10k: a.apiPer10k, apiDetail: a.apiDetail})
 	}
 
-	var noops []Measure
-	for i := range o.noopRuns {
-		fmt.Fprintf(os.Stderr, "bench: run-once with nothing to do %d/%d\n", i+1, o.noopRuns)
-		ch, err := runChild(ctx, bin, []string{"run-once", "--config", cfgPath}, nil, "")
-		if err != nil {
-			return nil, noopResult{}, err
-		}
-		if ch.Report.Outcome != "ok" || ch.Report.Records != 0 {
-			return nil, noopResult{}, fmt.Errorf("no-op run-once: outcome %s, %d records", ch.Report.Outcome, ch.Report.Records)
-		}
-		noops = append(noops, Measure{Wall: ch.Wall, CPU: ch.CPU, PeakRSS: ch.MaxRSS, Rows: 1})
+	// Nothing to do: the minimal job (one EventLogFile type, the target's case) and the whole
+	// mixed configuration (three sources, five keys), each right after it caught up.
+	minimal, err := srv.config("noop-minimal", "eventlogfile:\n  enabled: true\n  interval: Hourly\n  event_types: [URI]\n  lookback: 12h\n")
+	if err != nil {
+		return nil, nil, err
 	}
-	m := median(noops)
-	return rows, noopResult{m: m, wall: m.Wall}, nil
+	if _, err := runChild(ctx, bin, []string{"run-once", "--config", minimal, "--drain"}, nil, ""); err != nil {
+		return nil, nil, err
+	}
+	var noops []noopResult
+	for _, c := range []struct{ name, path string }{{"eventlogfile, 1 type", minimal}, {"eventlogfile + soql + apexlog, 5 keys", cfgPath}} {
+		var ms []Measure
+		for i := range o.noopRuns {
+			fmt.Fprintf(os.Stderr, "bench: run-once with nothing to do (%s) %d/%d\n", c.name, i+1, o.noopRuns)
+			ch, err := runChild(ctx, bin, []string{"run-once", "--config", c.path}, nil, "")
+			if err != nil {
+				return nil, nil, err
+			}
+			if ch.Report.Outcome != "ok" || ch.Report.Records != 0 {
+				return nil, nil, fmt.Errorf("no-op run-once (%s): outcome %s, %d records", c.name, ch.Report.Outcome, ch.Report.Records)
+			}
+			ms = append(ms, Measure{Wall: ch.Wall, CPU: ch.CPU, PeakRSS: ch.MaxRSS, Rows: 1})
+		}
+		m := median(ms)
+		noops = append(noops, noopResult{name: c.name, m: m, wall: m.Wall})
+	}
+	return rows, noops, nil
 }
 
 var mixedDescription = map[string]string{
@@ -541,4 +560,19 @@ func chdirModuleRoot(ctx context.Context) error {
 		return errors.New("run the harness inside the sf2loki module (go run ./internal/bench)")
 	}
 	return os.Chdir(filepath.Dir(gomod))
+}
+
+// loadAverage is the 1-minute load average when the harness started (other work on the machine
+// stretches wall times; CPU-time figures are less affected).
+var loadAverage = "?"
+
+func readLoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }

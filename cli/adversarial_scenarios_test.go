@@ -149,7 +149,7 @@ func lastCommit(t *testing.T, c *child) map[string]store.Checkpoint {
 // holds.
 func TestAdversarialSIGKILL(t *testing.T) {
 	long(t)
-	sigkillEachStep(t, newWorld(t), setup{elf: true, leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond})
+	sigkillEachStep(t, newWorld(t), setup{elf: true, leaseDuration: 2 * time.Second, skew: 100 * time.Millisecond})
 }
 
 func sigkillEachStep(t *testing.T, w *world, s setup) {
@@ -533,15 +533,15 @@ func TestAdversarialClockSkew(t *testing.T) {
 func TestAdversarialPausedInsidePush(t *testing.T) {
 	long(t)
 	w := newWorld(t)
-	s := setup{leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond, pushTimeout: 10 * time.Second}
+	s := setup{leaseDuration: 1500 * time.Millisecond, skew: 100 * time.Millisecond, pushTimeout: 15 * time.Second}
 	cfg := w.writeConfig("run", s)
 	w.insertLogins(25)
-	const held = 4 * time.Second
+	const held = 6 * time.Second
 	w.sim.SetLatency(held)
 	a := w.start(childSpec{name: "paused-in-push", config: cfg, args: []string{"--strict-exit-codes"}})
 	a.waitStep(t, string(job.StepMidPull), 1)
 	pushAt := time.Now()
-	time.Sleep(300 * time.Millisecond) // the first push is at the receiver, answered after 4 s
+	time.Sleep(300 * time.Millisecond) // the first push is at the receiver, answered after 6 s
 	a.stopBetweenWrites(t)
 	a.waitStopped(t)
 	w.sim.SetLatency(0)

@@ -124,11 +124,12 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		if len(cur.items) == 0 {
 			return
 		}
+		n := len(cur.items)
 		select {
 		case out <- cur:
 		case <-ctx.Done():
 		}
-		cur = &batch{}
+		cur = &batch{items: make([]item, 0, n)} // batches are alike: no regrowing per batch
 	}
 	defer send()
 	var records int

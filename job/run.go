@@ -158,7 +158,7 @@ func (r *run) invoke(ctx context.Context) {
 	}()
 
 	streams := r.open(intakeCtx, sess.Checkpoints())
-	batches := make(chan *batch, 1)
+	batches := make(chan *batch)
 	go r.pull(intakeCtx, streams, batches)
 	stopped := false
 	for b := range batches {
@@ -184,8 +184,9 @@ func (r *run) invoke(ctx context.Context) {
 // pushAndCommit pushes one batch and commits what it settled. It returns false when the run
 // must stop pulling.
 func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
-	items := b.items[:0:0]
-	var entries []loki.Entry
+	// Filtered in place (the batch is not used again), entries sized once: no regrowing per push.
+	items := b.items[:0]
+	entries := make([]loki.Entry, 0, b.entries)
 	for _, it := range b.items {
 		if it.ks.frozen {
 			continue // pulled before its key froze: never pushed, never committed

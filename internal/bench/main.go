@@ -53,7 +53,7 @@ func main() {
 	var o options
 	sizes := flag.String("sizes", "100MiB,1GiB", "EventLogFile sizes shipped end to end (the last one is the memory target's)")
 	flag.IntVar(&o.repeat, "repeat", 3, "runs per measurement; the table shows medians")
-	flag.IntVar(&o.repeatLarge, "repeat-large", 1, "runs of files of 1 GiB and more")
+	flag.IntVar(&o.repeatLarge, "repeat-large", 3, "runs of files of 1 GiB and more")
 	flag.IntVar(&o.noopRuns, "noop-runs", 9, "run-once invocations with nothing to do (median wall time)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (configurations, state, profiles)")
 	flag.StringVar(&o.profileDir, "profile", "", "write pprof CPU profiles of the first end-to-end run of each size and of the ceiling here")

@@ -222,7 +222,9 @@ func (s *server) count(ctx context.Context) (int64, error) {
 }
 
 // config writes the configuration a run-once process of this world runs with: sources is the
-// YAML of the sources section; the state document is <name>.state.json.
+// YAML of the sources section; the state document is <name>.state.json, and the entries carry
+// environment=<name>, so that a repeated run (from an empty state) ships to streams of its own
+// instead of being refused as too far behind the previous run's.
 func (s *server) config(name, sources string) (string, error) {
 	yaml := fmt.Sprintf(`salesforce:
   login_url: %s
@@ -234,6 +236,8 @@ sources:
 sink:
   loki:
     url: %s
+    labels:
+      environment: %s
 state:
   file:
     path: %s
@@ -241,7 +245,7 @@ run:
   max_duration: 60m
 log:
   level: warn
-`, s.SalesforceURL, benchClient, benchUser, s.KeyPath, indent(sources, "  "), s.PushURL, filepath.Join(s.dir, name+".state.json"))
+`, s.SalesforceURL, benchClient, benchUser, s.KeyPath, indent(sources, "  "), s.PushURL, name, filepath.Join(s.dir, name+".state.json"))
 	path := filepath.Join(s.dir, name+".yaml")
 	return path, os.WriteFile(path, []byte(yaml), 0o600)
 }

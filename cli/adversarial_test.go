@@ -289,6 +289,19 @@ func (l *hookedLease) Acquire(ctx context.Context, floor uint64, wait time.Durat
 	return g, err
 }
 
+// AcquireFrom keeps the single-read acquisition of leases that live in the document.
+func (l *hookedLease) AcquireFrom(ctx context.Context, snap store.Snapshot, floor uint64, wait time.Duration) (lease.Grant, error) {
+	sa, ok := l.Lease.(lease.SnapshotAcquirer)
+	if !ok {
+		return l.Acquire(ctx, floor, wait)
+	}
+	g, err := sa.AcquireFrom(ctx, snap, floor, wait)
+	if err == nil {
+		l.f.step(stepAfterAcquire)
+	}
+	return g, err
+}
+
 // journalBackend journals every load and successful write, and injects lost
 // acknowledgements, spurious conflicts and the mid_commit crash.
 type journalBackend struct {

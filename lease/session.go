@@ -11,6 +11,12 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
+// SnapshotAcquirer is a Lease that lives in the checkpoint document (lease/store). Start hands
+// it the snapshot it has just read, so an invocation reads the document once.
+type SnapshotAcquirer interface {
+	AcquireFrom(ctx context.Context, snap store.Snapshot, floor uint64, wait time.Duration) (Grant, error)
+}
+
 // SessionOptions configures Start. Zero values mean the defaults.
 type SessionOptions struct {
 	// Wait is how long Acquire may wait for a live holder (W). Default 0: busy at once.
@@ -56,7 +62,12 @@ func Start(ctx context.Context, l Lease, st *store.Store, o SessionOptions) (*Se
 	if err != nil {
 		return nil, err
 	}
-	g, err := l.Acquire(ctx, snap.Floor(), o.Wait)
+	var g Grant
+	if sa, ok := l.(SnapshotAcquirer); ok {
+		g, err = sa.AcquireFrom(ctx, snap, snap.Floor(), o.Wait)
+	} else {
+		g, err = l.Acquire(ctx, snap.Floor(), o.Wait)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,10 @@ type Lease struct {
 	name string
 }
 
-var _ lease.Lease = (*Lease)(nil)
+var (
+	_ lease.Lease            = (*Lease)(nil)
+	_ lease.SnapshotAcquirer = (*Lease)(nil)
+)
 
 // New returns the embedded lease of the document in st.
 func New(st *ckpt.Store, o Options) *Lease {
@@ -67,14 +70,32 @@ func observe(s ckpt.Snapshot) lease.Observed {
 // Acquire claims the document when its embedded lease is absent, released or expired by the
 // takeover rule, with epoch max(fence, floor) + 1. Losing the race is ErrBusy.
 func (l *Lease) Acquire(ctx context.Context, floor uint64, wait time.Duration) (lease.Grant, error) {
-	var snap ckpt.Snapshot
+	snap, err := l.st.Read(ctx)
+	if err != nil {
+		return lease.Grant{}, err
+	}
+	return l.AcquireFrom(ctx, snap, floor, wait)
+}
+
+// AcquireFrom is Acquire starting from a snapshot the caller has just read (lease.Start), so
+// an invocation reads the document once. Later polls while waiting read it again.
+func (l *Lease) AcquireFrom(ctx context.Context, first ckpt.Snapshot, floor uint64, wait time.Duration) (lease.Grant, error) {
+	snap, fresh := first, true
 	_, err := lease.TakeoverRule(ctx, l.c, wait, func(ctx context.Context) (lease.Observed, error) {
-		s, err := l.st.Read(ctx)
-		if err != nil {
+		if !fresh {
+			s, err := l.st.Read(ctx)
+			if err != nil {
+				return lease.Observed{}, err
+			}
+			snap = s
+		}
+		fresh = false
+		// A document fenced by another lease is a configuration error whether or not that
+		// lease is live: say so now rather than report busy until it expires.
+		if err := l.foreign(snap); err != nil {
 			return lease.Observed{}, err
 		}
-		snap = s
-		return observe(s), nil
+		return observe(snap), nil
 	})
 	if err != nil {
 		return lease.Grant{}, err
@@ -113,6 +134,17 @@ func (l *Lease) Acquire(ctx context.Context, floor uint64, wait time.Duration) (
 		Epoch: epoch, Holder: l.c.Holder(), Invocation: l.c.Invocation, Ref: l.Ref(), Duration: l.c.Duration,
 		ValidUntil: l.c.ValidUntil(sent), Token: string(w.Version()), Writer: w,
 	}, nil
+}
+
+// foreign returns a ForeignLeaseError when the document is fenced by a lease of another name.
+func (l *Lease) foreign(s ckpt.Snapshot) error {
+	if s.Absent || s.Doc.Fence == nil {
+		return nil
+	}
+	if f := s.Doc.Fence.Lease; f.Name != "" && f != l.Ref() {
+		return &ckpt.ForeignLeaseError{Object: l.st.Object(), Stored: f, Ours: l.Ref()}
+	}
+	return nil
 }
 
 // Renew writes a new renewed_at through the grant's Writer.

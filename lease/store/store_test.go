@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -141,6 +143,54 @@ func TestForeignLeaseNameIsConfigError(t *testing.T) {
 	b := leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("b", time.Minute, 0), Name: "deploy-b"})
 	if _, err := b.Acquire(ctx, 0, 0); !errors.Is(err, store.ErrForeignLease) {
 		t.Fatalf("got %v, want ErrForeignLease", err)
+	}
+}
+
+// Even while the other deployment holds its lease, a second deployment's acquire is a
+// configuration error, never busy (which would hide the misconfiguration behind exit 0).
+func TestForeignLeaseNameIsConfigErrorWhileHeld(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	st := storetest.NewStore(m)
+	a := leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", time.Minute, 0), Name: "deploy-a"})
+	g, err := a.Acquire(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Release(ctx, g) }()
+	before := m.Bytes()
+	b := leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("b", time.Minute, 0), Name: "deploy-b"})
+	_, err = b.Acquire(ctx, 0, time.Second)
+	if !errors.Is(err, store.ErrForeignLease) || errors.Is(err, lease.ErrBusy) {
+		t.Fatalf("got %v, want ErrForeignLease", err)
+	}
+	if !strings.Contains(err.Error(), "deploy-a") || !strings.Contains(err.Error(), "deploy-b") {
+		t.Errorf("the error does not name both leases: %v", err)
+	}
+	if !bytes.Equal(before, m.Bytes()) {
+		t.Error("the refused acquire wrote the document")
+	}
+}
+
+// Start reads the document once: the store lease judges the takeover on that snapshot.
+func TestStartReadsTheDocumentOnce(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	st := storetest.NewStore(m)
+	reads := 0
+	m.SetHook(func(op storetest.Op) storetest.Fault {
+		if op == storetest.OpLoad {
+			reads++
+		}
+		return storetest.None
+	})
+	s, err := lease.Start(ctx, leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", time.Minute, 0)}), st, lease.SessionOptions{Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Release(ctx) }()
+	if reads != 1 {
+		t.Errorf("%d document reads to start a session, want 1", reads)
 	}
 }
 

@@ -105,7 +105,7 @@ var catalog = []Instrument{
 	{Name: "sf2loki_records_filtered", Kind: KindCounter, Labels: with(streamLabels, LabelRule), Description: "Records removed by a drop_row rule."},
 	{Name: "sf2loki_records_skipped", Kind: KindCounter, Labels: with(streamLabels, LabelReason), Description: "Other cursor-only records (empty or finished files, oversized rows, keepalives, ...)."},
 	{Name: "sf2loki_records_uncommitted", Kind: KindCounter, Labels: []string{LabelLease}, Description: "Entries accepted by the receiver whose cursor could not be committed (shipped again next run)."},
-	{Name: "sf2loki_ingest_lag_seconds", Kind: KindHistogram, Unit: "s", Labels: streamLabels, Description: "Age of an entry (now minus its timestamp) when the receiver accepted it.", Buckets: lagBuckets},
+	{Name: "sf2loki_ingest_lag_seconds", Kind: KindHistogram, Unit: "s", Labels: streamLabels, Description: "Age of an entry (now minus its timestamp) when the receiver accepted it, observed for one accepted entry in 16 per stream (so _count is not a record count: use sf2loki_records_shipped_total).", Buckets: lagBuckets},
 	// Loki.
 	{Name: "sf2loki_loki_pushes", Kind: KindCounter, Labels: []string{LabelLease, LabelResult}, Description: "Pushes by result: ok (all accepted), partial (some rejected), failed (some not delivered)."},
 	{Name: "sf2loki_loki_push_duration_seconds", Kind: KindHistogram, Unit: "s", Labels: []string{LabelLease}, Description: "Time of one push, retries and splits included.", Buckets: durationBuckets},

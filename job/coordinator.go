@@ -62,6 +62,7 @@ func (l *leaseSession) Counters() map[string]store.Counter { return l.s.Counters
 func (l *leaseSession) CommitChange(ctx context.Context, c store.Change) error {
 	return l.s.Commit(ctx, c)
 }
+func (l *leaseSession) LossCause() error                  { return l.s.Lost() }
 func (l *leaseSession) Lost() <-chan struct{}             { return l.lost }
 func (l *leaseSession) Release(ctx context.Context) error { return l.s.Release(ctx) }
 func (l *leaseSession) Stats() SessionStats {

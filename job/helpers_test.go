@@ -9,6 +9,7 @@ import (
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
 	"github.com/sf2loki/sf2loki/store"
@@ -83,6 +84,7 @@ type memSession struct {
 	fresh    bool
 	lost     chan struct{}
 	lostOnce sync.Once
+	cause    error
 	released bool
 }
 
@@ -103,8 +105,12 @@ func (s *memSession) Counters() map[string]store.Counter { return s.w.Counters()
 func (s *memSession) CommitChange(ctx context.Context, c store.Change) error {
 	return s.w.Commit(ctx, c)
 }
-func (s *memSession) Lost() <-chan struct{}         { return s.lost }
-func (s *memSession) loseLease()                    { s.lostOnce.Do(func() { close(s.lost) }) }
+func (s *memSession) Lost() <-chan struct{} { return s.lost }
+func (s *memSession) loseLease()            { s.loseLeaseWith(lease.ErrLost) }
+func (s *memSession) loseLeaseWith(cause error) {
+	s.lostOnce.Do(func() { s.cause = cause; close(s.lost) })
+}
+func (s *memSession) LossCause() error              { return s.cause }
 func (s *memSession) Release(context.Context) error { s.released = true; return nil }
 func (s *memSession) Stats() job.SessionStats {
 	return job.SessionStats{CASRetries: s.w.Stats().Conflicts}

@@ -11,6 +11,7 @@ import (
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
@@ -329,4 +330,38 @@ type failingOpen struct{ err error }
 func (f *failingOpen) Name() string { return "failing" }
 func (f *failingOpen) Open(context.Context, source.OpenRequest) ([]source.Stream, error) {
 	return nil, f.err
+}
+
+func TestLeaseLossBeforeShippingNamesTheCause(t *testing.T) {
+	cases := []struct {
+		name  string
+		cause error
+		want  job.Outcome
+	}{
+		{"taken over", fmt.Errorf("%w: another holder has it", lease.ErrLost), job.OutcomeFenced},
+		{"renewals failing", fmt.Errorf("%w: %w: epoch 3", lease.ErrLost, lease.ErrExpired), job.OutcomeUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			coord, _ := newMemCoord(t)
+			_, sink := receiver(t, simloki.Options{})
+			src := numbered(map[string]int{"a": 100})
+			opts := baseOptions()
+			opts.Hook = func(s job.Step) {
+				if s == job.StepAfterClaim {
+					coord.mu.Lock()
+					sess := coord.sessions[len(coord.sessions)-1]
+					coord.mu.Unlock()
+					sess.loseLeaseWith(tc.cause)
+				}
+			}
+			rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
+			if rep.Records != 0 {
+				t.Errorf("the run shipped %d records after its lease was lost", rep.Records)
+			}
+			if rep.Outcome != tc.want || !strings.Contains(rep.Error, "lease lost") {
+				t.Errorf("outcome %s (%s), want %s", rep.Outcome, rep.Error, tc.want)
+			}
+		})
+	}
 }

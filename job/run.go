@@ -157,6 +157,12 @@ func (r *run) invoke(ctx context.Context) {
 		}
 	}()
 
+	select {
+	case <-sess.Lost(): // lost before intake began: do not start pulling
+		stopIntake(errLeaseLost)
+		abortPushes(errLeaseLost)
+	default:
+	}
 	streams := r.open(intakeCtx, sess.Checkpoints())
 	batches := make(chan *batch)
 	go r.pull(intakeCtx, streams, batches)
@@ -390,7 +396,15 @@ func (r *run) decide() {
 	case r.interrupted:
 		r.end(OutcomePartial, errors.New("interrupted by a signal before the batch finished; the pushed prefix is committed"))
 	case r.leaseLost:
-		r.end(r.partialOr(OutcomeUnavailable), errLeaseLost)
+		cause := r.lossCause()
+		switch {
+		case r.shipped:
+			r.end(OutcomePartial, cause)
+		case errors.Is(cause, lease.ErrExpired):
+			r.end(OutcomeUnavailable, cause) // renewals failed: the lease API or store is unreachable
+		default:
+			r.end(OutcomeFenced, cause) // taken over or deleted before anything was shipped
+		}
 	case r.pushErr != nil:
 		r.end(r.partialOr(OutcomeUnavailable), r.pushErr)
 	case r.needsHuman():
@@ -411,6 +425,16 @@ func (r *run) decide() {
 	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
 		r.rep.Egress = r.egress.report()
 	}
+}
+
+// lossCause says why the lease was lost, when the session can tell.
+func (r *run) lossCause() error {
+	if lc, ok := r.sess.(interface{ LossCause() error }); ok {
+		if err := lc.LossCause(); err != nil {
+			return err
+		}
+	}
+	return errLeaseLost
 }
 
 func (r *run) partialOr(o Outcome) Outcome {

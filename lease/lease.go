@@ -34,6 +34,10 @@ var (
 	// ErrLost means the grant is no longer ours: another holder took it, it was deleted, or its
 	// validity passed without a successful renewal.
 	ErrLost = errors.New("lease lost")
+	// ErrExpired is wrapped (with ErrLost) when the grant's validity passed without a successful
+	// renewal: the lease may still be ours, or someone may have taken it; nobody can tell.
+	// Without it, ErrLost means definitely superseded (taken over or deleted).
+	ErrExpired = errors.New("lease validity passed without a renewal")
 	// ErrAbsent is returned by Inspect when the lease does not exist.
 	ErrAbsent = errors.New("lease does not exist")
 	// ErrReleased is returned by Session.Commit after Session.Release.

@@ -81,7 +81,7 @@ func (r *Renewer) run() {
 		case <-r.stop:
 			return
 		case <-validity.C:
-			r.lose(fmt.Errorf("%w: epoch %d: no successful renewal before its validity passed", ErrLost, g.Epoch))
+			r.lose(fmt.Errorf("%w: %w: epoch %d", ErrLost, ErrExpired, g.Epoch))
 			return
 		case <-tick.C:
 		}
@@ -101,7 +101,7 @@ func (r *Renewer) run() {
 		case r.rpc.Err() != nil: // stopping
 			return
 		case !g.Valid():
-			r.lose(fmt.Errorf("%w: epoch %d: renewals failing past the grant's validity: %w", ErrLost, g.Epoch, err))
+			r.lose(fmt.Errorf("%w: %w: epoch %d: renewals kept failing: %w", ErrLost, ErrExpired, g.Epoch, err))
 			return
 		default:
 			r.log.Warn("lease renewal failed; retrying until the grant's validity passes",

@@ -47,6 +47,7 @@ type options struct {
 	profileDir  string
 	markdown    string
 	strict      bool
+	runOnceEnv  []string
 }
 
 func main() {
@@ -60,6 +61,13 @@ func main() {
 	flag.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this file")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a SPEC.md §9 target is missed")
 	quick := flag.Bool("quick", false, "small sizes and few runs (a smoke test of the harness)")
+	flag.Func("runonce-env", "KEY=VALUE added to the environment of the run-once processes only (repeatable), e.g. GOMEMLIMIT=48MiB", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("%q is not KEY=VALUE", v)
+		}
+		o.runOnceEnv = append(o.runOnceEnv, v)
+		return nil
+	})
 	// Modes of the harness's own child processes.
 	serveScenario := flag.String("serve", "", "(internal) serve a scenario's simulated org and receiver until stdin closes")
 	serveDir := flag.String("dir", "", "(internal) serve mode: working directory")
@@ -186,6 +194,9 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 
 	header := fmt.Sprintf("sf2loki bench — %s %s/%s, %d CPUs, load average %s at the start, %s", runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		runtime.NumCPU(), loadAverage, time.Now().UTC().Format("2006-01-02"))
+	if len(o.runOnceEnv) > 0 {
+		header += "; run-once environment: " + strings.Join(o.runOnceEnv, " ")
+	}
 	verdicts := []string{
 		verdict(&missed, slices.Min(ratios) >= targetCeilingRatio, "EventLogFile end to end ≥ 50%% of the ceiling: %s", joinRatios(ratios)),
 	}
@@ -264,7 +275,7 @@ func eventLogFileScenario(ctx context.Context, o options, dir, probe string, siz
 		if err != nil {
 			return Measure{}, e2eResult{}, err
 		}
-		var env []string
+		env := slices.Clone(o.runOnceEnv)
 		if o.profileDir != "" && i == 0 {
 			env = append(env, "SF2LOKI_BENCH_CPUPROFILE="+filepath.Join(o.profileDir, "runonce-"+formatSize(size)+".pprof"))
 		}
@@ -398,7 +409,7 @@ apexlog:
 		return nil, nil, err
 	}
 	fmt.Fprintln(os.Stderr, "bench: mixed org: run-once --drain")
-	ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, nil, filepath.Join(srv.dir, "stats.json"))
+	ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, o.runOnceEnv, filepath.Join(srv.dir, "stats.json"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -423,7 +434,7 @@ apexlog:
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := runChild(ctx, bin, []string{"run-once", "--config", minimal, "--drain"}, nil, ""); err != nil {
+	if _, err := runChild(ctx, bin, []string{"run-once", "--config", minimal, "--drain"}, o.runOnceEnv, ""); err != nil {
 		return nil, nil, err
 	}
 	var noops []noopResult
@@ -431,7 +442,7 @@ apexlog:
 		var ms []Measure
 		for i := range o.noopRuns {
 			fmt.Fprintf(os.Stderr, "bench: run-once with nothing to do (%s) %d/%d\n", c.name, i+1, o.noopRuns)
-			ch, err := runChild(ctx, bin, []string{"run-once", "--config", c.path}, nil, "")
+			ch, err := runChild(ctx, bin, []string{"run-once", "--config", c.path}, o.runOnceEnv, "")
 			if err != nil {
 				return nil, nil, err
 			}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/config"
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source/eventlogfile"
+)
+
+// TestCeilingShapesAndEncodesEveryRow: the ceiling reads the whole file, every row becomes an
+// entry that is encoded and compressed (the no-network transport answers 204 for all), and its
+// cost is measured.
+func TestCeilingShapesAndEncodesEveryRow(t *testing.T) {
+	org := simsf.New(simsf.Options{Seed: 5, Logger: slog.New(slog.DiscardHandler)})
+	now := time.Now().UTC()
+	id, err := org.AddEventLogFile(simsf.EventLogFileSpec{EventType: "API", Interval: simsf.IntervalDaily,
+		LogDate: now.Add(-24 * time.Hour).Truncate(24 * time.Hour), CreatedDate: now.Add(-time.Hour), Rows: 30000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body bytes.Buffer
+	if err := org.EventLogFileContent(id, &body); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "body.csv")
+	if err := os.WriteFile(path, body.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Sink.Loki.BatchMaxEntries = 7000 // several pushes
+	m, err := Ceiling(path, "API", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := shape.New(shape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries int64
+	rows, err := eventlogfile.ReadEntries(bytes.NewReader(body.Bytes()), "API", sh, func(loki.Entry) error { entries++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Rows != 30000 || rows != 30000 || entries != 30000 || m.Bytes != int64(body.Len()) {
+		t.Fatalf("ceiling: %d rows, %d bytes; the file has %d rows (%d entries), %d bytes", m.Rows, m.Bytes, rows, entries, body.Len())
+	}
+	if m.CPU <= 0 || m.Wall <= 0 || m.Mallocs == 0 || m.RowsPerCoreSec() <= 0 {
+		t.Fatalf("ceiling cost not measured: %+v", m)
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	got, err := parseSizes("100MiB, 1GiB,512KiB,42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{100 << 20, 1 << 30, 512 << 10, 42}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("parseSizes = %v, want %v", got, want)
+		}
+	}
+	if _, err := parseSizes("lots"); err == nil {
+		t.Fatal("no error for a size without a number")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	m := median([]Measure{{Rows: 5, CPU: 3}, {Rows: 5, CPU: 1}, {Rows: 5, CPU: 2}})
+	if m.CPU != 2 || m.Rows != 5 {
+		t.Fatalf("median %+v", m)
+	}
+}

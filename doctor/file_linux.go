@@ -23,7 +23,7 @@ var networkFilesystems = map[uint32]string{
 	0x01021997: "9P",
 	0x5346414F: "AFS",
 	0x47504653: "GPFS",
-	0x0BD00BD0: "Lustre", //nolint:misspell // the filesystem's name
+	0x0BD00BD0: "Lustre",
 }
 
 const accessW, accessR = 0x2, 0x4

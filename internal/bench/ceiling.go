@@ -24,6 +24,7 @@ type Measure struct {
 	Wall    time.Duration
 	CPU     time.Duration // user + system time of the process doing the work
 	Mallocs uint64        // heap allocations (0 when unknown)
+	Alloc   uint64        // heap bytes allocated (0 when unknown)
 	PeakRSS int64         // bytes (0 when not measured)
 }
 
@@ -35,6 +36,9 @@ func (m Measure) MBPerCoreSec() float64 { return float64(m.Bytes) / 1e6 / m.CPU.
 
 // AllocsPerRow is heap allocations per row.
 func (m Measure) AllocsPerRow() float64 { return float64(m.Mallocs) / float64(m.Rows) }
+
+// AllocBytesPerRow is heap bytes allocated per row.
+func (m Measure) AllocBytesPerRow() float64 { return float64(m.Alloc) / float64(m.Rows) }
 
 // Ceiling is THE ceiling of SPEC.md §9, defined once, here: the bytes of an EventLogFile through
 // CSV parse + shaping + encode + snappy in one process, with no network and no checkpointing.
@@ -104,7 +108,7 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 	if err != nil {
 		return Measure{}, err
 	}
-	return Measure{Rows: rows, Bytes: cr.n, Wall: wall, CPU: cpu, Mallocs: ms1.Mallocs - ms0.Mallocs}, nil
+	return Measure{Rows: rows, Bytes: cr.n, Wall: wall, CPU: cpu, Mallocs: ms1.Mallocs - ms0.Mallocs, Alloc: ms1.TotalAlloc - ms0.TotalAlloc}, nil
 }
 
 // noNetwork answers every push with 204 without sending it.

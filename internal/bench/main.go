@@ -293,7 +293,7 @@ func eventLogFileScenario(ctx context.Context, o options, dir, probe string, siz
 				name, rep.Records, c.Rows, after-before, rep.Outcome, rep.CaughtUp, rep.Error)
 		}
 		checkRSS(name, ch)
-		runs = append(runs, Measure{Rows: rep.Records, Bytes: srv.CSVBytes, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, PeakRSS: ch.MaxRSS})
+		runs = append(runs, Measure{Rows: rep.Records, Bytes: srv.CSVBytes, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, Alloc: ch.Stats.TotalAlloc, PeakRSS: ch.MaxRSS})
 		api = apiCalls(rep.Sources, rep.Records)
 	}
 	return median(ceilings), e2eResult{m: median(runs), apiPer10k: api.apiPer10k, apiDetail: api.apiDetail}, nil
@@ -370,6 +370,7 @@ func median(ms []Measure) Measure {
 		Wall:    time.Duration(pick(func(m Measure) int64 { return int64(m.Wall) })),
 		CPU:     time.Duration(pick(func(m Measure) int64 { return int64(m.CPU) })),
 		Mallocs: uint64(pick(func(m Measure) int64 { return int64(m.Mallocs) })), //nolint:gosec // counts
+		Alloc:   uint64(pick(func(m Measure) int64 { return int64(m.Alloc) })),   //nolint:gosec // counts
 		PeakRSS: pick(func(m Measure) int64 { return m.PeakRSS }),
 	}
 }
@@ -506,11 +507,11 @@ func formatSize(n int64) string {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // columns of the table.
-var columns = []string{"scenario", "rows", "wall s", "rows/s", "rows/s/core", "MB/s/core", "allocs/row", "peak RSS MiB", "× ceiling", "API calls/10k rows"}
+var columns = []string{"scenario", "rows", "wall s", "rows/s", "rows/s/core", "MB/s/core", "allocs/row", "alloc B/row", "peak RSS MiB", "× ceiling", "API calls/10k rows"}
 
 func cells(r row) []string {
 	dash := "-"
-	c := []string{r.name, dash, dash, dash, dash, dash, dash, dash, dash, dash}
+	c := []string{r.name, dash, dash, dash, dash, dash, dash, dash, dash, dash, dash}
 	if r.m.Rows > 0 && r.noopWall == 0 {
 		c[1] = fmt.Sprint(r.m.Rows)
 	}
@@ -521,17 +522,18 @@ func cells(r row) []string {
 		c[5] = fmt.Sprintf("%.1f", r.m.MBPerCoreSec())
 		if r.m.Mallocs > 0 {
 			c[6] = fmt.Sprintf("%.2f", r.m.AllocsPerRow())
+			c[7] = fmt.Sprintf("%.0f", r.m.AllocBytesPerRow())
 		}
-		c[8] = fmt.Sprintf("%.2f", r.ratio)
+		c[9] = fmt.Sprintf("%.2f", r.ratio)
 	}
 	if r.noopWall > 0 {
 		c[2] = fmt.Sprintf("%.1f ms", ms(r.noopWall))
 	}
 	if r.m.PeakRSS > 0 {
-		c[7] = fmt.Sprintf("%.1f", float64(r.m.PeakRSS)/(1<<20))
+		c[8] = fmt.Sprintf("%.1f", float64(r.m.PeakRSS)/(1<<20))
 	}
 	if r.hasAPI {
-		c[9] = fmt.Sprintf("%.2f (%s)", r.apiPer10k, r.apiDetail)
+		c[10] = fmt.Sprintf("%.2f (%s)", r.apiPer10k, r.apiDetail)
 	}
 	return c
 }

@@ -32,6 +32,7 @@ var errWiring = errors.New("cannot set up")
 type invocationParts struct {
 	deps    job.Deps
 	opts    job.Options
+	orgs    []orgClient // for the org's API usage metrics
 	closers []io.Closer
 }
 
@@ -198,6 +199,7 @@ func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 			p.close()
 			return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
+		p.orgs = append(p.orgs, orgClient{org: org.Name, client: client})
 		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Full: cfg.Full(), Log: log.With("org", org.Name), Now: time.Now}
 		bindings, err := orgBindings(env, org.Sources, sh)
 		if err != nil {

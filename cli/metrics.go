@@ -42,16 +42,6 @@ func newProcessMetrics(ctx context.Context, mc config.Metrics, log *slog.Logger,
 	return &processMetrics{m: m, log: log, timeout: t}, nil
 }
 
-// metricsConfig returns the configuration's metrics section. Config has no metrics field yet:
-// until the lead adds `Metrics config.Metrics` to it (and this returns cfg.Metrics), metrics run
-// on the section's defaults, and the OTLP push is switched on by the standard
-// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_METRICS_ENDPOINT variables.
-func metricsConfig(*config.Config) config.Metrics {
-	var m config.Metrics
-	config.ApplyDefaults(&m)
-	return m
-}
-
 // handler serves /metrics (404 when the Prometheus endpoint is off).
 func (pm *processMetrics) handler() http.Handler {
 	if pm == nil {
@@ -260,6 +250,10 @@ func (pm *processMetrics) finish(cfg *config.Config, rec *runRecorder, rep *job.
 		Claimed: rep.Epoch > 0, Epoch: rep.Epoch, LeaseWait: time.Duration(rep.LeaseWait),
 		CASRetries: int64(rep.CASRetries), Uncommitted: rep.Uncommitted, FrozenKeys: len(rep.Frozen),
 	})
+	if rep.Epoch > 0 {
+		m.SetEpochJump(ctx, lease, int64(rep.Epoch)-int64(rep.PreviousEpoch))
+		m.AddStoreWrites(ctx, lease, int64(rep.CASConflicts), int64(rep.LostAcks))
+	}
 	for _, r := range zeroDrops {
 		m.AddDropped(ctx, lease, r, rep.Dropped[r])
 	}

@@ -88,7 +88,7 @@ func runOnceCommand() *cli.Command {
 			warnStartup(cfg, log)
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			pm, err := newProcessMetrics(ctx, metricsConfig(cfg), log, false)
+			pm, err := newProcessMetrics(ctx, cfg.Metrics, log, false)
 			if err != nil {
 				return exitf(ExitConfig, "metrics: %v", err)
 			}
@@ -140,7 +140,7 @@ func runInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, f 
 	parts.opts.DryRun, parts.opts.DryRunOut = f.dryRun, f.dryRunOut
 	rep := job.Run(ctx, parts.deps, parts.opts)
 	rep.ExitCode = outcomeExit(rep.Outcome, cfg.Run.StrictExitCodes)
-	f.metrics.finish(cfg, rec, rep, nil)
+	f.metrics.finish(cfg, rec, rep, parts.orgs)
 	logOutcome(log, rep)
 	return rep
 }

@@ -48,7 +48,7 @@ func scheduleCommand() *cli.Command {
 			warnStartup(cfg, log)
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			pm, err := newProcessMetrics(ctx, metricsConfig(cfg), log, true)
+			pm, err := newProcessMetrics(ctx, cfg.Metrics, log, true)
 			if err != nil {
 				return exitf(ExitConfig, "metrics: %v", err)
 			}

@@ -32,6 +32,7 @@ type Config struct {
 	Egress     Egress     `yaml:"egress" desc:"Caps on what is sent to Loki: rates and a daily byte budget (per job group)."`
 	Schedule   Schedule   `yaml:"schedule" desc:"The embedded scheduler of 'sf2loki schedule'."`
 	Log        Log        `yaml:"log" desc:"Process logs (stderr)."`
+	Metrics    Metrics    `yaml:"metrics" desc:"OpenTelemetry metrics: OTLP/HTTP push (flushed before a run-once exits) and /metrics in schedule mode."`
 
 	full *Config // set by ForJob: the configuration of every group
 }

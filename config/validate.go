@@ -34,6 +34,7 @@ func (c *Config) Validate() Errors {
 	c.validateSources(&errs)
 	c.validateJobs(&errs)
 	c.validateEgress(&errs)
+	validateMetrics(c.Metrics, "metrics", &errs)
 	c.validateShape(&errs)
 	c.validateSink(&errs)
 	c.validateState(&errs)

@@ -67,7 +67,8 @@ func (l *leaseSession) Lost() <-chan struct{}             { return l.lost }
 func (l *leaseSession) Release(ctx context.Context) error { return l.s.Release(ctx) }
 func (l *leaseSession) Stats() SessionStats {
 	st := l.s.Stats()
-	return SessionStats{LeaseWait: l.wait, CASRetries: st.Conflicts + st.Retries}
+	return SessionStats{LeaseWait: l.wait, CASRetries: st.Conflicts + st.Retries, Conflicts: st.Conflicts,
+		LostAcks: st.LostAcks, Floor: l.s.Floor()}
 }
 
 func values(cps map[string]store.Checkpoint) map[string]json.RawMessage {

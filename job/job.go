@@ -48,7 +48,10 @@ type Session interface {
 // SessionStats is the coordination cost of a session.
 type SessionStats struct {
 	LeaseWait  time.Duration
-	CASRetries int
+	CASRetries int    // writes repeated (conflicts and writes proven not to have landed)
+	Conflicts  int    // precondition failures met
+	LostAcks   int    // ambiguous writes a re-read proved had landed
+	Floor      uint64 // the document's fence epoch before this session's claim
 }
 
 // Pusher pushes entries to Loki; *loki.Client implements it.

@@ -24,17 +24,24 @@ const (
 
 // Report is the result of one invocation, printed as one JSON line on stdout.
 type Report struct {
-	Outcome    Outcome   `json:"outcome"`
-	ExitCode   int       `json:"exit_code"`
-	Error      string    `json:"error,omitempty"`
-	Invocation string    `json:"invocation"`
-	Holder     string    `json:"holder,omitempty"`
-	Epoch      uint64    `json:"epoch,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	Duration   Millis    `json:"duration_ms"`
-	LeaseWait  Millis    `json:"lease_wait_ms"`
-	CASRetries int       `json:"cas_retries"`
-	CaughtUp   bool      `json:"caught_up"`
+	Outcome    Outcome `json:"outcome"`
+	ExitCode   int     `json:"exit_code"`
+	Error      string  `json:"error,omitempty"`
+	Invocation string  `json:"invocation"`
+	Holder     string  `json:"holder,omitempty"`
+	Epoch      uint64  `json:"epoch,omitempty"`
+	// PreviousEpoch is the document's fence before this run's claim: Epoch-PreviousEpoch above 1
+	// means the epoch jumped (a recreated lease, runs that acquired and never claimed).
+	PreviousEpoch uint64    `json:"previous_epoch,omitempty"`
+	StartedAt     time.Time `json:"started_at"`
+	Duration      Millis    `json:"duration_ms"`
+	LeaseWait     Millis    `json:"lease_wait_ms"`
+	CASRetries    int       `json:"cas_retries"`
+	// CASConflicts and LostAcks detail the store writes: precondition failures met, and
+	// ambiguous writes a re-read proved had landed.
+	CASConflicts int  `json:"cas_conflicts,omitempty"`
+	LostAcks     int  `json:"lost_acks,omitempty"`
+	CaughtUp     bool `json:"caught_up"`
 	// Records counts entries the receiver accepted; Bytes their line bytes.
 	Records int64 `json:"records"`
 	Bytes   int64 `json:"bytes"`

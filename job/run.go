@@ -120,6 +120,7 @@ func (r *run) invoke(ctx context.Context) {
 	r.sess = sess
 	st := sess.Stats()
 	r.rep.Epoch, r.rep.Holder, r.rep.LeaseWait = sess.Epoch(), sess.Holder(), Millis(st.LeaseWait)
+	r.rep.PreviousEpoch = st.Floor
 	r.hook(StepAfterClaim)
 	if sess.Fresh() {
 		r.note("the checkpoint document did not exist: every source starts from its configured lookback")
@@ -372,7 +373,7 @@ func (r *run) release(ctx context.Context) {
 		r.log.Warn("lease release failed; it expires on its own", "err", err)
 	}
 	st := r.sess.Stats()
-	r.rep.CASRetries = st.CASRetries
+	r.rep.CASRetries, r.rep.CASConflicts, r.rep.LostAcks = st.CASRetries, st.Conflicts, st.LostAcks
 	for _, ks := range r.keysInOrder {
 		if ks.committed != nil {
 			if r.rep.Cursors == nil {

@@ -127,6 +127,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, fmt.Errorf("gcs store: application default credentials: %w", err)
 	}
 	authed := *hc
+	// ReuseTokenSource: one token per hour, not per request, whatever the credential type does.
 	authed.Transport = &oauth2.Transport{Source: oauth2.ReuseTokenSource(nil, creds.TokenSource), Base: hc.Transport}
 	b.hc = &authed
 	return b, nil
@@ -322,9 +323,9 @@ func (b *Backend) Store(ctx context.Context, data []byte, expect store.Version) 
 	var obj struct {
 		Generation json.Number `json:"generation"` // a string in GCS's JSON
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&obj); err != nil || obj.Generation == "" {
-		// Written, but the answer is unreadable: as ambiguous as a lost answer.
-		return "", fmt.Errorf("%w: writing %s: no generation in the answer (%v)", store.ErrUnavailable, b, err)
+	// Written, but an unreadable answer is as ambiguous as a lost one.
+	if err := json.NewDecoder(resp.Body).Decode(&obj); err != nil {
+		return "", fmt.Errorf("%w: writing %s: reading the answer: %w", store.ErrUnavailable, b, err)
 	}
 	if n, err := obj.Generation.Int64(); err != nil || n <= 0 {
 		return "", fmt.Errorf("%w: writing %s: generation %q in the answer", store.ErrUnavailable, b, obj.Generation)

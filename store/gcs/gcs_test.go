@@ -81,3 +81,30 @@ func TestE2ELostAcknowledgementGCS(t *testing.T) {
 		t.Fatalf("history %d stamp %+v", len(d.History), d.Writer)
 	}
 }
+
+// A download cut off mid-body is retried by the protocol as a whole: the snapshot's bytes and
+// generation come from one complete answer.
+func TestE2ETruncatedReadGCS(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	proxy := storetest.NewProxy(t, srv.URL)
+	b := factory(proxy.URL, bucket)(t)
+	st := storetest.NewStore(b)
+	snap, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Claim(ctx, storetest.Req(4, "a"), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.TruncateNextRead()
+	snap, err = st.Read(ctx)
+	if err != nil {
+		t.Fatalf("read whose first download was cut: %v", err)
+	}
+	if proxy.Fired() != 1 || snap.Version != w.Version() || snap.Floor() != 4 {
+		t.Fatalf("fired %d, version %q (writer %q), floor %d", proxy.Fired(), snap.Version, w.Version(), snap.Floor())
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/source"
 )
 
@@ -45,7 +46,7 @@ func (s *budgetedStream) Next(ctx context.Context) (source.Record, error) {
 // ends its stream after batch.max_records and the run reports caught_up although records are
 // left.
 func TestDrainIgnoresTheBatchBoundInTheSources(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	totals := map[string]int{"a": 30}
 	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: budgeted{numbered(totals)}}}, Sink: sink}

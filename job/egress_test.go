@@ -9,6 +9,7 @@ import (
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 )
 
 // lineBytes is the budget size of one numbered entry of key k with number n.
@@ -36,9 +37,9 @@ type clock struct {
 func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-func storedCounter(t *testing.T, coord *memCoord) (int64, string) {
+func storedCounter(t *testing.T, coord *jobtest.Coordinator) (int64, string) {
 	t.Helper()
-	snap, err := coord.st.Read(context.Background())
+	snap, err := coord.Store.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func storedCounter(t *testing.T, coord *memCoord) (int64, string) {
 }
 
 func TestDailyBudgetPausesAndResumesNextDayWithNothingLost(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	totals := map[string]int{"a": 3000, "b": 3000}
 	src := numbered(totals)
@@ -93,7 +94,7 @@ func TestDailyBudgetPausesAndResumesNextDayWithNothingLost(t *testing.T) {
 }
 
 func TestDailyBudgetDropCountsAndAdvances(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	src := numbered(map[string]int{"a": 1000})
 	src.LineBytes = 100
@@ -107,13 +108,13 @@ func TestDailyBudgetDropCountsAndAdvances(t *testing.T) {
 	if rep.Dropped["budget"] != 1000-shipped || shipped == 0 || shipped == 1000 {
 		t.Errorf("shipped %d, dropped %v", shipped, rep.Dropped)
 	}
-	if cp := coord.checkpoints(t); cp["a"] != 1000 {
+	if cp := checkpoints(t, coord); cp["a"] != 1000 {
 		t.Errorf("cursor %d, want 1000: dropped records still advance", cp["a"])
 	}
 }
 
 func TestEntryLargerThanTheBudgetNeverWedges(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	src := numbered(map[string]int{"a": 3})
 	src.LineBytes = 5000
@@ -133,7 +134,7 @@ func TestEntryLargerThanTheBudgetNeverWedges(t *testing.T) {
 
 func TestRateCapsSpreadPushes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		coord, _ := newMemCoord(t)
+		coord := jobtest.New()
 		srv, sink := receiver(t, simloki.Options{})
 		opts := baseOptions()
 		opts.PushEntries = 50
@@ -154,7 +155,7 @@ func TestRateCapsSpreadPushes(t *testing.T) {
 // budget edge: the first's commit is fenced (its bytes are not counted) and the counter never
 // exceeds the budget; Loki received at most one push beyond it.
 func TestBudgetCounterUnderTakeoverIsNeverDoubleCounted(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	src := numbered(map[string]int{"a": 2000})
 	src.LineBytes = 100

@@ -1,75 +1,21 @@
 package job_test
 
 import (
-	"context"
-	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
-	"github.com/sf2loki/sf2loki/lease"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
-	"github.com/sf2loki/sf2loki/store"
-	"github.com/sf2loki/sf2loki/store/storetest"
 )
 
-// memCoord is a coordinator over the real store protocol and the in-memory backend, with an
-// epoch of floor+1 and no lease: enough to test the job's pipeline. The real lease wiring is
-// tested by the adversarial suite.
-type memCoord struct {
-	st    *store.Store
-	lease store.LeaseRef
-
-	mu       sync.Mutex
-	sessions []*memSession
-}
-
-func newMemCoord(t *testing.T) (*memCoord, *storetest.Memory) {
-	t.Helper()
-	mem := storetest.NewMemory()
-	return &memCoord{st: storetest.NewStore(mem), lease: store.LeaseRef{Kind: "store", Name: "sf2loki"}}, mem
-}
-
-func (c *memCoord) Begin(ctx context.Context, inv string) (job.Session, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w, err := c.st.Claim(ctx, store.ClaimRequest{Epoch: snap.Floor() + 1, Invocation: inv, Holder: "test/" + inv, Lease: c.lease}, snap)
-	if err != nil {
-		return nil, err
-	}
-	s := &memSession{w: w, fresh: snap.Absent, lost: make(chan struct{})}
-	c.mu.Lock()
-	c.sessions = append(c.sessions, s)
-	c.mu.Unlock()
-	return s, nil
-}
-
-func (c *memCoord) Peek(ctx context.Context) (map[string]json.RawMessage, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil || snap.Absent {
-		return nil, err
-	}
-	out := map[string]json.RawMessage{}
-	for k, cp := range snap.Doc.Checkpoints {
-		out[k] = cp.Value
-	}
-	return out, nil
-}
-
 // checkpoints reads the stored cursors.
-func (c *memCoord) checkpoints(t *testing.T) map[string]int {
+func checkpoints(t *testing.T, coord *jobtest.Coordinator) map[string]int {
 	t.Helper()
-	cp, err := c.Peek(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int{}
-	for k, v := range cp {
+	for k, v := range coord.Stored(t) {
 		n, err := sourcetest.DecodeCursor(v)
 		if err != nil {
 			t.Fatalf("stored cursor of %s: %v", k, err)
@@ -79,41 +25,10 @@ func (c *memCoord) checkpoints(t *testing.T) map[string]int {
 	return out
 }
 
-type memSession struct {
-	w        *store.Writer
-	fresh    bool
-	lost     chan struct{}
-	lostOnce sync.Once
-	cause    error
-	released bool
-}
-
-func (s *memSession) Epoch() uint64  { return s.w.Epoch() }
-func (s *memSession) Holder() string { return "test/" + s.w.Invocation() }
-func (s *memSession) Fresh() bool    { return s.fresh }
-func (s *memSession) Checkpoints() map[string]json.RawMessage {
-	out := map[string]json.RawMessage{}
-	for k, cp := range s.w.Checkpoints() {
-		out[k] = cp.Value
-	}
-	return out
-}
-func (s *memSession) Commit(ctx context.Context, u map[string]json.RawMessage) error {
-	return s.w.Commit(ctx, store.Change{Set: u})
-}
-func (s *memSession) Counters() map[string]store.Counter { return s.w.Counters() }
-func (s *memSession) CommitChange(ctx context.Context, c store.Change) error {
-	return s.w.Commit(ctx, c)
-}
-func (s *memSession) Lost() <-chan struct{} { return s.lost }
-func (s *memSession) loseLease()            { s.loseLeaseWith(lease.ErrLost) }
-func (s *memSession) loseLeaseWith(cause error) {
-	s.lostOnce.Do(func() { s.cause = cause; close(s.lost) })
-}
-func (s *memSession) LossCause() error              { return s.cause }
-func (s *memSession) Release(context.Context) error { s.released = true; return nil }
-func (s *memSession) Stats() job.SessionStats {
-	return job.SessionStats{CASRetries: s.w.Stats().Conflicts}
+// loseLease makes the lease of the coordinator's latest session lost with cause.
+func loseLease(coord *jobtest.Coordinator, cause error) {
+	sessions := coord.Sessions()
+	sessions[len(sessions)-1].LoseLease(cause)
 }
 
 // receiver starts a strict simulated Loki and returns it with a client pushing to it.

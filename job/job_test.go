@@ -11,6 +11,7 @@ import (
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
@@ -21,7 +22,7 @@ func numbered(totals map[string]int) *sourcetest.Numbered {
 }
 
 func TestRunShipsEverythingAndCommits(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	totals := map[string]int{"a": 2500, "b": 10, "c": 1}
 	src := numbered(totals)
@@ -34,7 +35,7 @@ func TestRunShipsEverythingAndCommits(t *testing.T) {
 	if rep.Records != 2511 || rep.Epoch != 1 {
 		t.Errorf("records %d epoch %d, want 2511 and 1", rep.Records, rep.Epoch)
 	}
-	if got := coord.checkpoints(t); got["a"] != 2500 || got["b"] != 10 || got["c"] != 1 {
+	if got := checkpoints(t, coord); got["a"] != 2500 || got["b"] != 10 || got["c"] != 1 {
 		t.Errorf("stored cursors %v", got)
 	}
 	assertExactlyOnce(t, delivered(t, srv), totals)
@@ -51,7 +52,7 @@ func TestRunShipsEverythingAndCommits(t *testing.T) {
 }
 
 func TestBudgetAcrossRunsIsFairAndExactlyOnce(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	totals := map[string]int{"big": 5000, "small-1": 300, "small-2": 300}
 	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(totals)}}, Sink: sink}
@@ -63,7 +64,7 @@ func TestBudgetAcrossRunsIsFairAndExactlyOnce(t *testing.T) {
 		t.Fatalf("first run: outcome %s caught_up %v records %d", rep.Outcome, rep.CaughtUp, rep.Records)
 	}
 	// Round-robin: the large key cannot starve the small ones.
-	cp := coord.checkpoints(t)
+	cp := checkpoints(t, coord)
 	if cp["small-1"] < 200 || cp["small-2"] < 200 {
 		t.Errorf("small keys starved by the large one: %v", cp)
 	}
@@ -80,7 +81,7 @@ func TestBudgetAcrossRunsIsFairAndExactlyOnce(t *testing.T) {
 }
 
 func TestRetryableFailureFreezesKeysAndCommitsThePrefix(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	totals := map[string]int{"a": 1000}
 	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(totals)}}, Sink: sink}
@@ -101,7 +102,7 @@ func TestRetryableFailureFreezesKeysAndCommitsThePrefix(t *testing.T) {
 	if rep.Outcome != job.OutcomePartial {
 		t.Fatalf("outcome %s, want partial (%s)", rep.Outcome, rep.Error)
 	}
-	if got := coord.checkpoints(t)["a"]; got != 300 {
+	if got := checkpoints(t, coord)["a"]; got != 300 {
 		t.Errorf("committed cursor %d, want 300 (three successful pushes of 100)", got)
 	}
 	if len(rep.Frozen) != 1 || rep.Frozen[0].Key != "a" {
@@ -117,7 +118,7 @@ func TestRetryableFailureFreezesKeysAndCommitsThePrefix(t *testing.T) {
 }
 
 func TestReceiverDownShipsNothingAndIsUnavailable(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	srv.FailNext(1000, 500, "")
 	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 50})}}, Sink: sink}
@@ -125,13 +126,13 @@ func TestReceiverDownShipsNothingAndIsUnavailable(t *testing.T) {
 	if rep.Outcome != job.OutcomeUnavailable || rep.Records != 0 {
 		t.Fatalf("outcome %s records %d, want unavailable and 0", rep.Outcome, rep.Records)
 	}
-	if cp := coord.checkpoints(t); cp["a"] != 0 {
+	if cp := checkpoints(t, coord); cp["a"] != 0 {
 		t.Errorf("a cursor was committed although nothing was delivered: %v", cp)
 	}
 }
 
 func TestPermanentRejectDropAdvancesAndDeadLetters(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	srv.RejectEntries(func(e simloki.Entry) bool { return e.MetadataValue("n") == "5" }, "entry too old")
 	totals := map[string]int{"a": 10, "b": 10}
@@ -146,7 +147,7 @@ func TestPermanentRejectDropAdvancesAndDeadLetters(t *testing.T) {
 	if rep.Dropped["bad_request"] != 2 {
 		t.Errorf("dropped = %v, want 2 bad_request", rep.Dropped)
 	}
-	if cp := coord.checkpoints(t); cp["a"] != 10 || cp["b"] != 10 {
+	if cp := checkpoints(t, coord); cp["a"] != 10 || cp["b"] != 10 {
 		t.Errorf("cursors %v, want both keys past the dropped entry", cp)
 	}
 	lines := strings.Split(strings.TrimSpace(dlq.String()), "\n")
@@ -164,7 +165,7 @@ func TestPermanentRejectDropAdvancesAndDeadLetters(t *testing.T) {
 }
 
 func TestPermanentRejectFreezeStopsTheKeyAndNamesTheRecord(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	srv.RejectEntries(func(e simloki.Entry) bool { return e.Label("event_type") == "a" && e.MetadataValue("n") == "5" }, "entry too old")
 	opts := baseOptions()
@@ -174,7 +175,7 @@ func TestPermanentRejectFreezeStopsTheKeyAndNamesTheRecord(t *testing.T) {
 	if rep.Outcome != job.OutcomePartial {
 		t.Fatalf("outcome %s, want partial", rep.Outcome)
 	}
-	if cp := coord.checkpoints(t); cp["a"] != 4 || cp["b"] != 10 {
+	if cp := checkpoints(t, coord); cp["a"] != 4 || cp["b"] != 10 {
 		t.Errorf("cursors %v, want a stopped at 4 and b at 10", cp)
 	}
 	if len(rep.Frozen) != 1 || rep.Frozen[0].Key != "a" || !strings.Contains(rep.Frozen[0].Line, `"n":5`) || !strings.Contains(rep.Frozen[0].Reason, "rejected") {
@@ -183,7 +184,7 @@ func TestPermanentRejectFreezeStopsTheKeyAndNamesTheRecord(t *testing.T) {
 }
 
 func TestSourceErrorStopsOnlyItsKey(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	_, sink := receiver(t, simloki.Options{})
 	src := numbered(map[string]int{"a": 100, "b": 100})
 	src.FailAt = map[string]int{"a": 41}
@@ -191,13 +192,13 @@ func TestSourceErrorStopsOnlyItsKey(t *testing.T) {
 	if rep.Outcome != job.OutcomePartial || len(rep.Errors) != 1 {
 		t.Fatalf("outcome %s errors %v, want partial with one error", rep.Outcome, rep.Errors)
 	}
-	if cp := coord.checkpoints(t); cp["a"] != 40 || cp["b"] != 100 {
+	if cp := checkpoints(t, coord); cp["a"] != 40 || cp["b"] != 100 {
 		t.Errorf("cursors %v, want a at 40 and b complete", cp)
 	}
 }
 
 func TestFencedCommitStopsAndLeavesTheNewerClaimIntact(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	_, sink := receiver(t, simloki.Options{})
 	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 1000})}}, Sink: sink}
 	opts := baseOptions()
@@ -221,14 +222,14 @@ func TestFencedCommitStopsAndLeavesTheNewerClaimIntact(t *testing.T) {
 	if rep.Outcome != job.OutcomeFenced {
 		t.Fatalf("outcome %s, want fenced (%s)", rep.Outcome, rep.Error)
 	}
-	cp := coord.checkpoints(t)
+	cp := checkpoints(t, coord)
 	if cp["a"] != 0 || cp["other"] != 7 {
 		t.Errorf("stored cursors %v: the fenced run must not have written, the newer one must survive", cp)
 	}
 }
 
 func TestSignalEndsPartialWithThePushedPrefixCommitted(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	src := numbered(map[string]int{"a": 100000})
 	src.Delay = 50 * time.Microsecond
@@ -249,7 +250,7 @@ func TestSignalEndsPartialWithThePushedPrefixCommitted(t *testing.T) {
 	if rep.Outcome != job.OutcomePartial {
 		t.Fatalf("outcome %s, want partial", rep.Outcome)
 	}
-	committed := coord.checkpoints(t)["a"]
+	committed := checkpoints(t, coord)["a"]
 	if committed < 400 {
 		t.Errorf("committed %d, want at least the two pushes before the signal", committed)
 	}
@@ -262,7 +263,7 @@ func TestSignalEndsPartialWithThePushedPrefixCommitted(t *testing.T) {
 }
 
 func TestLeaseLossStopsIntakeAndStillCommits(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	_, sink := receiver(t, simloki.Options{})
 	src := numbered(map[string]int{"a": 100000})
 	src.Delay = 20 * time.Microsecond
@@ -271,33 +272,30 @@ func TestLeaseLossStopsIntakeAndStillCommits(t *testing.T) {
 	opts.PushEntries = 100
 	opts.Hook = func(s job.Step) {
 		if s == job.StepAfterCommit {
-			coord.mu.Lock()
-			sess := coord.sessions[len(coord.sessions)-1]
-			coord.mu.Unlock()
-			sess.loseLease()
+			loseLease(coord, lease.ErrLost)
 		}
 	}
 	rep := job.Run(context.Background(), deps, opts)
 	if rep.Outcome != job.OutcomePartial || rep.Error == "" {
 		t.Fatalf("outcome %s (%s), want partial after losing the lease", rep.Outcome, rep.Error)
 	}
-	if coord.checkpoints(t)["a"] < 100 {
+	if checkpoints(t, coord)["a"] < 100 {
 		t.Error("the first push was not committed")
 	}
 }
 
 func TestStoreErrorsMapToOutcomes(t *testing.T) {
-	coord, mem := newMemCoord(t)
+	coord := jobtest.New()
 	_, sink := receiver(t, simloki.Options{})
 	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 1})}}, Sink: sink}
-	mem.Put([]byte("{not json"))
+	coord.Memory.Put([]byte("{not json"))
 	if rep := job.Run(context.Background(), deps, baseOptions()); rep.Outcome != job.OutcomeIntegrity || !strings.Contains(rep.Error, "corrupt") {
 		t.Errorf("corrupt document: outcome %s (%s), want integrity", rep.Outcome, rep.Error)
 	}
 }
 
 func TestDryRunWritesEntriesAndCommitsNothing(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	var out bytes.Buffer
 	opts := baseOptions()
@@ -310,13 +308,13 @@ func TestDryRunWritesEntriesAndCommitsNothing(t *testing.T) {
 	if n := strings.Count(out.String(), "\n"); n != 5 {
 		t.Errorf("dry run printed %d lines, want 5", n)
 	}
-	if srv.Count() != 0 || len(coord.checkpoints(t)) != 0 {
+	if srv.Count() != 0 || len(checkpoints(t, coord)) != 0 {
 		t.Error("dry run pushed or committed")
 	}
 }
 
 func TestNeedsHumanSourceErrorIsIntegrity(t *testing.T) {
-	coord, _ := newMemCoord(t)
+	coord := jobtest.New()
 	_, sink := receiver(t, simloki.Options{})
 	src := &failingOpen{err: fmt.Errorf("replay id expired: %w", source.ErrNeedsHuman)}
 	rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
@@ -343,16 +341,13 @@ func TestLeaseLossBeforeShippingNamesTheCause(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			coord, _ := newMemCoord(t)
+			coord := jobtest.New()
 			_, sink := receiver(t, simloki.Options{})
 			src := numbered(map[string]int{"a": 100})
 			opts := baseOptions()
 			opts.Hook = func(s job.Step) {
 				if s == job.StepAfterClaim {
-					coord.mu.Lock()
-					sess := coord.sessions[len(coord.sessions)-1]
-					coord.mu.Unlock()
-					sess.loseLeaseWith(tc.cause)
+					loseLease(coord, tc.cause)
 				}
 			}
 			rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)

@@ -2,7 +2,6 @@ package eventlogfile
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
@@ -10,62 +9,9 @@ import (
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/loki"
-	"github.com/sf2loki/sf2loki/store"
-	"github.com/sf2loki/sf2loki/store/storetest"
 )
-
-// memCoord claims the in-memory store with epoch floor+1 and no lease: the job's pipeline
-// without the lease machinery.
-type memCoord struct{ st *store.Store }
-
-func (c *memCoord) Begin(ctx context.Context, inv string) (job.Session, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w, err := c.st.Claim(ctx, store.ClaimRequest{Epoch: snap.Floor() + 1, Invocation: inv, Holder: "test/" + inv,
-		Lease: store.LeaseRef{Kind: "store", Name: "sf2loki"}}, snap)
-	if err != nil {
-		return nil, err
-	}
-	return &memSession{w: w, fresh: snap.Absent, lost: make(chan struct{})}, nil
-}
-
-func (c *memCoord) Peek(ctx context.Context) (map[string]json.RawMessage, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil || snap.Absent {
-		return nil, err
-	}
-	out := map[string]json.RawMessage{}
-	for k, cp := range snap.Doc.Checkpoints {
-		out[k] = cp.Value
-	}
-	return out, nil
-}
-
-type memSession struct {
-	w     *store.Writer
-	fresh bool
-	lost  chan struct{}
-}
-
-func (s *memSession) Epoch() uint64  { return s.w.Epoch() }
-func (s *memSession) Holder() string { return "test/" + s.w.Invocation() }
-func (s *memSession) Fresh() bool    { return s.fresh }
-func (s *memSession) Checkpoints() map[string]json.RawMessage {
-	out := map[string]json.RawMessage{}
-	for k, cp := range s.w.Checkpoints() {
-		out[k] = cp.Value
-	}
-	return out
-}
-func (s *memSession) Commit(ctx context.Context, u map[string]json.RawMessage) error {
-	return s.w.Commit(ctx, store.Change{Set: u})
-}
-func (s *memSession) Lost() <-chan struct{}         { return s.lost }
-func (s *memSession) Release(context.Context) error { return nil }
-func (s *memSession) Stats() job.SessionStats       { return job.SessionStats{} }
 
 // TestThroughJob runs the source under job.Run, served round-robin with two other types,
 // against the strict simulated Loki, with a budget that ends every invocation inside a file and
@@ -93,7 +39,7 @@ func TestThroughJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coord := &memCoord{st: storetest.NewStore(storetest.NewMemory())}
+	coord := jobtest.New()
 	opts := job.Options{MaxRecords: 1000, PushEntries: 250, MaxDuration: time.Minute, PushReserve: 5 * time.Second,
 		CommitReserve: 5 * time.Second, ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
 
@@ -110,10 +56,7 @@ func TestThroughJob(t *testing.T) {
 		if dl, files := e.org.CallCount(simsf.KindDownload), 4; dl > files {
 			t.Fatalf("run %d downloaded %d times for %d files", run, dl, files)
 		}
-		stored, err := coord.Peek(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		stored := coord.Stored(t)
 		for k, v := range stored {
 			if _, _, ok, err := decodeCursor(v); !ok || err != nil {
 				t.Fatalf("run %d stored an unusable cursor for %s: %s", run, k, v)
@@ -155,7 +98,7 @@ func TestThroughJob(t *testing.T) {
 	if dups > 250 {
 		t.Fatalf("%d duplicates; at most the one failed push (250 entries) may repeat", dups)
 	}
-	stored, _ := coord.Peek(context.Background())
+	stored := coord.Stored(t)
 	for _, typ := range []string{"Login", "API", "Logout"} {
 		if c := decoded(t, stored, Key(typ)); !c.Done {
 			t.Fatalf("%s cursor not done at the end: %+v", typ, c)
@@ -175,7 +118,7 @@ func TestThroughJobUnderAnOrgPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coord := &memCoord{st: storetest.NewStore(storetest.NewMemory())}
+	coord := jobtest.New()
 	opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
 		ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
 	single := job.Binding{Source: e.source(Options{})}
@@ -188,7 +131,7 @@ func TestThroughJobUnderAnOrgPrefix(t *testing.T) {
 	if rep.Outcome != job.OutcomeOK || rep.Records != 25 {
 		t.Fatalf("org run: %s, %d records; want only the 25 rows after the legacy cursor", rep.Outcome, rep.Records)
 	}
-	stored, _ := coord.Peek(context.Background())
+	stored := coord.Stored(t)
 	if c := decoded(t, stored, "org=eu:"+Key("Login")); !c.Done || c.Row != 25 {
 		t.Fatalf("prefixed cursor %+v", c)
 	}

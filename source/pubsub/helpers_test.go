@@ -14,13 +14,12 @@ import (
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/pubsub"
-	"github.com/sf2loki/sf2loki/store"
-	"github.com/sf2loki/sf2loki/store/storetest"
 )
 
 const (
@@ -179,63 +178,6 @@ func (p pulled) lastCursor(key string) json.RawMessage {
 	return recs[len(recs)-1].Cursor
 }
 
-// memCoord is a coordinator over the real store protocol and the in-memory backend (epoch
-// floor+1, no lease): enough to run job.Run against the source.
-type memCoord struct {
-	st *store.Store
-}
-
-func newMemCoord() *memCoord {
-	return &memCoord{st: storetest.NewStore(storetest.NewMemory())}
-}
-
-func (c *memCoord) Begin(ctx context.Context, inv string) (job.Session, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w, err := c.st.Claim(ctx, store.ClaimRequest{Epoch: snap.Floor() + 1, Invocation: inv, Holder: "test/" + inv,
-		Lease: store.LeaseRef{Kind: "store", Name: "sf2loki"}}, snap)
-	if err != nil {
-		return nil, err
-	}
-	return &memSession{w: w, fresh: snap.Absent}, nil
-}
-
-func (c *memCoord) Peek(ctx context.Context) (map[string]json.RawMessage, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil || snap.Absent {
-		return nil, err
-	}
-	out := map[string]json.RawMessage{}
-	for k, cp := range snap.Doc.Checkpoints {
-		out[k] = cp.Value
-	}
-	return out, nil
-}
-
-type memSession struct {
-	w     *store.Writer
-	fresh bool
-}
-
-func (s *memSession) Epoch() uint64  { return s.w.Epoch() }
-func (s *memSession) Holder() string { return "test/" + s.w.Invocation() }
-func (s *memSession) Fresh() bool    { return s.fresh }
-func (s *memSession) Checkpoints() map[string]json.RawMessage {
-	out := map[string]json.RawMessage{}
-	for k, cp := range s.w.Checkpoints() {
-		out[k] = cp.Value
-	}
-	return out
-}
-func (s *memSession) Commit(ctx context.Context, u map[string]json.RawMessage) error {
-	return s.w.Commit(ctx, store.Change{Set: u})
-}
-func (s *memSession) Lost() <-chan struct{}         { return nil }
-func (s *memSession) Release(context.Context) error { return nil }
-func (s *memSession) Stats() job.SessionStats       { return job.SessionStats{} }
-
 // receiver is a strict simulated Loki and a client pushing to it.
 func receiver(t *testing.T) (*simloki.Server, *loki.Client) {
 	t.Helper()
@@ -249,20 +191,16 @@ func receiver(t *testing.T) (*simloki.Server, *loki.Client) {
 }
 
 // runJob performs one invocation with the source.
-func runJob(t *testing.T, coord *memCoord, sink *loki.Client, src source.Source) *job.Report {
+func runJob(t *testing.T, coord *jobtest.Coordinator, sink *loki.Client, src source.Source) *job.Report {
 	t.Helper()
 	return job.Run(context.Background(), job.Deps{Coordinator: coord, Sink: sink, Bindings: []job.Binding{{Source: src}}},
 		job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second, ReleaseReserve: time.Second, Log: quiet()})
 }
 
 // storedCursor reads a key's stored cursor.
-func storedCursor(t *testing.T, coord *memCoord, key string) (pubsub.Cursor, bool) {
+func storedCursor(t *testing.T, coord *jobtest.Coordinator, key string) (pubsub.Cursor, bool) {
 	t.Helper()
-	cps, err := coord.Peek(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _, ok, err := pubsub.DecodeCursor(cps[key])
+	c, _, ok, err := pubsub.DecodeCursor(coord.Stored(t)[key])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/loki"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/source"
@@ -43,7 +44,7 @@ func TestTenThousandEventsExactlyOnceAcrossRunsOfN(t *testing.T) {
 	const total, n = 10_000, 1_500
 	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
 	ids := e.publishLogins(t, 0, total)
-	coord := newMemCoord()
+	coord := jobtest.New()
 	lk, sink := receiver(t)
 	runs := 0
 	for {
@@ -96,7 +97,7 @@ func TestTenThousandEventsExactlyOnceAcrossRunsOfN(t *testing.T) {
 func TestIdleTopicEndsOnIdleAndCommitsNothing(t *testing.T) {
 	e := newEnv(t, simpubsub.Options{KeepaliveInterval: 5 * time.Second})
 	e.publishLogins(t, 0, 3)
-	coord := newMemCoord()
+	coord := jobtest.New()
 	_, sink := receiver(t)
 	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 200 * time.Millisecond}
 	first := pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second}
@@ -124,7 +125,7 @@ func TestIdleTopicEndsOnIdleAndCommitsNothing(t *testing.T) {
 func TestStalePositionWaitsForAKeepaliveAndCommitsIt(t *testing.T) {
 	e := newEnv(t, simpubsub.Options{KeepaliveInterval: 1500 * time.Millisecond}) // longer than the idle period
 	e.publishLogins(t, 0, 2)
-	coord := newMemCoord()
+	coord := jobtest.New()
 	lk, sink := receiver(t)
 	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, RefreshAfter: 24 * time.Hour}
 	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Records != 2 {
@@ -169,7 +170,7 @@ func TestReplayIDPastRetention(t *testing.T) {
 		t.Run(string(tc.policy), func(t *testing.T) {
 			e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
 			e.publishLogins(t, 0, 5)
-			coord := newMemCoord()
+			coord := jobtest.New()
 			lk, sink := receiver(t)
 			opts := pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, ReplayLost: tc.policy, RefreshAfter: -1}
 			if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Records != 5 {
@@ -220,7 +221,7 @@ func TestSessionExpiringMidStreamIsRenewedOnce(t *testing.T) {
 		}
 	}})
 	e.publishLogins(t, 0, 3000)
-	coord := newMemCoord()
+	coord := jobtest.New()
 	lk, sink := receiver(t)
 	rep := runJob(t, coord, sink, e.source(t, pubsub.Options{Topics: []string{loginTopic}, MaxEvents: 3000, Idle: 2 * time.Second}))
 	if rep.Outcome != job.OutcomeOK || rep.Records != 3000 {

@@ -10,63 +10,10 @@ import (
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/source/soql"
-	"github.com/sf2loki/sf2loki/store"
-	"github.com/sf2loki/sf2loki/store/storetest"
 )
-
-// memCoord claims the in-memory store with epoch floor+1 and no lease: the job's pipeline
-// without the lease machinery.
-type memCoord struct{ st *store.Store }
-
-func (c *memCoord) Begin(ctx context.Context, inv string) (job.Session, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	w, err := c.st.Claim(ctx, store.ClaimRequest{Epoch: snap.Floor() + 1, Invocation: inv, Holder: "test/" + inv,
-		Lease: store.LeaseRef{Kind: "store", Name: "sf2loki"}}, snap)
-	if err != nil {
-		return nil, err
-	}
-	return &memSession{w: w, fresh: snap.Absent, lost: make(chan struct{})}, nil
-}
-
-func (c *memCoord) Peek(ctx context.Context) (map[string]json.RawMessage, error) {
-	snap, err := c.st.Read(ctx)
-	if err != nil || snap.Absent {
-		return nil, err
-	}
-	out := map[string]json.RawMessage{}
-	for k, cp := range snap.Doc.Checkpoints {
-		out[k] = cp.Value
-	}
-	return out, nil
-}
-
-type memSession struct {
-	w     *store.Writer
-	fresh bool
-	lost  chan struct{}
-}
-
-func (s *memSession) Epoch() uint64  { return s.w.Epoch() }
-func (s *memSession) Holder() string { return "test/" + s.w.Invocation() }
-func (s *memSession) Fresh() bool    { return s.fresh }
-func (s *memSession) Checkpoints() map[string]json.RawMessage {
-	out := map[string]json.RawMessage{}
-	for k, cp := range s.w.Checkpoints() {
-		out[k] = cp.Value
-	}
-	return out
-}
-func (s *memSession) Commit(ctx context.Context, u map[string]json.RawMessage) error {
-	return s.w.Commit(ctx, store.Change{Set: u})
-}
-func (s *memSession) Lost() <-chan struct{}         { return s.lost }
-func (s *memSession) Release(context.Context) error { return nil }
-func (s *memSession) Stats() job.SessionStats       { return job.SessionStats{} }
 
 // TestThroughJob runs the source under job.Run against the strict simulated Loki: a
 // LoginHistory tie group and a Big Object tie group served round-robin with a 700-record
@@ -93,7 +40,7 @@ func TestThroughJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	coord := &memCoord{st: storetest.NewStore(storetest.NewMemory())}
+	coord := jobtest.New()
 	var pushed int64
 	for run := 0; ; run++ {
 		if run > 20 {

@@ -52,8 +52,8 @@ type Options struct {
 	Object string
 	// Endpoint is the base URL of an emulator (fake-gcs-server, e.g. "http://127.0.0.1:4443";
 	// a trailing "/storage/v1/" is accepted too). Requests to it carry no credentials unless
-	// CredentialsFile is set. Default: Google's endpoint, or "http://" + STORAGE_EMULATOR_HOST
-	// (without credentials) when that variable is set.
+	// CredentialsFile is set (then it must be https). Default: Google's endpoint, or
+	// "http://" + STORAGE_EMULATOR_HOST (never with credentials) when that variable is set.
 	Endpoint string
 	// CredentialsFile is a service account JSON key file. Default: Application Default
 	// Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud's file, the metadata server).
@@ -84,7 +84,9 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if o.MaxSize <= 0 {
 		o.MaxSize = 16 << 20
 	}
-	endpoint, emulator := o.Endpoint, o.Endpoint != ""
+	// An explicit endpoint is an emulator unless credentials are configured for it; the
+	// variable always names an emulator, as it does for the Google client libraries.
+	endpoint, emulator := o.Endpoint, o.Endpoint != "" && o.CredentialsFile == ""
 	if endpoint == "" {
 		if h := os.Getenv(emulatorHostEnv); h != "" {
 			endpoint, emulator = h, true
@@ -100,7 +102,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{base: base, bucket: o.Bucket, object: o.Object, max: o.MaxSize, emulator: emulator && o.CredentialsFile == ""}
+	b := &Backend{base: base, bucket: o.Bucket, object: o.Object, max: o.MaxSize, emulator: emulator}
 	hc := o.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}

@@ -501,15 +501,25 @@ func TestEmulatorHostVariable(t *testing.T) {
 		_, _ = io.WriteString(w, "{}")
 	})
 	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(a.URL, "http://"))
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", writeKey(t, "http://127.0.0.1:1/token"))
-	b, err := gcs.New(t.Context(), gcs.Options{Bucket: "bkt", Object: object})
-	if err != nil {
-		t.Fatal(err)
+	key := writeKey(t, "http://127.0.0.1:1/token")
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", key)
+	for _, o := range []gcs.Options{{}, {CredentialsFile: key}} {
+		o.Bucket, o.Object = "bkt", object
+		b, err := gcs.New(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, v, err := b.Load(t.Context()); err != nil || v != "8" {
+			t.Fatalf("Load = %q, %v", v, err)
+		}
 	}
-	if _, v, err := b.Load(t.Context()); err != nil || v != "8" {
-		t.Fatalf("Load = %q, %v", v, err)
+	got := a.requests()
+	if len(got) != 2 {
+		t.Fatalf("%d requests reached the emulator, want 2", len(got))
 	}
-	if r := a.requests()[0]; r.Auth != "" {
-		t.Fatalf("credentials sent to the emulator: %q", r.Auth)
+	for _, r := range got {
+		if r.Auth != "" {
+			t.Fatalf("credentials sent to the emulator: %q", r.Auth)
+		}
 	}
 }

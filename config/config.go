@@ -132,7 +132,7 @@ type S3State struct {
 type GCSState struct {
 	Bucket          string `yaml:"bucket" desc:"Bucket name."`
 	Object          string `yaml:"object" default:"sf2loki/state.json" desc:"Object name of the document."`
-	Endpoint        string `yaml:"endpoint" desc:"Endpoint override (emulators)."`
+	Endpoint        string `yaml:"endpoint" desc:"Base URL of an emulator or private endpoint (empty = Google); sends no credentials unless credentials_file is set (then https only). STORAGE_EMULATOR_HOST is honoured too."`
 	CredentialsFile string `yaml:"credentials_file" desc:"Service account JSON key (empty = application default credentials)."`
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce"
 )
@@ -19,9 +20,9 @@ import (
 // as a stream.
 func Example() {
 	org := simsf.New(simsf.Options{Seed: 1, Logger: slog.New(slog.DiscardHandler)})
-	org.AddUser(simUser, simsf.AllPermissions())
-	_ = org.AddJWTApp(simClientID, &simKeys()[0].PublicKey, simUser)
-	uid, _ := org.UserID(simUser)
+	org.AddUser(sftest.User, simsf.AllPermissions())
+	_ = org.AddJWTApp(sftest.ClientID, sftest.Key().Certificate, sftest.User)
+	uid, _ := org.UserID(sftest.User)
 	since := time.Now().Add(-time.Hour).UTC()
 	for i := range 3 {
 		_, _ = org.Insert("LoginHistory", simsf.Record{"UserId": uid, "LoginTime": since.Add(time.Duration(i) * time.Minute), "Status": "Success"})
@@ -32,9 +33,9 @@ func Example() {
 
 	c, err := salesforce.New(salesforce.Options{
 		LoginURL:      srv.URL, // the org's My Domain in production
-		ClientID:      simClientID,
-		Username:      simUser,
-		PrivateKeyPEM: pemOf(simKeys()[0]),
+		ClientID:      sftest.ClientID,
+		Username:      sftest.User,
+		PrivateKeyPEM: sftest.Key().KeyPEM,
 		Logger:        slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

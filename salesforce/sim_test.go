@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"runtime"
 	"strings"
@@ -24,79 +23,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce"
 )
 
-const (
-	simUser     = "integration@example.com"
-	simClientID = "3MVG9-sim-client"
-)
-
-var simKeys = sync.OnceValue(func() [2]*rsa.PrivateKey {
-	var ks [2]*rsa.PrivateKey
-	for i := range ks {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		ks[i] = k
+// otherKey is a private key (PEM) that the org's JWT app does not hold.
+var otherKey = sync.OnceValue(func() []byte {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
 	}
-	return ks
-})
-
-func pemOf(k *rsa.PrivateKey) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
-}
-
-type simEnv struct {
-	org *simsf.Org
-	url string
-}
-
-// newSim starts an org with one fully permitted integration user
-// pre-authorized on a JWT app holding simKeys()[0].
-func newSim(t *testing.T, opts simsf.Options) *simEnv {
-	t.Helper()
-	if opts.Seed == 0 {
-		opts.Seed = 7
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	org := simsf.New(opts)
-	org.AddUser(simUser, simsf.AllPermissions())
-	if err := org.AddJWTApp(simClientID, &simKeys()[0].PublicKey, simUser); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := org.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return &simEnv{org: org, url: srv.URL}
-}
-
-func (e *simEnv) client(t *testing.T, mods ...func(*salesforce.Options)) *salesforce.Client {
-	t.Helper()
-	opts := salesforce.Options{
-		LoginURL:      e.url,
-		ClientID:      simClientID,
-		Username:      simUser,
-		PrivateKeyPEM: pemOf(simKeys()[0]),
-		RetryWaitMin:  time.Millisecond,
-		RetryWaitMax:  5 * time.Millisecond,
-		Logger:        slog.New(slog.DiscardHandler),
-	}
-	for _, m := range mods {
-		m(&opts)
-	}
-	c, err := salesforce.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+})
 
 // TestSimJWT: a valid assertion gets a token; each invalid one gets
 // Salesforce's invalid_grant (or sibling) answer, once, as an *AuthError.
@@ -122,7 +61,7 @@ func TestSimJWT(t *testing.T) {
 		},
 		{
 			name:     "wrong key",
-			mod:      func(o *salesforce.Options) { o.PrivateKeyPEM = pemOf(simKeys()[1]) },
+			mod:      func(o *salesforce.Options) { o.PrivateKeyPEM = otherKey() },
 			wantCode: "invalid_grant", wantDesc: simsf.DescInvalidAssertion,
 		},
 		{
@@ -138,7 +77,7 @@ func TestSimJWT(t *testing.T) {
 		},
 		{
 			name:     "inactive user",
-			setup:    func(o *simsf.Org) { _ = o.SetUserActive(simUser, false) },
+			setup:    func(o *simsf.Org) { _ = o.SetUserActive(sftest.User, false) },
 			wantCode: "invalid_grant", wantDesc: simsf.DescInactiveUser,
 		},
 		{
@@ -149,32 +88,32 @@ func TestSimJWT(t *testing.T) {
 		{
 			name: "app without refresh_token scope",
 			setup: func(o *simsf.Org) {
-				_ = o.AddConnectedApp(simsf.ConnectedApp{ClientID: simClientID, PublicKey: &simKeys()[0].PublicKey,
-					PreAuthorized: []string{simUser}, Scopes: []string{"api"}})
+				_ = o.AddConnectedApp(simsf.ConnectedApp{ClientID: sftest.ClientID, Certificate: sftest.Key().Certificate,
+					PreAuthorized: []string{sftest.User}, Scopes: []string{"api"}})
 			},
 			wantCode: "invalid_request", wantDesc: simsf.DescRefreshScope,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := newSim(t, tt.opts)
+			env := sftest.Start(t, tt.opts)
 			if tt.setup != nil {
-				tt.setup(env.org)
+				tt.setup(env.Org)
 			}
 			var mods []func(*salesforce.Options)
 			if tt.mod != nil {
 				mods = append(mods, tt.mod)
 			}
-			c := env.client(t, mods...)
+			c := env.Client(t, mods...)
 			s, err := c.Session(context.Background())
 			if tt.wantCode == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if s.AccessToken == "" || s.OrgID != env.org.OrgID() || s.InstanceURL != env.url {
+				if s.AccessToken == "" || s.OrgID != env.OrgID() || s.InstanceURL != env.URL {
 					t.Fatalf("session = %+v", s)
 				}
-				uid, _ := env.org.UserID(simUser)
+				uid, _ := env.UserID(sftest.User)
 				if s.UserID != uid {
 					t.Errorf("UserID = %s, want %s", s.UserID, uid)
 				}
@@ -187,7 +126,7 @@ func TestSimJWT(t *testing.T) {
 			if ae.StatusCode != http.StatusBadRequest || ae.Code != tt.wantCode || ae.Description != tt.wantDesc {
 				t.Fatalf("AuthError = %+v, want 400 %s %q", ae, tt.wantCode, tt.wantDesc)
 			}
-			if n := env.org.CallCount(simsf.KindToken); n != 1 {
+			if n := env.CallCount(simsf.KindToken); n != 1 {
 				t.Fatalf("token requests = %d, want 1 (a refused grant is not retried)", n)
 			}
 		})
@@ -196,24 +135,24 @@ func TestSimJWT(t *testing.T) {
 
 func TestSimClientCredentials(t *testing.T) {
 	t.Run("my domain", func(t *testing.T) {
-		env := newSim(t, simsf.Options{})
-		if err := env.org.AddClientCredentialsApp("cc-app", "s3cr3t", simUser); err != nil {
+		env := sftest.Start(t, simsf.Options{})
+		if err := env.AddClientCredentialsApp("cc-app", "s3cr3t", sftest.User); err != nil {
 			t.Fatal(err)
 		}
-		c := env.client(t, func(o *salesforce.Options) {
+		c := env.Client(t, func(o *salesforce.Options) {
 			o.AuthMode, o.ClientID, o.ClientSecret, o.PrivateKeyPEM, o.Username = salesforce.AuthClientCredentials, "cc-app", "s3cr3t", nil, ""
 		})
 		id, err := c.OrgID(context.Background())
-		if err != nil || id != env.org.OrgID() {
+		if err != nil || id != env.OrgID() {
 			t.Fatalf("OrgID = %q, %v", id, err)
 		}
 	})
 	t.Run("generic host refused by the org", func(t *testing.T) {
 		// The org treats its loopback name as a generic login host; the
 		// client's own config check only knows the real generic hosts.
-		env := newSim(t, simsf.Options{GenericLoginHosts: []string{"127.0.0.1"}})
-		_ = env.org.AddClientCredentialsApp("cc-app", "s3cr3t", simUser)
-		c := env.client(t, func(o *salesforce.Options) {
+		env := sftest.Start(t, simsf.Options{GenericLoginHosts: []string{"127.0.0.1"}})
+		_ = env.AddClientCredentialsApp("cc-app", "s3cr3t", sftest.User)
+		c := env.Client(t, func(o *salesforce.Options) {
 			o.AuthMode, o.ClientID, o.ClientSecret, o.PrivateKeyPEM, o.Username = salesforce.AuthClientCredentials, "cc-app", "s3cr3t", nil, ""
 		})
 		_, err := c.Session(context.Background())
@@ -223,9 +162,9 @@ func TestSimClientCredentials(t *testing.T) {
 		}
 	})
 	t.Run("wrong secret", func(t *testing.T) {
-		env := newSim(t, simsf.Options{})
-		_ = env.org.AddClientCredentialsApp("cc-app", "s3cr3t", simUser)
-		c := env.client(t, func(o *salesforce.Options) {
+		env := sftest.Start(t, simsf.Options{})
+		_ = env.AddClientCredentialsApp("cc-app", "s3cr3t", sftest.User)
+		c := env.Client(t, func(o *salesforce.Options) {
 			o.AuthMode, o.ClientID, o.ClientSecret, o.PrivateKeyPEM, o.Username = salesforce.AuthClientCredentials, "cc-app", "wrong", nil, ""
 		})
 		_, err := c.Session(context.Background())
@@ -239,7 +178,7 @@ func TestSimClientCredentials(t *testing.T) {
 // insertLoginHistory adds n LoginHistory rows, one second apart.
 func insertLoginHistory(t *testing.T, org *simsf.Org, n int) {
 	t.Helper()
-	uid, _ := org.UserID(simUser)
+	uid, _ := org.UserID(sftest.User)
 	start := time.Now().Add(-time.Duration(n+60) * time.Second).UTC()
 	recs := make([]simsf.Record, n)
 	for i := range recs {
@@ -273,14 +212,14 @@ func explicitSelect(t *testing.T, c *salesforce.Client, object, orderBy string) 
 // TestSimTenThousandRowsCostFiveQueriesAndOneDescribe is the API budget
 // acceptance item: an explicit field list gets 2000-row pages.
 func TestSimTenThousandRowsCostFiveQueriesAndOneDescribe(t *testing.T) {
-	env := newSim(t, simsf.Options{})
-	insertLoginHistory(t, env.org, 10000)
-	c := env.client(t)
+	env := sftest.Start(t, simsf.Options{})
+	insertLoginHistory(t, env.Org, 10000)
+	c := env.Client(t)
 	soql := explicitSelect(t, c, "LoginHistory", "LoginTime ASC, Id ASC")
 	_ = explicitSelect(t, c, "LoginHistory", "LoginTime ASC, Id ASC") // cached: no second describe
-	env.org.ResetCalls()
+	env.ResetCalls()
 	_ = explicitSelect(t, c, "LoginHistory", "LoginTime ASC, Id ASC")
-	if n := env.org.CallCount(simsf.KindDescribe); n != 0 {
+	if n := env.CallCount(simsf.KindDescribe); n != 0 {
 		t.Fatalf("describe re-fetched %d times", n)
 	}
 
@@ -301,7 +240,7 @@ func TestSimTenThousandRowsCostFiveQueriesAndOneDescribe(t *testing.T) {
 	if len(seen) != 10000 {
 		t.Fatalf("got %d distinct rows, want 10000", len(seen))
 	}
-	calls := env.org.Calls()
+	calls := env.Calls()
 	if q := calls[simsf.KindQuery] + calls[simsf.KindQueryMore]; q != 5 || calls[simsf.KindQuery] != 1 {
 		t.Fatalf("query calls = %v, want 1 query + 4 query_more", calls)
 	}
@@ -312,9 +251,9 @@ func TestSimTenThousandRowsCostFiveQueriesAndOneDescribe(t *testing.T) {
 }
 
 func TestSimFieldsAllNeedsLimit200(t *testing.T) {
-	env := newSim(t, simsf.Options{})
-	insertLoginHistory(t, env.org, 300)
-	c := env.client(t)
+	env := sftest.Start(t, simsf.Options{})
+	insertLoginHistory(t, env.Org, 300)
+	c := env.Client(t)
 	for _, limit := range []int{201, 0} {
 		q := "SELECT FIELDS(ALL) FROM LoginHistory ORDER BY LoginTime"
 		if limit > 0 {
@@ -337,13 +276,13 @@ func TestSimFieldsAllNeedsLimit200(t *testing.T) {
 func TestSimSessionExpiresMidPagination(t *testing.T) {
 	for _, how := range []string{"fault before query_more", "org-wide expiry between pages"} {
 		t.Run(how, func(t *testing.T) {
-			env := newSim(t, simsf.Options{})
-			insertLoginHistory(t, env.org, 5000)
-			c := env.client(t)
+			env := sftest.Start(t, simsf.Options{})
+			insertLoginHistory(t, env.Org, 5000)
+			c := env.Client(t)
 			soql := explicitSelect(t, c, "LoginHistory", "LoginTime ASC, Id ASC")
-			tokensBefore := env.org.CallCount(simsf.KindToken)
+			tokensBefore := env.CallCount(simsf.KindToken)
 			if how == "fault before query_more" {
-				env.org.ExpireSessionBefore(simsf.KindQueryMore, 1)
+				env.ExpireSessionBefore(simsf.KindQueryMore, 1)
 			}
 			rows, pages := 0, 0
 			for p, err := range c.Pages(context.Background(), soql) {
@@ -353,16 +292,16 @@ func TestSimSessionExpiresMidPagination(t *testing.T) {
 				pages++
 				rows += len(p.Records)
 				if pages == 1 && how == "org-wide expiry between pages" {
-					env.org.ExpireSessions()
+					env.ExpireSessions()
 				}
 			}
 			if rows != 5000 || pages != 3 {
 				t.Fatalf("rows = %d in %d pages, want 5000 in 3", rows, pages)
 			}
-			if extra := env.org.CallCount(simsf.KindToken) - tokensBefore; extra != 1 {
+			if extra := env.CallCount(simsf.KindToken) - tokensBefore; extra != 1 {
 				t.Fatalf("token requests during pagination = %d, want exactly 1", extra)
 			}
-			if n := env.org.CallCount(simsf.KindQueryMore); n != 3 {
+			if n := env.CallCount(simsf.KindQueryMore); n != 3 {
 				t.Fatalf("query_more calls = %d, want 3 (2 pages + 1 rejected)", n)
 			}
 			if st := c.Stats(); st.Reauths != 1 {
@@ -378,12 +317,12 @@ func TestSimEventLogFileStreamsWithFlatMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("200 MiB transfer")
 	}
-	env := newSim(t, simsf.Options{DisableGzip: true})
-	id, err := env.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: "API", TargetBytes: 200 << 20})
+	env := sftest.Start(t, simsf.Options{DisableGzip: true})
+	id, err := env.AddEventLogFile(simsf.EventLogFileSpec{EventType: "API", TargetBytes: 200 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := env.client(t)
+	c := env.Client(t)
 	soql := "SELECT Id, EventType, LogFileLength FROM EventLogFile WHERE EventType = " + salesforce.QuoteString("API") +
 		" AND Interval = 'Daily' ORDER BY CreatedDate, Id LIMIT 10"
 	p, err := c.Query(context.Background(), soql)
@@ -413,7 +352,7 @@ func TestSimEventLogFileStreamsWithFlatMemory(t *testing.T) {
 	if peak > 32<<20 {
 		t.Fatalf("heap grew by %d MiB while streaming %d MiB: not streamed", peak>>20, n>>20)
 	}
-	if got := env.org.CallCount(simsf.KindDownload); got != 1 {
+	if got := env.CallCount(simsf.KindDownload); got != 1 {
 		t.Fatalf("downloads = %d, want 1", got)
 	}
 }
@@ -453,16 +392,16 @@ func heapPeak(f func()) uint64 {
 func TestSimEventLogFileGzipMatchesContent(t *testing.T) {
 	for _, gz := range []bool{true, false} {
 		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
-			env := newSim(t, simsf.Options{DisableGzip: !gz})
-			id, err := env.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: "Report", Rows: 5000})
+			env := sftest.Start(t, simsf.Options{DisableGzip: !gz})
+			id, err := env.AddEventLogFile(simsf.EventLogFileSpec{EventType: "Report", Rows: 5000})
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := sha256.New()
-			if err := env.org.EventLogFileContent(id, want); err != nil {
+			if err := env.EventLogFileContent(id, want); err != nil {
 				t.Fatal(err)
 			}
-			c := env.client(t)
+			c := env.Client(t)
 			d, err := c.DownloadEventLogFile(context.Background(), id)
 			if err != nil {
 				t.Fatal(err)
@@ -499,13 +438,13 @@ func TestSimEventLogFileGzipMatchesContent(t *testing.T) {
 }
 
 func TestSimDownloadResetIsUnavailable(t *testing.T) {
-	env := newSim(t, simsf.Options{DisableGzip: true})
-	id, err := env.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: "API", Rows: 20000})
+	env := sftest.Start(t, simsf.Options{DisableGzip: true})
+	id, err := env.AddEventLogFile(simsf.EventLogFileSpec{EventType: "API", Rows: 20000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.org.ResetDownloadsAfter(10000, 1)
-	c := env.client(t)
+	env.ResetDownloadsAfter(10000, 1)
+	c := env.Client(t)
 	d, err := c.DownloadEventLogFile(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -524,7 +463,7 @@ func TestSimDownloadResetIsUnavailable(t *testing.T) {
 	if _, err := io.Copy(io.Discard, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := env.org.CallCount(simsf.KindDownload); got != 2 {
+	if got := env.CallCount(simsf.KindDownload); got != 2 {
 		t.Fatalf("downloads = %d, want 2", got)
 	}
 }
@@ -550,13 +489,13 @@ func TestSimPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := newSim(t, simsf.Options{})
-			insertLoginHistory(t, env.org, 3)
-			c := env.client(t)
+			env := sftest.Start(t, simsf.Options{})
+			insertLoginHistory(t, env.Org, 3)
+			c := env.Client(t)
 			if _, err := c.Session(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			tt.fault(env.org)
+			tt.fault(env.Org)
 			p, err := c.Query(context.Background(), "SELECT Id FROM LoginHistory")
 			if tt.wantErr == nil {
 				if err != nil || len(p.Records) != 3 {
@@ -565,7 +504,7 @@ func TestSimPolicy(t *testing.T) {
 			} else if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
-			if n := env.org.CallCount(simsf.KindQuery); n != tt.wantCalls {
+			if n := env.CallCount(simsf.KindQuery); n != tt.wantCalls {
 				t.Fatalf("org saw %d queries, want %d", n, tt.wantCalls)
 			}
 		})
@@ -573,17 +512,17 @@ func TestSimPolicy(t *testing.T) {
 }
 
 func TestSimSlowResponsesHitTheTimeout(t *testing.T) {
-	env := newSim(t, simsf.Options{})
-	c := env.client(t, func(o *salesforce.Options) { o.HTTPTimeout = 50 * time.Millisecond; o.RetryMax = 1 })
+	env := sftest.Start(t, simsf.Options{})
+	c := env.Client(t, func(o *salesforce.Options) { o.HTTPTimeout = 50 * time.Millisecond; o.RetryMax = 1 })
 	if _, err := c.Session(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	env.org.SetLatency(2 * time.Second)
+	env.SetLatency(2 * time.Second)
 	_, err := c.Limits(context.Background())
 	if !errors.Is(err, salesforce.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
-	if n := env.org.CallCount(simsf.KindLimits); n != 2 {
+	if n := env.CallCount(simsf.KindLimits); n != 2 {
 		t.Fatalf("limits calls = %d, want 2", n)
 	}
 }
@@ -607,8 +546,8 @@ func TestSimQueryErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := newSim(t, simsf.Options{})
-			c := env.client(t)
+			env := sftest.Start(t, simsf.Options{})
+			c := env.Client(t)
 			var err error
 			if tt.tooling {
 				_, err = c.ToolingQuery(context.Background(), tt.soql)
@@ -638,10 +577,10 @@ func manyIDs(n int) []string {
 }
 
 func TestSimPermissions(t *testing.T) {
-	env := newSim(t, simsf.Options{})
-	env.org.AddUser("limited@example.com", simsf.Permissions{APIEnabled: true})
-	_ = env.org.AddJWTApp(simClientID, &simKeys()[0].PublicKey, simUser, "limited@example.com")
-	c := env.client(t, func(o *salesforce.Options) { o.Username = "limited@example.com" })
+	env := sftest.Start(t, simsf.Options{})
+	env.AddUser("limited@example.com", simsf.Permissions{APIEnabled: true})
+	_ = env.AddJWTApp(sftest.ClientID, sftest.Key().Certificate, sftest.User, "limited@example.com")
+	c := env.Client(t, func(o *salesforce.Options) { o.Username = "limited@example.com" })
 	_, err := c.Query(context.Background(), "SELECT Id FROM EventLogFile LIMIT 1")
 	var ae *salesforce.APIError
 	if !errors.As(err, &ae) || errors.Is(err, salesforce.ErrRequestLimit) || errors.Is(err, salesforce.ErrUnavailable) {
@@ -654,10 +593,10 @@ func TestSimPermissions(t *testing.T) {
 }
 
 func TestSimDescribeGlobalLimitsAndUsage(t *testing.T) {
-	env := newSim(t, simsf.Options{})
-	env.org.SetDailyAPILimit(15000)
-	env.org.SetAPIUsage(1000)
-	c := env.client(t)
+	env := sftest.Start(t, simsf.Options{})
+	env.SetDailyAPILimit(15000)
+	env.SetAPIUsage(1000)
+	c := env.Client(t)
 	g, err := c.DescribeGlobal(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -675,7 +614,7 @@ func TestSimDescribeGlobalLimitsAndUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used, limit := env.org.APIUsage()
+	used, limit := env.APIUsage()
 	if l := lim["DailyApiRequests"]; l.Max != int64(limit) || l.Remaining != int64(limit-used) {
 		t.Errorf("DailyApiRequests = %+v, org says used %d of %d", l, used, limit)
 	}
@@ -698,17 +637,17 @@ func TestSimDescribeGlobalLimitsAndUsage(t *testing.T) {
 }
 
 func TestSimApexLog(t *testing.T) {
-	env := newSim(t, simsf.Options{})
-	uid, _ := env.org.UserID(simUser)
+	env := sftest.Start(t, simsf.Options{})
+	uid, _ := env.UserID(sftest.User)
 	for i := range 3 {
-		_, err := env.org.AddApexLog(simsf.ApexLogSpec{LogUser: uid, StartTime: time.Now().Add(-time.Duration(10-i) * time.Minute)})
+		_, err := env.AddApexLog(simsf.ApexLogSpec{LogUser: uid, StartTime: time.Now().Add(-time.Duration(10-i) * time.Minute)})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := env.client(t)
+	c := env.Client(t)
 	soql := "SELECT Id, LogUser.Username, LogLength, StartTime FROM ApexLog WHERE LogUser.Username IN " +
-		salesforce.QuoteStrings([]string{simUser}) + " ORDER BY StartTime ASC, Id ASC LIMIT 200"
+		salesforce.QuoteStrings([]string{sftest.User}) + " ORDER BY StartTime ASC, Id ASC LIMIT 200"
 	var got []salesforce.Record
 	for r, err := range c.ToolingRecords(context.Background(), soql) {
 		if err != nil {
@@ -719,10 +658,10 @@ func TestSimApexLog(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("rows = %d", len(got))
 	}
-	if u, _ := got[0].String("LogUser.Username"); u != simUser {
+	if u, _ := got[0].String("LogUser.Username"); u != sftest.User {
 		t.Errorf("LogUser.Username = %q; record %v", u, got[0])
 	}
-	if flat := got[0].Flatten(); flat["LogUser.Username"] != simUser {
+	if flat := got[0].Flatten(); flat["LogUser.Username"] != sftest.User {
 		t.Errorf("Flatten = %v", flat)
 	}
 	length, _ := got[0].Int64("LogLength")

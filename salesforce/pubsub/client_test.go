@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce/pubsub"
@@ -69,28 +70,11 @@ func (a *auth) check(_ context.Context, c simpubsub.Credentials) (simpubsub.Prin
 	return simpubsub.Principal{OrgID: orgID, Topics: a.topics}, !a.refuseAll && a.valid[c.AccessToken] && c.TenantID == orgID
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type fixture struct {
 	srv    *simpubsub.Server
 	client *pubsub.Client
 	auth   *auth
-	clock  *clock
+	clock  *sftest.Clock
 }
 
 func newFixture(t *testing.T, opts simpubsub.Options) *fixture {
@@ -202,7 +186,7 @@ func TestIdleTopicEndsOnTheIdleRule(t *testing.T) {
 func TestWaitForKeepaliveOutlastsTheIdlePeriod(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{KeepaliveInterval: 300 * time.Millisecond})
 	ids := f.publish(t, 0, 1)
-	f.clock.Add(time.Minute)
+	f.clock.Advance(time.Minute)
 	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[0], Max: 10,
 		Idle: 20 * time.Millisecond, WaitForKeepalive: true})
 	if err != nil {
@@ -272,7 +256,7 @@ func TestSessionExpiringMidStreamIsRenewedOnce(t *testing.T) {
 
 func newFixtureWith(t *testing.T, a *auth, opts simpubsub.Options) *fixture {
 	t.Helper()
-	f := &fixture{auth: a, clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
+	f := &fixture{auth: a, clock: sftest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 	opts.Now = f.clock.Now
 	opts.Authenticate = a.check
 	f.srv = simpubsub.New(opts)
@@ -314,7 +298,7 @@ func TestSessionRefusedAgainAfterRenewalFails(t *testing.T) {
 func TestReplayIDPastRetentionIsReplayLost(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{})
 	ids := f.publish(t, 0, 3)
-	f.clock.Add(73 * time.Hour)
+	f.clock.Advance(73 * time.Hour)
 	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[1], Max: 5})
 	if err != nil {
 		t.Fatal(err)

@@ -3,20 +3,16 @@ package apexlog_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
@@ -24,72 +20,22 @@ import (
 	"github.com/sf2loki/sf2loki/source/apexlog"
 )
 
-const (
-	simUser     = "integration@example.com"
-	simClientID = "3MVG9-apexlog-test"
-)
-
-var simKey = sync.OnceValue(func() *rsa.PrivateKey {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	return k
-})
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
 
 type env struct {
-	org   *simsf.Org
-	url   string
-	clock *clock
+	org   *sftest.Org
+	clock *sftest.Clock
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c := &clock{t: epoch}
-	org := simsf.New(simsf.Options{Now: c.Now, Seed: 5, Logger: slog.New(slog.DiscardHandler)})
-	org.AddUser(simUser, simsf.AllPermissions())
-	if err := org.AddJWTApp(simClientID, &simKey().PublicKey, simUser); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := org.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return &env{org: org, url: srv.URL, clock: c}
+	c := sftest.NewClock(epoch)
+	return &env{org: sftest.Start(t, simsf.Options{Now: c.Now, Seed: 5}), clock: c}
 }
 
 func (e *env) client(t *testing.T) *salesforce.Client {
 	t.Helper()
-	c, err := salesforce.New(salesforce.Options{
-		LoginURL: e.url, ClientID: simClientID, Username: simUser,
-		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(simKey())}),
-		RetryWaitMin:  time.Millisecond, RetryWaitMax: 2 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return e.org.Client(t, func(o *salesforce.Options) { o.RetryWaitMax = 2 * time.Millisecond })
 }
 
 type result struct {
@@ -154,7 +100,7 @@ func TestBodies(t *testing.T) {
 	bodies := map[string][]byte{}
 	for i := range 5 {
 		body := []byte(fmt.Sprintf("62.0 APEX_CODE,FINEST\n12:00:0%d.000 (1)|USER_DEBUG|[1]|DEBUG|hello \"%d\", ünïcode\n", i, i))
-		id, err := e.org.AddApexLog(simsf.ApexLogSpec{LogUser: simUser, StartTime: epoch.Add(-time.Duration(30-i) * time.Minute), Body: body, Operation: "/apex/Page" + fmt.Sprint(i)})
+		id, err := e.org.AddApexLog(simsf.ApexLogSpec{LogUser: sftest.User, StartTime: epoch.Add(-time.Duration(30-i) * time.Minute), Body: body, Operation: "/apex/Page" + fmt.Sprint(i)})
 		if err != nil {
 			t.Fatal(err)
 		}

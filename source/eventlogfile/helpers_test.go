@@ -6,49 +6,18 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
 )
-
-const (
-	testUser     = "integration@example.com"
-	testClientID = "3MVG9-eventlogfile-test"
-)
-
-var testKey = sync.OnceValue(func() *simsf.KeyPair {
-	kp, err := simsf.NewKeyPair(time.Now())
-	if err != nil {
-		panic(err)
-	}
-	return kp
-})
-
-// clock is a settable clock shared by the simulated org, the client and the source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
 
@@ -104,9 +73,8 @@ func (h *logCapture) find(level slog.Level, substr string) *logRecord {
 // env is a simulated org with a client and a default shaper.
 type env struct {
 	t      testing.TB
-	clock  *clock
-	org    *simsf.Org
-	url    string
+	clock  *sftest.Clock
+	org    *sftest.Org
 	client *salesforce.Client
 	shaper *shape.Shaper
 	logs   *logCapture
@@ -114,41 +82,17 @@ type env struct {
 
 func newEnv(t testing.TB, opts simsf.Options) *env {
 	t.Helper()
-	c := &clock{t: epoch}
+	c := sftest.NewClock(epoch)
 	opts.Now = c.Now
-	if opts.Seed == 0 {
-		opts.Seed = 7
-	}
-	opts.Logger = slog.New(slog.DiscardHandler)
-	org := simsf.New(opts)
-	org.AddUser(testUser, simsf.AllPermissions())
-	kp := testKey()
-	if err := org.AddJWTApp(testClientID, kp.Certificate, testUser); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(org.Handler())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, clock: c, org: org, url: srv.URL, logs: newLogCapture()}
-	e.client = e.newClient()
+	org := sftest.Start(t, opts)
+	e := &env{t: t, clock: c, org: org, logs: newLogCapture()}
+	e.client = org.Client(t, func(o *salesforce.Options) { o.RetryMax, o.RetryWaitMax = 1, 2*time.Millisecond })
 	sh, err := shape.New(shape.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.shaper = sh
 	return e
-}
-
-func (e *env) newClient() *salesforce.Client {
-	e.t.Helper()
-	c, err := salesforce.New(salesforce.Options{
-		LoginURL: e.url, ClientID: testClientID, Username: testUser, PrivateKeyPEM: testKey().KeyPEM,
-		RetryMax: 1, RetryWaitMin: time.Millisecond, RetryWaitMax: 2 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return c
 }
 
 // addFile adds an EventLogFile and returns its id.

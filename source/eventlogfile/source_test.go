@@ -554,11 +554,7 @@ func TestThrottleNeverAbandons(t *testing.T) {
 func TestSettleWindowUsesSalesforceClock(t *testing.T) {
 	e := newEnv(t, simsf.Options{})
 	behind := func() time.Time { return e.clock.Now().Add(-2 * time.Minute) }
-	c, err := salesforce.New(salesforce.Options{LoginURL: e.url, ClientID: testClientID, Username: testUser,
-		PrivateKeyPEM: testKey().KeyPEM, Logger: slog.New(slog.DiscardHandler), Now: behind})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := e.org.Client(t, func(o *salesforce.Options) { o.Now = behind })
 	e.addFile(simsf.EventLogFileSpec{Rows: 3, CreatedDate: epoch.Add(-6 * time.Minute)})
 	src, err := New(Options{Client: c, Shaper: e.shaper, Interval: IntervalDaily, EventTypes: []string{"Login"}, SettleWindow: 5 * time.Minute, Now: behind})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
@@ -22,33 +23,12 @@ import (
 	"github.com/sf2loki/sf2loki/source/pubsub"
 )
 
-const (
-	loginTopic = "/event/LoginEventStream"
-	username   = "integration@example.com"
-)
-
-// clock is a settable wall clock shared by the org, the Pub/Sub simulator and the source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+const loginTopic = "/event/LoginEventStream"
 
 // env is a simulated org with its Pub/Sub API, and a client of both.
 type env struct {
-	clock  *clock
-	org    *simsf.Org
+	clock  *sftest.Clock
+	org    *sftest.Org
 	ps     *simpubsub.Server
 	sf     *salesforce.Client
 	client *sfpubsub.Client
@@ -58,26 +38,9 @@ func newEnv(t *testing.T, psOpts simpubsub.Options) *env {
 	t.Helper()
 	// The clock starts 100h back, so that tests can move it 96h forward and still publish
 	// events the receiver accepts (neither too old nor in the future).
-	e := &env{clock: &clock{t: time.Now().UTC().Add(-100 * time.Hour).Truncate(time.Millisecond)}}
-	e.org = simsf.New(simsf.Options{Now: e.clock.Now, Seed: 7, Logger: quiet()})
-	e.org.AddUser(username, simsf.AllPermissions())
-	kp, err := simsf.NewKeyPair(e.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.org.AddJWTApp("client-id", kp.Certificate, username); err != nil {
-		t.Fatal(err)
-	}
-	orgSrv, err := e.org.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = orgSrv.Close() })
-	e.sf, err = salesforce.New(salesforce.Options{LoginURL: orgSrv.URL, ClientID: "client-id", Username: username,
-		PrivateKeyPEM: kp.KeyPEM, Now: e.clock.Now, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := &env{clock: sftest.NewClock(time.Now().UTC().Add(-100 * time.Hour).Truncate(time.Millisecond))}
+	e.org = sftest.Start(t, simsf.Options{Now: e.clock.Now})
+	e.sf = e.org.Client(t)
 	psOpts.Now = e.clock.Now
 	psOpts.Authenticate = simpubsub.HandlerAuthenticator(e.org.Handler(), e.org.OrgID())
 	psOpts.Logger = quiet()

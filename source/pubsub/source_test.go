@@ -105,7 +105,7 @@ func TestIdleTopicEndsOnIdleAndCommitsNothing(t *testing.T) {
 		t.Fatalf("first run: %s, %d records", rep.Outcome, rep.Records)
 	}
 	before, _ := storedCursor(t, coord, loginKey)
-	e.clock.Add(time.Hour) // quiet, but far from refresh_after
+	e.clock.Advance(time.Hour) // quiet, but far from refresh_after
 	src := e.source(t, opts)
 	rep := runJob(t, coord, sink, src)
 	if rep.Outcome != job.OutcomeOK || rep.Records != 0 || rep.Commits != 0 {
@@ -132,7 +132,7 @@ func TestStalePositionWaitsForAKeepaliveAndCommitsIt(t *testing.T) {
 		t.Fatalf("first run shipped %d", rep.Records)
 	}
 	before, _ := storedCursor(t, coord, loginKey)
-	e.clock.Add(25 * time.Hour)
+	e.clock.Advance(25 * time.Hour)
 	src := e.source(t, opts)
 	rep := runJob(t, coord, sink, src)
 	tr := src.Topics()[0]
@@ -150,7 +150,7 @@ func TestStalePositionWaitsForAKeepaliveAndCommitsIt(t *testing.T) {
 		t.Fatalf("replay id age counter = %d, want %d", age, int64(25*time.Hour/time.Second))
 	}
 	// 71 hours later the refreshed position is still inside the retention window.
-	e.clock.Add(71 * time.Hour)
+	e.clock.Advance(71 * time.Hour)
 	e.publishLogins(t, 2, 1)
 	if rep := runJob(t, coord, sink, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, RefreshAfter: -1})); rep.Outcome != job.OutcomeOK || rep.Records != 1 {
 		t.Fatalf("resume from the refreshed id: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
@@ -177,7 +177,7 @@ func TestReplayIDPastRetention(t *testing.T) {
 				t.Fatalf("first run shipped %d", rep.Records)
 			}
 			before, _ := storedCursor(t, coord, loginKey)
-			e.clock.Add(73 * time.Hour)
+			e.clock.Advance(73 * time.Hour)
 			e.publishLogins(t, 5, 4)
 			rep := runJob(t, coord, sink, e.source(t, opts))
 			if rep.Outcome != tc.outcome {

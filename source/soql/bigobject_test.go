@@ -108,10 +108,10 @@ func TestBigObjectTieGroup(t *testing.T) {
 				for i := range 150 {
 					rows = append(rows, loginEvent(epoch.Add(-19*time.Minute+time.Duration(i)*time.Second), 1350+i))
 				}
-				ids := insertShuffled(t, e.org, "LoginEvent", rows, 7)
+				ids := insertShuffled(t, e.org.Org, "LoginEvent", rows, 7)
 				opts := soql.Options{Objects: []soql.Object{{Name: "LoginEvent", BigObject: true, Overlap: w.overlap}}}
 				order, runs, events := pullAll(t, e, opts, 500)
-				exactlyOnceInOrder(t, order, eventIDs(t, e.org, ids))
+				exactlyOnceInOrder(t, order, eventIDs(t, e.org.Org, ids))
 				// 1 200 rows in the window exceed max_overlap_ids (500): the window shrinks.
 				if shrunk := events[soql.EventOverlapShrunk] > 0; shrunk != (w.overlap >= 0) {
 					t.Fatalf("events %v: overlap_shrunk counted %v, want %v", events, shrunk, w.overlap >= 0)
@@ -134,10 +134,10 @@ func TestBigObjectCatchUp(t *testing.T) {
 		}
 		rows = append(rows, loginEvent(ts, i))
 	}
-	ids := insertShuffled(t, e.org, "LoginEvent", rows, 8)
+	ids := insertShuffled(t, e.org.Org, "LoginEvent", rows, 8)
 	opts := soql.Options{Objects: []soql.Object{{Name: "LoginEvent", BigObject: true, BufferRows: 1000}}}
 	order, runs, _ := pullAll(t, e, opts, 1000)
-	exactlyOnceInOrder(t, order, eventIDs(t, e.org, ids))
+	exactlyOnceInOrder(t, order, eventIDs(t, e.org.Org, ids))
 	q := e.org.CallCount(simsf.KindQuery)
 	t.Logf("%d runs, %d queries for 3000 rows", runs, q)
 	if q > 3000/200*3 {
@@ -153,7 +153,7 @@ func TestBigObjectLateRow(t *testing.T) {
 	for i := range 50 {
 		rows = append(rows, loginEvent(epoch.Add(-20*time.Minute+time.Duration(i)*20*time.Second), i))
 	}
-	ids := insertShuffled(t, e.org, "LoginEvent", rows, 9)
+	ids := insertShuffled(t, e.org.Org, "LoginEvent", rows, 9)
 	late, err := e.org.Insert("LoginEvent", loginEvent(epoch.Add(-5*time.Minute), 99))
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestBigObjectLateRow(t *testing.T) {
 	e.clock.Advance(2 * time.Minute)
 	second := e.run(t, opts, first.cursors, 0)
 	noErrors(t, second)
-	want := eventIDs(t, e.org, late)
+	want := eventIDs(t, e.org.Org, late)
 	if len(second.entries()) != 1 || !want[lineField(t, second.entries()[0], "EventIdentifier")] {
 		t.Fatalf("second run delivered %d rows, want only the late one", len(second.entries()))
 	}
@@ -195,7 +195,7 @@ func TestBigObjectAPICallsPer10000(t *testing.T) {
 	for i := range 10_000 {
 		rows = append(rows, loginEvent(epoch.Add(-55*time.Minute+time.Duration(i)*300*time.Millisecond), i))
 	}
-	insertShuffled(t, e.org, "LoginEvent", rows, 10)
+	insertShuffled(t, e.org.Org, "LoginEvent", rows, 10)
 	res := e.run(t, soql.Options{Objects: []soql.Object{{Name: "LoginEvent", BigObject: true}}}, nil, 0)
 	noErrors(t, res)
 	if n := len(res.entries()); n != 10_000 {

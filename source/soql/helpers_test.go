@@ -3,11 +3,7 @@ package soql_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,85 +11,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/soql"
 )
 
-const (
-	simUser     = "integration@example.com"
-	simClientID = "3MVG9-soql-test"
-)
-
-var simKey = sync.OnceValue(func() *rsa.PrivateKey {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	return k
-})
-
-// clock is a settable clock shared by the simulated org and the client.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
 
 type env struct {
-	org   *simsf.Org
-	url   string
-	clock *clock
+	org   *sftest.Org
+	clock *sftest.Clock
 }
 
 func newEnv(t *testing.T, opts simsf.Options) *env {
 	t.Helper()
-	c := &clock{t: epoch}
+	c := sftest.NewClock(epoch)
 	opts.Now = c.Now
 	if opts.Seed == 0 {
 		opts.Seed = 11
 	}
-	opts.Logger = slog.New(slog.DiscardHandler)
-	org := simsf.New(opts)
-	org.AddUser(simUser, simsf.AllPermissions())
-	if err := org.AddJWTApp(simClientID, &simKey().PublicKey, simUser); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := org.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return &env{org: org, url: srv.URL, clock: c}
+	return &env{org: sftest.Start(t, opts), clock: c}
 }
 
 // client returns a new client, as each invocation builds one.
 func (e *env) client(t *testing.T) *salesforce.Client {
 	t.Helper()
-	c, err := salesforce.New(salesforce.Options{
-		LoginURL: e.url, ClientID: simClientID, Username: simUser,
-		PrivateKeyPEM: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(simKey())}),
-		RetryWaitMin:  time.Millisecond, RetryWaitMax: 5 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler), Now: e.clock.Now,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return e.org.Client(t)
 }
 
 // result is what one simulated run produced.

@@ -31,8 +31,8 @@ func TestThroughJob(t *testing.T) {
 		logins = append(logins, loginRow(ts, i))
 		events = append(events, loginEvent(ts, i))
 	}
-	loginIDs := insertShuffled(t, e.org, "LoginHistory", logins, 21)
-	eventIDs := eventIDs(t, e.org, insertShuffled(t, e.org, "LoginEvent", events, 22))
+	loginIDs := insertShuffled(t, e.org.Org, "LoginHistory", logins, 21)
+	eventIDs := eventIDs(t, e.org.Org, insertShuffled(t, e.org.Org, "LoginEvent", events, 22))
 
 	srv := simloki.New(simloki.Options{Now: e.clock.Now})
 	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),

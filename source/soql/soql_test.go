@@ -58,7 +58,7 @@ func TestTieGroupAcrossRuns(t *testing.T) {
 	for i := range 1250 {
 		rows = append(rows, loginRow(epoch.Add(-29*time.Minute+time.Duration(i)*500*time.Millisecond), 3750+i))
 	}
-	ids := insertShuffled(t, e.org, "LoginHistory", rows, 1)
+	ids := insertShuffled(t, e.org.Org, "LoginHistory", rows, 1)
 
 	opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}}
 	cursors := map[string]json.RawMessage{}
@@ -116,7 +116,7 @@ func TestAPICallsPer10000(t *testing.T) {
 	for i := range 10_000 {
 		rows = append(rows, loginRow(epoch.Add(-55*time.Minute+time.Duration(i)*300*time.Millisecond), i))
 	}
-	insertShuffled(t, e.org, "LoginHistory", rows, 2)
+	insertShuffled(t, e.org.Org, "LoginHistory", rows, 2)
 	e.org.ResetCalls()
 	res := e.run(t, soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}}, nil, 0)
 	noErrors(t, res)
@@ -153,7 +153,7 @@ func TestLateRows(t *testing.T) {
 			for i := range 100 {
 				rows = append(rows, loginRow(epoch.Add(-30*time.Minute+time.Duration(i)*15*time.Second), i))
 			}
-			insertShuffled(t, e.org, "LoginHistory", rows, 3)
+			insertShuffled(t, e.org.Org, "LoginHistory", rows, 3)
 			// Committed with an older timestamp, visible only after the first run.
 			hidden, err := e.org.Insert("LoginHistory", loginRow(epoch.Add(-8*time.Minute), 500))
 			if err != nil {
@@ -229,7 +229,7 @@ func TestGarbageCursor(t *testing.T) {
 				}
 				rows = append(rows, loginRow(ts, i))
 			}
-			insertShuffled(t, e.org, "LoginHistory", rows, 4)
+			insertShuffled(t, e.org.Org, "LoginHistory", rows, 4)
 			key := soql.Key("LoginHistory")
 			opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}}
 			first := e.run(t, opts, map[string]json.RawMessage{key: json.RawMessage(g)}, 0)
@@ -267,7 +267,7 @@ func TestShapedRowsAdvance(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
-	insertShuffled(t, e.org, "LoginHistory", rows, 5)
+	insertShuffled(t, e.org.Org, "LoginHistory", rows, 5)
 	sh, err := shape.New(shape.Options{
 		Salt: []byte("0123456789abcdef0123"),
 		Transforms: []shape.Transform{
@@ -327,7 +327,7 @@ func TestWhereFilter(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
-	insertShuffled(t, e.org, "LoginHistory", rows, 6)
+	insertShuffled(t, e.org.Org, "LoginHistory", rows, 6)
 	res := e.run(t, soql.Options{Objects: []soql.Object{{Name: "LoginHistory", Where: "Status = 'Success'"}}}, nil, 0)
 	noErrors(t, res)
 	if n := len(res.entries()); n != 10 {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/salesforce/pubsub/pubsubpb"
 )
@@ -25,35 +26,17 @@ const (
 	topic = "/event/LoginEventStream"
 )
 
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 type fixture struct {
 	srv   *simpubsub.Server
 	api   pubsubpb.PubSubClient
-	clock *clock
+	clock *sftest.Clock
 	valid map[string]bool
 	mu    sync.Mutex
 }
 
 func newFixture(t *testing.T, opts simpubsub.Options) *fixture {
 	t.Helper()
-	f := &fixture{clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, valid: map[string]bool{"tok": true}}
+	f := &fixture{clock: sftest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), valid: map[string]bool{"tok": true}}
 	opts.Now = f.clock.Now
 	opts.Authenticate = func(_ context.Context, c simpubsub.Credentials) (simpubsub.Principal, bool) {
 		f.mu.Lock()
@@ -174,7 +157,7 @@ func TestSubscribeRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, simpubsub.Options{})
 			ids := f.publish(t, 3)
-			f.clock.Add(tc.age)
+			f.clock.Advance(tc.age)
 			if tc.customID {
 				tc.req.ReplayId = ids[0]
 			}
@@ -234,7 +217,7 @@ func TestKeepaliveCarriesAFreshResumePoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = st.Send(&pubsubpb.FetchRequest{TopicName: topic, ReplayPreset: pubsubpb.ReplayPreset_CUSTOM, ReplayId: ids[1], NumRequested: 10})
-	f.clock.Add(time.Hour)
+	f.clock.Advance(time.Hour)
 	resp, err := st.Recv()
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +227,7 @@ func TestKeepaliveCarriesAFreshResumePoint(t *testing.T) {
 	}
 	_ = st.CloseSend()
 	// 71 hours later the original id is expired, the keepalive's is not.
-	f.clock.Add(71*time.Hour + time.Minute)
+	f.clock.Advance(71*time.Hour + time.Minute)
 	for _, tc := range []struct {
 		id   []byte
 		code codes.Code

@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/golang/snappy"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/sf2loki/sf2loki/internal/jsonenc"
 )
 
 // Encoding selects the request body format.
@@ -173,12 +174,12 @@ func entryBodySize(e *Entry, ns int64, lineLen int) int {
 // jsonEntrySize returns the length of e's JSON value array plus a separator.
 func jsonEntrySize(e *Entry, ns int64, lineLen int) int {
 	n := len(`["",,{}],`) + decimalLenSigned(ns)
-	n += jsonStringLen(e.Line[:lineLen])
+	n += jsonenc.StringLen(e.Line[:lineLen], jsonenc.EscapedFFFD)
 	for i, p := range e.Metadata {
 		if i > 0 {
 			n++
 		}
-		n += jsonStringLen(p.Name) + 1 + jsonStringLen(p.Value)
+		n += jsonenc.StringLen(p.Name, jsonenc.EscapedFFFD) + 1 + jsonenc.StringLen(p.Value, jsonenc.EscapedFFFD)
 	}
 	if lineLen < len(e.Line) {
 		if len(e.Metadata) > 0 {
@@ -209,7 +210,7 @@ func streamOverhead(enc Encoding, l *Labels) int {
 			if i > 0 {
 				n++
 			}
-			n += jsonStringLen(p.Name) + 1 + jsonStringLen(p.Value)
+			n += jsonenc.StringLen(p.Name, jsonenc.EscapedFFFD) + 1 + jsonenc.StringLen(p.Value, jsonenc.EscapedFFFD)
 		}
 		return n
 	}
@@ -303,9 +304,9 @@ func (p *push) appendJSON(dst []byte, items []item) []byte {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, l.Name)
+			dst = jsonenc.AppendString(dst, l.Name, jsonenc.EscapedFFFD)
 			dst = append(dst, ':')
-			dst = appendJSONString(dst, l.Value)
+			dst = jsonenc.AppendString(dst, l.Value, jsonenc.EscapedFFFD)
 		}
 		dst = append(dst, `},"values":[`...)
 		j := i
@@ -326,15 +327,15 @@ func (p *push) appendJSONEntry(dst []byte, it *item) []byte {
 	dst = append(dst, `["`...)
 	dst = strconv.AppendInt(dst, it.ns, 10)
 	dst = append(dst, `",`...)
-	dst = appendJSONString(dst, e.Line[:it.line])
+	dst = jsonenc.AppendString(dst, e.Line[:it.line], jsonenc.EscapedFFFD)
 	dst = append(dst, ",{"...)
 	for i, m := range e.Metadata {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, m.Name)
+		dst = jsonenc.AppendString(dst, m.Name, jsonenc.EscapedFFFD)
 		dst = append(dst, ':')
-		dst = appendJSONString(dst, m.Value)
+		dst = jsonenc.AppendString(dst, m.Value, jsonenc.EscapedFFFD)
 	}
 	if it.line < len(e.Line) {
 		if len(e.Metadata) > 0 {
@@ -345,96 +346,6 @@ func (p *push) appendJSONEntry(dst []byte, it *item) []byte {
 		dst = append(dst, '"')
 	}
 	return append(dst, "}]"...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe marks ASCII bytes that need no escaping inside a JSON string.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD
-// (JSON text must be UTF-8); U+2028 and U+2029 are escaped like encoding/json
-// does; '<', '>' and '&' are kept as they are.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// jsonStringLen returns len(appendJSONString(nil, s)) without building it.
-func jsonStringLen(s string) int {
-	n := 2 + len(s)
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if !jsonSafe[c] {
-				switch c {
-				case '"', '\\', '\n', '\r', '\t':
-					n++
-				default:
-					n += 5
-				}
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 5
-		case r == '\u2028' || r == '\u2029':
-			n += 3
-		}
-		i += size
-	}
-	return n
 }
 
 // wireBuf is a request body shared by every attempt of a request. The HTTP

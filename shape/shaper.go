@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sf2loki/sf2loki/internal/jsonenc"
 	"github.com/sf2loki/sf2loki/loki"
 )
 
@@ -234,7 +235,7 @@ func (p *Plan) rulesFor(name string) *fieldRules {
 		return r
 	}
 	s := p.sh
-	r := &fieldRules{label: -1, key: append(appendJSONString(nil, name), ':')}
+	r := &fieldRules{label: -1, key: append(jsonenc.AppendString(nil, name, jsonenc.LiteralFFFD), ':')}
 	for _, c := range s.transforms {
 		if c.Op == OpDropRow || !c.appliesTo(p.typ) || !matchAnyName(c.Fields, name) {
 			continue

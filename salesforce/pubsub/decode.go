@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/sf2loki/sf2loki/internal/jsonenc"
 )
 
 // Field is one decoded Avro record field.
@@ -67,7 +68,7 @@ func (f Fields) AppendJSON(dst []byte) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, fl.Name)
+		dst = jsonenc.AppendString(dst, fl.Name, jsonenc.EscapedFFFD)
 		dst = append(dst, ':')
 		dst = appendJSONValue(dst, fl.Value)
 	}
@@ -89,7 +90,7 @@ func appendJSONValue(dst []byte, v any) []byte {
 	case float64:
 		return appendJSONFloat(dst, x, 64)
 	case string:
-		return appendJSONString(dst, x)
+		return jsonenc.AppendString(dst, x, jsonenc.EscapedFFFD)
 	case []byte:
 		dst = append(dst, '"')
 		dst = base64.StdEncoding.AppendEncode(dst, x)
@@ -108,14 +109,14 @@ func appendJSONValue(dst []byte, v any) []byte {
 		}
 		return append(dst, ']')
 	}
-	return appendJSONString(dst, fmt.Sprint(v))
+	return jsonenc.AppendString(dst, fmt.Sprint(v), jsonenc.EscapedFFFD)
 }
 
 // appendJSONFloat formats like encoding/json; NaN and infinities, which JSON cannot carry, become
 // the strings "NaN", "+Inf" and "-Inf".
 func appendJSONFloat(dst []byte, f float64, bits int) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return appendJSONString(dst, strconv.FormatFloat(f, 'g', -1, bits))
+		return jsonenc.AppendString(dst, strconv.FormatFloat(f, 'g', -1, bits), jsonenc.EscapedFFFD)
 	}
 	abs := math.Abs(f)
 	format := byte('f')
@@ -123,57 +124,6 @@ func appendJSONFloat(dst []byte, f float64, bits int) []byte {
 		format = 'e'
 	}
 	return strconv.AppendFloat(dst, f, format, -1, bits)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString quotes s as a JSON string without HTML escaping; invalid UTF-8 becomes U+FFFD.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // maxDepth bounds the nesting of a decoded value (a recursive schema cannot loop forever).

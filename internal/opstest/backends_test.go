@@ -142,8 +142,6 @@ type kubeAccess struct {
 // kubeSetup binds user to the access in ns and writes a kubeconfig for the user.
 func kubeSetup(t *testing.T, k *testenv.Kube, ns, user string, a kubeAccess) string {
 	t.Helper()
-	ctx := t.Context()
-	admin := k.AdminClient(t)
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"sf2loki"}, Verbs: a.leaseVerbs},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"sf2loki-state"}, Verbs: a.configMapVerbs},
@@ -152,17 +150,7 @@ func kubeSetup(t *testing.T, k *testenv.Kube, ns, user string, a kubeAccess) str
 	if !a.noLeaseCreate {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}})
 	}
-	name := "sf2loki-" + user
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	k.Grant(t, ns, user, rules...)
 	return writeKubeconfig(t, k, k.UserToken(user))
 }
 

@@ -175,11 +175,11 @@ func TestE2EKubeLeaseConflict(t *testing.T) {
 }
 
 // TestE2EKubeUserNeedsRBAC proves a pre-provisioned user is authenticated but forbidden (403)
-// until a Role and RoleBinding grant it Leases, and that the grant reaches no other user.
+// until Kube.Grant gives it Leases (a Role and a RoleBinding), and that the grant reaches no
+// other user.
 func TestE2EKubeUserNeedsRBAC(t *testing.T) {
 	k := testenv.SharedKube(t)
 	ns := k.NewNamespace(t)
-	admin := k.AdminClient(t)
 	ctx := t.Context()
 	user := func(name string) kubernetes.Interface {
 		c, err := kubernetes.NewForConfig(k.RESTConfig(k.UserToken(name)))
@@ -201,22 +201,8 @@ func TestE2EKubeUserNeedsRBAC(t *testing.T) {
 		t.Fatalf("user-1 before any binding: err = %v, want 403 Forbidden", err)
 	}
 
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "lease-holder"},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			Verbs: []string{"get", "list", "create", "update"},
-		}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "lease-holder"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "lease-holder"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "user-1"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	k.Grant(t, ns, "user-1", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+		Verbs: []string{"get", "list", "create", "update"}})
 	// The RBAC authorizer reads bindings through an informer: allow it to catch up.
 	err := waitFor(ctx, 30*time.Second, func() error { return listLeases(user1) })
 	if err != nil {

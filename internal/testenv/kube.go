@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -342,6 +344,55 @@ func (k *Kube) UserToken(name string) string {
 		panic(fmt.Sprintf("testenv: no kube user %q (have %s)", name, strings.Join(KubeUsers, ", ")))
 	}
 	return tok
+}
+
+// Grant creates in ns a Role named "sf2loki-<user>" holding rules and binds user to it (a
+// pre-provisioned user such as "user-1"). The RBAC authorizer sees new bindings through an
+// informer, so Grant returns only once it allows the first verb of the first rule; it fails the
+// test on error or if that takes more than 30 seconds.
+func (k *Kube) Grant(t testing.TB, ns, user string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := t.Context()
+	admin := k.AdminClient(t)
+	name := "sf2loki-" + user
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create role %s/%s: %v", ns, name, err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("bind role %s/%s to %s: %v", ns, name, user, err)
+	}
+	if len(rules) == 0 || len(rules[0].Verbs) == 0 {
+		return
+	}
+	r := rules[0]
+	first := func(s []string) string {
+		if len(s) == 0 {
+			return ""
+		}
+		return s[0]
+	}
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: r.Verbs[0], Group: first(r.APIGroups),
+			Resource: first(r.Resources), Name: first(r.ResourceNames)}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("review the grant to %s in %s: %v", user, ns, err)
+		}
+		if got.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("RBAC does not allow %s to %s %s in %s 30s after the binding", user, r.Verbs[0], first(r.Resources), ns)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // NewNamespace creates a namespace with a fresh name and deletes it when the test ends.

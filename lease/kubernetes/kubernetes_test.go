@@ -30,27 +30,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var leaseNames atomic.Int64
 
-// grant binds user to a Role with verbs on leases in ns.
-func grant(t *testing.T, kube *testenv.Kube, ns, user string, verbs ...string) {
-	t.Helper()
-	ctx := context.Background()
-	admin := kube.AdminClient(t)
-	name := "sf2loki-" + user
-	if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: verbs}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // world is one namespace where user-1 may only get, create and update leases, one Lease name,
 // and a file store on a path all "processes" share (the pinned regression's topology).
 type world struct {
@@ -64,7 +43,7 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	kube := testenv.SharedKube(t)
 	ns := kube.NewNamespace(t)
-	grant(t, kube, ns, "user-1", "get", "create", "update")
+	kube.Grant(t, ns, "user-1", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
 	fb, err := file.New(file.Options{Path: filepath.Join(t.TempDir(), "state.json")})
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +257,7 @@ func TestE2ETransitionsOverflowIsIntegrity(t *testing.T) {
 func TestE2EMissingUpdateVerbIsPermission(t *testing.T) {
 	kube := testenv.SharedKube(t)
 	ns := kube.NewNamespace(t)
-	grant(t, kube, ns, "user-2", "get", "create")
+	kube.Grant(t, ns, "user-2", rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create"}})
 	w := &world{kube: kube, ns: ns, name: "sf2loki"}
 	w.create(t, coordv1.LeaseSpec{}, metav1.ObjectMeta{})
 	l, err := kubernetes.New(kubernetes.Options{Config: leasetest.Cfg("a", 30*time.Second, 0), Namespace: ns, Name: "sf2loki", RESTConfig: kube.RESTConfig(kube.UserToken("user-2"))})

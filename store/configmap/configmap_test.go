@@ -25,29 +25,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var names atomic.Int64
 
-// grant binds user to a Role with verbs on configmaps in ns.
-func grant(t *testing.T, kube *testenv.Kube, ns, user string, verbs ...string) {
-	t.Helper()
-	ctx := context.Background()
-	admin := kube.AdminClient(t)
-	name := "sf2loki-" + user
-	_, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // factory returns backends on fresh ConfigMaps in ns, acting as user.
 func factory(kube *testenv.Kube, ns, user string) storetest.Factory {
 	return func(t *testing.T) store.Backend {
@@ -65,7 +42,7 @@ func factory(kube *testenv.Kube, ns, user string) storetest.Factory {
 func leastPrivilege(t *testing.T) (*testenv.Kube, string) {
 	kube := testenv.SharedKube(t)
 	ns := kube.NewNamespace(t)
-	grant(t, kube, ns, "user-1", "get", "create", "update")
+	kube.Grant(t, ns, "user-1", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}})
 	return kube, ns
 }
 

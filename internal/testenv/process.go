@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sf2loki/sf2loki/internal/testenv/toolcache"
 )
 
 // Timeouts of the process lifecycle. Readiness is generous because parallel test binaries share
@@ -88,7 +90,7 @@ func (p *process) stop() {
 
 // tail returns the last lines of the process log.
 func (p *process) tail() string {
-	return fmt.Sprintf("--- last lines of %s log (%s) ---\n%s", p.name, p.logPath, tailFile(p.logPath, logTailLines))
+	return fmt.Sprintf("--- last lines of %s log (%s) ---\n%s", p.name, p.logPath, toolcache.TailFile(p.logPath, logTailLines))
 }
 
 // waitReady polls check until it succeeds, the process exits, or the timeout passes. Its error
@@ -151,19 +153,6 @@ func retryOnPortConflict[T any](start func() (T, error)) (T, error) {
 		}
 	}
 	return v, err
-}
-
-// tailFile returns the last n lines of a file, or a note saying why it cannot.
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", path, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func readFileQuiet(path string) []byte {

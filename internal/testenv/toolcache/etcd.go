@@ -63,7 +63,7 @@ func ensureEtcd(ctx context.Context, tb *Toolbox) (string, bool, error) {
 		fmt.Fprintf(logFile, "$ apt-get %v\n", args)
 		if err := cmd.Run(); err != nil {
 			return "", false, fmt.Errorf("toolcache: apt-get %s: %w\n--- last lines of %s ---\n%s",
-				args[0], err, logPath, tailFile(logPath, 30))
+				args[0], err, logPath, TailFile(logPath, 30))
 		}
 	}
 	if p, ok := findEtcd(); ok {

@@ -266,7 +266,7 @@ func (tb *Toolbox) build(ctx context.Context, spec toolSpec, root, key, final st
 		_ = logFile.Close()
 		_ = os.Rename(logPath, failedLog)
 		return fmt.Errorf("toolcache: build %s failed: %w\n--- last lines of %s ---\n%s",
-			key, buildErr, failedLog, tailFile(failedLog, 40))
+			key, buildErr, failedLog, TailFile(failedLog, 40))
 	}
 	if err := logFile.Close(); err != nil {
 		return fmt.Errorf("toolcache: build %s: %w", key, err)
@@ -469,8 +469,9 @@ func isExecutable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-// tailFile returns the last n lines of a file, or a note saying why it cannot.
-func tailFile(path string, n int) string {
+// TailFile returns the last n lines of a file, or a note saying why it cannot: for error
+// messages that quote a build or server log.
+func TailFile(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)

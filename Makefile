@@ -18,6 +18,10 @@ RACE_PKGS := $(shell $(GO) list ./store/... ./lease/... ./job/... ./loki/... ./i
 ALL_PKGS := $(shell $(GO) list ./... 2>/dev/null)
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 TEST_TIMEOUT ?= 40m
+# Vet and the tests outside the race run build like the release binary (static, -trimpath), so
+# the Dockerfile test's build of cmd/sf2loki reuses their compiled packages instead of
+# compiling everything a second time. The race run needs cgo and builds apart anyway.
+STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
 
 .PHONY: all build test unit e2e lint fmt generate check-generated tools soak bench demo clean
 
@@ -32,7 +36,7 @@ tools:
 
 ## test: everything CI needs — lint, generated-file drift, unit, integration and end-to-end.
 test: tools lint check-generated
-	SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS)
+	$(STATIC) SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS)
 	SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 
 ## unit: the fast subset (no real servers).
@@ -46,7 +50,7 @@ e2e: tools
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^vendor/') 2>&1); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(STATIC) $(GO) vet ./...
 	"$$($(TOOLS) path golangci-lint)" run ./...
 
 fmt:

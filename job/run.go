@@ -152,16 +152,16 @@ func (r *run) invoke(ctx context.Context) {
 		select {
 		case <-sess.Lost():
 			r.log.Warn("lease lost: stopping intake and in-flight pushes; what is pushed is still committed if no newer epoch claimed the document")
+			abortPushes(errLeaseLost) // first: the loop may end as soon as intake stops
 			stopIntake(errLeaseLost)
-			abortPushes(errLeaseLost)
 		case <-watchDone:
 		}
 	}()
 
 	select {
 	case <-sess.Lost(): // lost before intake began: do not start pulling
-		stopIntake(errLeaseLost)
 		abortPushes(errLeaseLost)
+		stopIntake(errLeaseLost)
 	default:
 	}
 	streams := r.open(intakeCtx, sess.Checkpoints())
@@ -180,6 +180,7 @@ func (r *run) invoke(ctx context.Context) {
 	if ctx.Err() != nil {
 		r.interrupted = true
 	}
+	// A loss that cut the run short set pushBase's cause before it stopped intake.
 	if errors.Is(context.Cause(pushBase), errLeaseLost) {
 		r.leaseLost = true
 	}

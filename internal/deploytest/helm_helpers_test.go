@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -35,18 +34,20 @@ const envUpdateGolden = "SF2LOKI_UPDATE_GOLDEN"
 // repoRoot returns the repository root (where go.mod is).
 func repoRoot(t testing.TB) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("cannot locate the test source")
+	// The working directory, not runtime.Caller: make test builds with -trimpath, which turns
+	// source paths into module paths. go test runs a package's tests in its directory.
+	start, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
 	}
-	dir := filepath.Dir(file)
+	dir := start
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("go.mod not found above " + filepath.Dir(file))
+			t.Fatal("go.mod not found above " + start)
 		}
 		dir = parent
 	}

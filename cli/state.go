@@ -157,20 +157,32 @@ func keyFilter(glob string) (func(string) bool, error) {
 	return func(k string) bool { ok, _ := path.Match(glob, k); return ok }, nil
 }
 
-func stateShow(c *cli.Context) error {
+// readTarget opens the configured document, reads it once and compiles the --key filter: the
+// read-only start of state show and state export.
+func readTarget(c *cli.Context) (*target, store.Snapshot, func(string) bool, func(), error) {
 	t, stop, err := openTarget(c)
+	if err != nil {
+		return nil, store.Snapshot{}, nil, nil, err
+	}
+	match, err := keyFilter(c.String("key"))
+	if err != nil {
+		stop()
+		return nil, store.Snapshot{}, nil, nil, err
+	}
+	snap, err := t.st.Read(t.ctx)
+	if err != nil {
+		stop()
+		return nil, store.Snapshot{}, nil, nil, storeExit(err)
+	}
+	return t, snap, match, stop, nil
+}
+
+func stateShow(c *cli.Context) error {
+	t, snap, match, stop, err := readTarget(c)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	match, err := keyFilter(c.String("key"))
-	if err != nil {
-		return err
-	}
-	snap, err := t.st.Read(t.ctx)
-	if err != nil {
-		return storeExit(err)
-	}
 	v := stateDoc{Object: t.st.Object(), Absent: snap.Absent, Legacy: snap.Legacy, Bytes: snap.Size, Checkpoints: map[string]store.Checkpoint{}}
 	if d := snap.Doc; d != nil {
 		v.Fence, v.Writer, v.LastCommitAt, v.Counters, v.History = d.Fence, d.Writer, d.LastCommitAt, d.Counters, d.History
@@ -434,19 +446,11 @@ func exportedDocument(d *store.Document, match func(string) bool) *store.Documen
 }
 
 func stateExport(c *cli.Context) error {
-	t, stop, err := openTarget(c)
+	t, snap, match, stop, err := readTarget(c)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	match, err := keyFilter(c.String("key"))
-	if err != nil {
-		return err
-	}
-	snap, err := t.st.Read(t.ctx)
-	if err != nil {
-		return storeExit(err)
-	}
 	if snap.Absent {
 		return exitf(ExitInternal, "%s does not exist: nothing to export", t.st.Object())
 	}

@@ -98,6 +98,14 @@ func serve(scenario, dir string) error {
 		if err := w.org.Populate(mixedData); err != nil {
 			return err
 		}
+	case strings.HasPrefix(scenario, "soql:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(scenario, "soql:"))
+		if err != nil {
+			return err
+		}
+		if err := w.org.Populate(denseSOQLData(n)); err != nil {
+			return err
+		}
 	case strings.HasPrefix(scenario, "elf:"):
 		size, err := strconv.ParseInt(strings.TrimPrefix(scenario, "elf:"), 10, 64)
 		if err != nil {
@@ -139,6 +147,15 @@ var mixedData = simsf.DataSet{
 	Window: 6 * time.Hour, EventTypes: []string{"URI", "Report"}, HourlyFiles: 6, DailyFiles: -1, RowsPerFile: 2000,
 	LoginHistory: 20000, SetupAuditTrail: 2000, AuditEvents: -1, LoginEvents: -1, ApiEvents: -1,
 	ApiAnomalyEventStore: -1, ApexLogs: 400, LateRows: -1,
+}
+
+// denseSOQLData is n LoginHistory rows within one hour: every overlap window of the SOQL source
+// is full (max_overlap_ids), so each cursor carries its largest seen-set.
+func denseSOQLData(n int) simsf.DataSet {
+	return simsf.DataSet{
+		Window: time.Hour, HourlyFiles: -1, DailyFiles: -1, LoginHistory: n, SetupAuditTrail: -1, AuditEvents: -1,
+		LoginEvents: -1, ApiEvents: -1, ApiAnomalyEventStore: -1, ApexLogs: -1, LateRows: -1,
+	}
 }
 
 func writeContent(org *simsf.Org, id, path string) (int64, error) {

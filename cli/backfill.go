@@ -434,7 +434,7 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 		return rec, err
 	}
 	var fc fileCursor
-	if json.Unmarshal(rec.Cursor, &fc) == nil {
+	if json.Unmarshal(rec.Cursor.JSON(), &fc) == nil {
 		if created, err := salesforce.ParseDateTime(fc.Created); err == nil && !created.Before(s.src.stopAfter) {
 			// Created this long after the window ends, the file cannot hold its events; nor
 			// can any later one. Not handed out, so its cursor is never committed.

@@ -34,7 +34,7 @@ func (r *run) dryRun(ctx context.Context) {
 	enc := json.NewEncoder(r.opts.DryRunOut)
 	for b := range batches {
 		for _, it := range b.items {
-			e := dryEntry{Key: it.ks.key, Cursor: it.rec.Cursor, Skip: it.rec.Skip, SkipReason: it.rec.SkipReason}
+			e := dryEntry{Key: it.ks.key, Cursor: it.rec.Cursor.JSON(), Skip: it.rec.Skip, SkipReason: it.rec.SkipReason}
 			if !it.rec.Skip {
 				e.Timestamp, e.Labels, e.Line = it.rec.Entry.Timestamp, it.rec.Entry.Labels.String(), it.rec.Entry.Line
 				if len(it.rec.Entry.Metadata) > 0 {

@@ -15,8 +15,10 @@ type keyState struct {
 	binding int    // index into Deps.Bindings
 	before  json.RawMessage
 	// candidate is the cursor of the longest prefix of pulled records that are all pushed,
-	// skipped or dropped; committed is the last one written.
-	candidate json.RawMessage
+	// skipped or dropped (encoded into pending when a push settles: positions can be lazy);
+	// committed is the last one written.
+	candidate source.Position
+	pending   json.RawMessage
 	committed json.RawMessage
 	dirty     bool
 	// pendingAccepted counts accepted entries whose cursor is not committed yet.
@@ -110,7 +112,8 @@ func (r *run) settle(items []item, outcomes []loki.Outcome, rejected map[int]lok
 	}
 	for _, ks := range r.keysInOrder {
 		if ks.dirty {
-			s.updates[ks.key] = ks.candidate
+			ks.pending = ks.candidate.JSON()
+			s.updates[ks.key] = ks.pending
 		}
 	}
 	return s
@@ -120,7 +123,7 @@ func (r *run) settle(items []item, outcomes []loki.Outcome, rejected map[int]lok
 func (r *run) committedAll() {
 	for _, ks := range r.keysInOrder {
 		if ks.dirty {
-			ks.committed, ks.dirty, ks.pendingAccepted = ks.candidate, false, 0
+			ks.committed, ks.dirty, ks.pendingAccepted = ks.pending, false, 0
 		}
 	}
 }

@@ -20,9 +20,9 @@ type Record struct {
 	// Entry is the shaped Loki entry. Its Ref is assigned by the job.
 	Entry loki.Entry
 	// Cursor is the key's position after this record: once this record and every record before
-	// it on the key are pushed (or skipped), Cursor is what the job commits for the key.
+	// it on the key are pushed (or skipped), its JSON is what the job commits for the key.
 	// It is versioned JSON produced by the source; the job treats it as opaque.
-	Cursor json.RawMessage
+	Cursor Position
 	// Skip marks a record that only advances the cursor: a row dropped by a transform, sampled out
 	// or filtered, a file finished with no rows, a keepalive. Nothing is pushed for it, but it
 	// is still committed only behind every earlier record of its key.
@@ -81,6 +81,36 @@ type Budget struct {
 // they fall back to the lookback, log a warning and count "cursor_reset". It exists so that
 // cursor decoders share one error to wrap.
 var ErrCursor = errors.New("unusable cursor")
+
+// Position is a record's cursor: either its JSON, or an encoder that writes the JSON only when
+// the job needs it. A key's position is committed once per push, not once per record, so a source
+// whose cursor is large (the SOQL overlap window's remembered ids) hands out lazy positions that
+// share their state and encodes only the few that are committed. The zero Position is no cursor.
+type Position struct {
+	raw  json.RawMessage
+	lazy CursorEncoder
+}
+
+// CursorEncoder writes a cursor's JSON on demand. Encoding must be deterministic and must not
+// depend on anything that changes after the record was handed out: the job may encode a
+// position long after the stream moved on, from another goroutine.
+type CursorEncoder interface {
+	EncodeCursor() json.RawMessage
+}
+
+// CursorJSON is the Position of an already encoded cursor.
+func CursorJSON(raw json.RawMessage) Position { return Position{raw: raw} }
+
+// LazyCursor is the Position that e encodes when the job commits it.
+func LazyCursor(e CursorEncoder) Position { return Position{lazy: e} }
+
+// JSON returns the cursor's stored form (nil for the zero Position).
+func (p Position) JSON() json.RawMessage {
+	if p.lazy != nil {
+		return p.lazy.EncodeCursor()
+	}
+	return p.raw
+}
 
 // ErrNeedsHuman marks a source error that no retry can fix and that must page someone (for
 // example a Pub/Sub replay position lost under replay_lost: fail). The run ends with the

@@ -463,9 +463,9 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record) (source.Record,
 		return source.Record{}, err
 	}
 	if skip != "" {
-		return source.Record{Cursor: b, Skip: true, SkipReason: skip}, nil
+		return source.Record{Cursor: source.CursorJSON(b), Skip: true, SkipReason: skip}, nil
 	}
-	return source.Record{Entry: e, Cursor: b}, nil
+	return source.Record{Entry: e, Cursor: source.CursorJSON(b)}, nil
 }
 
 // download reads a body up to the cap.

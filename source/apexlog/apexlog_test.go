@@ -78,7 +78,7 @@ func (e *env) run(t *testing.T, opts apexlog.Options, cursor json.RawMessage, ma
 			break
 		}
 		res.records = append(res.records, rec)
-		res.cursor = rec.Cursor
+		res.cursor = rec.Cursor.JSON()
 	}
 	return res
 }

@@ -177,7 +177,7 @@ func (e *env) run(src *Source, cursors map[string]json.RawMessage, budget int, e
 					done = true
 					break
 				}
-				cursors[s.Key()] = rec.Cursor
+				cursors[s.Key()] = rec.Cursor.JSON()
 				if each != nil {
 					each(s.Key(), rec)
 				}

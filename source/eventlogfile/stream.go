@@ -137,7 +137,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 func (st *stream) done(f fileInfo, rows int64, reason string) source.Record {
 	st.closeFile()
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: rows, Done: true, created: f.created}
-	return source.Record{Skip: true, SkipReason: reason, Cursor: st.arena.cursor(f.Created, f.ID, rows, true)}
+	return source.Record{Skip: true, SkipReason: reason, Cursor: source.CursorJSON(st.arena.cursor(f.Created, f.ID, rows, true))}
 }
 
 // failed handles a file that could not be downloaded or read: abandoned (skipped, loudly) when
@@ -511,7 +511,7 @@ func (st *stream) rowRecord(rec source.Record) (source.Record, bool, error) {
 		}
 	}
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: of.row, Done: done, created: f.created}
-	rec.Cursor = st.arena.cursor(f.Created, f.ID, of.row, done)
+	rec.Cursor = source.CursorJSON(st.arena.cursor(f.Created, f.ID, of.row, done))
 	return rec, true, nil
 }
 

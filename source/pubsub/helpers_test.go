@@ -138,7 +138,7 @@ func (p pulled) lastCursor(key string) json.RawMessage {
 	if len(recs) == 0 {
 		return nil
 	}
-	return recs[len(recs)-1].Cursor
+	return recs[len(recs)-1].Cursor.JSON()
 }
 
 // receiver is a strict simulated Loki and a client pushing to it.

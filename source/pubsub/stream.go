@@ -143,7 +143,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 		}
 		if it.Keepalive() {
 			st.src.update(func() { st.rep.Keepalives++; st.rep.Skipped++ })
-			return source.Record{Skip: true, SkipReason: "keepalive", Cursor: st.cursor(it.ReplayID)}, nil
+			return source.Record{Skip: true, SkipReason: "keepalive", Cursor: source.CursorJSON(st.cursor(it.ReplayID))}, nil
 		}
 		return st.event(ctx, it.Event)
 	}
@@ -188,7 +188,7 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 		st.log.Warn("undecodable event payload skipped", "replay_id", base64.StdEncoding.EncodeToString(ev.ReplayID), "event_id", ev.ID, "err", err)
 		st.count("undecodable", 1)
 		st.src.update(func() { st.rep.Skipped++ })
-		return source.Record{Skip: true, SkipReason: "undecodable", Cursor: st.cursor(ev.ReplayID)}, nil
+		return source.Record{Skip: true, SkipReason: "undecodable", Cursor: source.CursorJSON(st.cursor(ev.ReplayID))}, nil
 	}
 	t, field, ok := sfpubsub.EventTime(fields)
 	if !ok {
@@ -205,13 +205,13 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 	cursor := st.cursor(ev.ReplayID)
 	if skip != "" {
 		st.src.update(func() { st.rep.Skipped++ })
-		return source.Record{Skip: true, SkipReason: skip, Cursor: cursor}, nil
+		return source.Record{Skip: true, SkipReason: skip, Cursor: source.CursorJSON(cursor)}, nil
 	}
 	md := make([]loki.Label, 0, len(entry.Metadata)+1)
 	md = append(md, entry.Metadata...)
 	entry.Metadata = append(md, loki.Label{Name: MetadataReplayID, Value: base64.StdEncoding.EncodeToString(ev.ReplayID)})
 	st.src.update(func() { st.rep.Events++ })
-	return source.Record{Entry: entry, Cursor: cursor}, nil
+	return source.Record{Entry: entry, Cursor: source.CursorJSON(cursor)}, nil
 }
 
 // cursor returns the cursor after an item with replay id id.

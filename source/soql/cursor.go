@@ -82,12 +82,17 @@ type seenEntry struct {
 // Hashes restored from a stored cursor are pending until the re-read confirms them (their
 // positions are unknown until then); once the stream passes the stored position, pending hashes
 // that were not re-read are forgotten.
+//
+// The encodings (enc, penc) are shared with the cursors handed out (cursorState): a byte once
+// written is never changed. enc grows by append and loses its front by reslicing; a late insert,
+// which changes the order, writes a new array, and so does every change of penc.
 type window struct {
 	list    []seenEntry // known rows, ascending
 	enc     []byte      // base64url of list's hashes, 8 characters each, kept in step with list
 	inList  map[uint64]bool
 	pending map[uint64]bool
 	order   []uint64 // pending hashes in stored order (for a stable encoding)
+	penc    []byte   // encoding of the hashes of order still pending
 }
 
 func newWindow(stored []uint64) *window {
@@ -98,7 +103,23 @@ func newWindow(stored []uint64) *window {
 			w.order = append(w.order, h)
 		}
 	}
+	w.encodePending()
 	return w
+}
+
+// encodePending writes penc anew from order and pending.
+func (w *window) encodePending() {
+	if len(w.pending) == 0 {
+		w.penc = nil
+		return
+	}
+	b := make([]byte, 0, 8*len(w.pending))
+	for _, h := range w.order {
+		if w.pending[h] {
+			b = appendHash(b, h)
+		}
+	}
+	w.penc = b
 }
 
 // confirm reports whether h was remembered; a pending hash becomes a known entry at p.
@@ -108,6 +129,7 @@ func (w *window) confirm(h uint64, p position) bool {
 	}
 	if w.pending[h] {
 		delete(w.pending, h)
+		w.encodePending()
 		w.add(h, p)
 		return true
 	}
@@ -132,16 +154,17 @@ func (w *window) add(h uint64, p position) {
 	w.list = append(w.list, seenEntry{})
 	copy(w.list[i+1:], w.list[i:])
 	w.list[i] = e
-	w.enc = w.enc[:0]
+	enc := make([]byte, 0, cap(w.enc)+8)
 	for _, x := range w.list {
-		w.enc = appendHash(w.enc, x.h)
+		enc = appendHash(enc, x.h)
 	}
+	w.enc = enc
 }
 
 // forgetPending drops the stored hashes that the re-read did not confirm.
 func (w *window) forgetPending() {
 	clear(w.pending)
-	w.order = nil
+	w.order, w.penc = nil, nil
 }
 
 // dropFront forgets the oldest n known rows.
@@ -152,23 +175,12 @@ func (w *window) dropFront(n int) {
 	for _, e := range w.list[:n] {
 		delete(w.inList, e.h)
 	}
-	w.list = append(w.list[:0], w.list[n:]...)
-	w.enc = append(w.enc[:0], w.enc[8*n:]...)
+	w.list = w.list[n:]
+	w.enc = w.enc[8*n:]
 }
 
 // size is the number of remembered rows.
 func (w *window) size() int { return len(w.list) + len(w.pending) }
-
-// appendEncoded appends the hashes, known rows first, as 8 base64url characters each.
-func (w *window) appendEncoded(b []byte) []byte {
-	b = append(b, w.enc...)
-	for _, h := range w.order {
-		if w.pending[h] {
-			b = appendHash(b, h)
-		}
-	}
-	return b
-}
 
 // appendHash appends the 8 base64url characters of a 48-bit hash.
 func appendHash(b []byte, h uint64) []byte {
@@ -293,37 +305,65 @@ func decodeCursor(raw json.RawMessage, field string, kind keyKind) (st state, ok
 	return st, true, nil
 }
 
-// encodeCursor returns the stored form of the stream's current state (the JSON of cursorJSON,
-// written directly: it is built for every row).
-func encodeCursor(field string, kind keyKind, pos position, from *position, w *window, maxID string) json.RawMessage {
-	n := 256 + len(field) + len(pos.key) + len(maxID)
-	if w != nil {
-		n += 8 * w.size()
+// cursorState is a stream's cursor after one row, handed out with the row as a lazy
+// source.Position: a small struct sharing the window's encodings instead of a copy of up to
+// max_overlap_ids hashes per row. The job encodes only the positions it commits.
+type cursorState struct {
+	field   string
+	kind    keyKind
+	pos     position
+	from    position
+	hasFrom bool
+	known   []byte // the window's enc at the time (shared, never written again)
+	pend    []byte // the window's penc at the time (shared, never written again)
+	maxID   string
+}
+
+// newCursorState captures the cursor of the current state; w and from may be nil.
+func newCursorState(field string, kind keyKind, pos position, from *position, w *window, maxID string) *cursorState {
+	c := &cursorState{field: field, kind: kind, pos: pos, maxID: maxID}
+	if from != nil {
+		c.from, c.hasFrom = *from, true
 	}
-	b := make([]byte, 0, n)
+	if w != nil {
+		c.known = w.enc[:len(w.enc):len(w.enc)]
+		c.pend = w.penc
+	}
+	return c
+}
+
+// EncodeCursor returns the stored form (the JSON of cursorJSON, written directly).
+func (c *cursorState) EncodeCursor() json.RawMessage {
+	b := make([]byte, 0, 256+len(c.field)+len(c.pos.key)+len(c.maxID)+len(c.known)+len(c.pend))
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, cursorVersion, 10)
-	b = appendMember(b, "field", field)
-	if kind == byEventIdentifier {
+	b = appendMember(b, "field", c.field)
+	if c.kind == byEventIdentifier {
 		b = appendMember(b, "by", EventIdentifier)
 	}
-	b = appendMember(b, "ts", salesforce.FormatDateTime(pos.ts))
-	b = appendMember(b, "last_id", pos.key)
-	if from != nil {
-		b = appendMember(b, "from_ts", salesforce.FormatDateTime(from.ts))
-		if from.key != "" {
-			b = appendMember(b, "from_id", from.key)
+	b = appendMember(b, "ts", salesforce.FormatDateTime(c.pos.ts))
+	b = appendMember(b, "last_id", c.pos.key)
+	if c.hasFrom {
+		b = appendMember(b, "from_ts", salesforce.FormatDateTime(c.from.ts))
+		if c.from.key != "" {
+			b = appendMember(b, "from_id", c.from.key)
 		}
 	}
-	if w != nil && w.size() > 0 {
+	if len(c.known)+len(c.pend) > 0 {
 		b = append(b, `,"seen":"`...)
-		b = w.appendEncoded(b)
+		b = append(b, c.known...)
+		b = append(b, c.pend...)
 		b = append(b, '"')
 	}
-	if maxID != "" {
-		b = appendMember(b, "max_id", maxID)
+	if c.maxID != "" {
+		b = appendMember(b, "max_id", c.maxID)
 	}
 	return append(b, '}')
+}
+
+// encodeCursor returns the stored form of a state at once.
+func encodeCursor(field string, kind keyKind, pos position, from *position, w *window, maxID string) json.RawMessage {
+	return newCursorState(field, kind, pos, from, w, maxID).EncodeCursor()
 }
 
 // appendMember appends ,"name":"value" with value escaped as JSON.

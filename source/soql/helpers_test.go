@@ -95,6 +95,22 @@ func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMe
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every position handed out must encode later exactly as it did when handed out: the job
+	// encodes a lazy position only when it commits it, long after the stream moved on.
+	type handedOut struct {
+		key  string
+		pos  source.Position
+		json json.RawMessage
+	}
+	var handed []handedOut
+	defer func() {
+		for i, h := range handed {
+			if got := h.pos.JSON(); !bytes.Equal(got, h.json) {
+				t.Errorf("%s: the cursor of record %d encodes differently after the stream moved on:\n now  %s\n then %s", h.key, i, got, h.json)
+				return
+			}
+		}
+	}()
 	pulled := 0
 	active := streams
 	for len(active) > 0 {
@@ -114,7 +130,8 @@ func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMe
 				}
 				res.records = append(res.records, rec)
 				res.keys = append(res.keys, s.Key())
-				res.cursors[s.Key()] = rec.Cursor
+				res.cursors[s.Key()] = rec.Cursor.JSON()
+				handed = append(handed, handedOut{key: s.Key(), pos: rec.Cursor, json: res.cursors[s.Key()]})
 				if !rec.Skip {
 					pulled++
 				}

@@ -430,12 +430,12 @@ func (st *stream) emit(r row) source.Record {
 	return source.Record{Entry: e, Cursor: cur}
 }
 
-func (st *stream) cursor() json.RawMessage {
+func (st *stream) cursor() source.Position {
 	var from *position
 	if st.win != nil {
 		from = st.from
 	}
-	return encodeCursor(st.obj.TimestampField, st.kind, *st.pos, from, st.win, st.maxID)
+	return source.LazyCursor(newCursorState(st.obj.TimestampField, st.kind, *st.pos, from, st.win, st.maxID))
 }
 
 // appendValue adds one Salesforce value to a shape record with the kind it is written as.

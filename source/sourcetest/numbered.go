@@ -157,7 +157,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 		}
 	}
 	st.next++
-	rec := source.Record{Cursor: EncodeCursor(n)}
+	rec := source.Record{Cursor: source.CursorJSON(EncodeCursor(n))}
 	if st.src.SkipEvery > 0 && n%st.src.SkipEvery == 0 {
 		rec.Skip, rec.SkipReason = true, "skip_every"
 		return rec, nil

@@ -137,15 +137,21 @@ func TestHandedOutCursorsNeverChange(t *testing.T) {
 	}
 }
 
-// BenchmarkCursor measures what the stream spends per row on its cursor with a full overlap
-// window: the window slides by one row and a cursor is handed out (encoded only if committed).
-func BenchmarkCursor(b *testing.B) {
-	ts := time.Date(2026, 6, 30, 11, 0, 0, 0, time.UTC)
+// fullWindow returns a window holding DefaultMaxOverlapIDs rows one millisecond apart from ts.
+func fullWindow(ts time.Time) *window {
 	w := newWindow(nil)
 	for i := range DefaultMaxOverlapIDs {
 		id := fmt.Sprintf("0Ya%012d", i)
 		w.add(byID.hash48(id), position{ts: ts.Add(time.Duration(i) * time.Millisecond), key: id})
 	}
+	return w
+}
+
+// BenchmarkCursor measures what the stream spends per row on its cursor with a full overlap
+// window: the window slides by one row and a cursor is handed out (encoded only if committed).
+func BenchmarkCursor(b *testing.B) {
+	ts := time.Date(2026, 6, 30, 11, 0, 0, 0, time.UTC)
+	w := fullWindow(ts)
 	from := position{ts: ts}
 	b.ReportAllocs()
 	i := DefaultMaxOverlapIDs
@@ -164,11 +170,7 @@ func BenchmarkCursor(b *testing.B) {
 // BenchmarkCursorEncode measures encoding one committed cursor with a full overlap window.
 func BenchmarkCursorEncode(b *testing.B) {
 	ts := time.Date(2026, 6, 30, 11, 0, 0, 0, time.UTC)
-	w := newWindow(nil)
-	for i := range DefaultMaxOverlapIDs {
-		id := fmt.Sprintf("0Ya%012d", i)
-		w.add(byID.hash48(id), position{ts: ts.Add(time.Duration(i) * time.Millisecond), key: id})
-	}
+	w := fullWindow(ts)
 	from := position{ts: ts}
 	pos := position{ts: ts.Add(time.Second), key: "0Ya000000000999AAA"}
 	b.ReportAllocs()

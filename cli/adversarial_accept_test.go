@@ -13,6 +13,7 @@ import (
 
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lease"
 )
 
 // tooOld is older than the receiver accepts (Loki's reject_old_samples_max_age, 7 days).
@@ -166,6 +167,7 @@ type tickLog struct {
 	Outcome job.Outcome `json:"outcome"`
 	Epoch   uint64      `json:"epoch"`
 	Records int64       `json:"records"`
+	Err     string      `json:"err"`
 }
 
 func schedulerTicks(t *testing.T, path string) []tickLog {
@@ -178,6 +180,32 @@ func schedulerTicks(t *testing.T, path string) []tickLog {
 		}
 	}
 	return out
+}
+
+// tickOutcomes counts a scheduler replica's tick outcomes. Two partial ticks are not counted, and
+// are logged: the last tick when our own SIGTERM cut it short (it commits its pushed prefix, as a
+// run-once would), and a tick that lost its lease after shipping because renewals starved on a
+// loaded machine (returned as losses: another replica may ship that batch again, a takeover).
+// Any other tick that is not ok, busy or fenced fails the test with its error.
+func tickOutcomes(t *testing.T, c *child) (per map[job.Outcome]int, losses int) {
+	t.Helper()
+	per = map[job.Outcome]int{}
+	ticks := schedulerTicks(t, c.stderrPath)
+	for i, tk := range ticks {
+		switch {
+		case tk.Outcome == job.OutcomePartial && i == len(ticks)-1 && strings.Contains(tk.Err, "interrupted by a signal"):
+			t.Logf("%s: the last tick was interrupted by the test's SIGTERM: %s", c.name, tk.Err)
+		case tk.Outcome == job.OutcomePartial && (strings.HasPrefix(tk.Err, lease.ErrLost.Error()) || strings.Contains(tk.Err, "the lease was lost")):
+			t.Logf("%s: tick %d lost its lease after shipping: %s", c.name, i+1, tk.Err)
+			losses++
+		case tk.Outcome == job.OutcomeOK, tk.Outcome == job.OutcomeBusy, tk.Outcome == job.OutcomeFenced:
+			per[tk.Outcome]++
+		default:
+			t.Errorf("%s: tick %d of %d ended %s: %s", c.name, i+1, len(ticks), tk.Outcome, tk.Err)
+			per[tk.Outcome]++
+		}
+	}
+	return per, losses
 }
 
 // TestAdversarialScheduleTwoReplicas: two `sf2loki schedule` processes (@every 1s, with
@@ -231,6 +259,7 @@ func TestAdversarialScheduleTwoReplicas(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	outcomes := map[job.Outcome]int{}
+	leaseLosses := 0
 	for _, c := range replicas {
 		if c.exited() {
 			t.Fatalf("%s exited during the schedule: %v", c.name, c.res)
@@ -242,10 +271,10 @@ func TestAdversarialScheduleTwoReplicas(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("%v: a scheduler stopped by SIGTERM exits 0\n%s", r, tail(r.stderr))
 		}
-		per := map[job.Outcome]int{}
-		for _, tk := range schedulerTicks(t, c.stderrPath) {
-			per[tk.Outcome]++
-			outcomes[tk.Outcome]++
+		per, losses := tickOutcomes(t, c)
+		leaseLosses += losses
+		for o, n := range per {
+			outcomes[o] += n
 		}
 		t.Logf("%s: %v", c.name, per)
 		if per[job.OutcomeOK] == 0 {
@@ -255,16 +284,11 @@ func TestAdversarialScheduleTwoReplicas(t *testing.T) {
 	if stops != 2 || outcomes[job.OutcomeBusy] == 0 || outcomes[job.OutcomeFenced] == 0 {
 		t.Fatalf("%d takeovers, outcomes %v: want both replicas stopped once and busy and fenced ticks", stops, outcomes)
 	}
-	for o := range outcomes {
-		if o != job.OutcomeOK && o != job.OutcomeBusy && o != job.OutcomeFenced {
-			t.Fatalf("a tick ended %s: %v", o, outcomes)
-		}
-	}
 	if n := outcomes[job.OutcomeOK] + outcomes[job.OutcomeBusy] + outcomes[job.OutcomeFenced]; n < ticks {
 		t.Fatalf("%d ticks ran in %d periods of two replicas", n, ticks)
 	}
 	w.catchUp(t, cfg)
-	w.verify(t, verifyOpts{faulted: stops, maxRecords: 5})
+	w.verify(t, verifyOpts{faulted: stops + leaseLosses, maxRecords: 5})
 }
 
 // isStopped reports whether the child is in the stopped state.
@@ -417,6 +441,7 @@ func TestAdversarialScheduleTwoReplicasNoJitter(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	outcomes := map[job.Outcome]int{}
+	leaseLosses := 0
 	for _, c := range replicas {
 		if c.exited() {
 			t.Fatalf("%s exited during the schedule: %v\n%s", c.name, c.res, tail(c.res.stderr))
@@ -427,16 +452,18 @@ func TestAdversarialScheduleTwoReplicasNoJitter(t *testing.T) {
 		if r := c.wait(); r.code != 0 {
 			t.Fatalf("%v\n%s", r, tail(r.stderr))
 		}
-		for _, tk := range schedulerTicks(t, c.stderrPath) {
-			outcomes[tk.Outcome]++
+		per, losses := tickOutcomes(t, c)
+		for o, n := range per {
+			outcomes[o] += n
 		}
+		leaseLosses += losses
 	}
 	t.Logf("outcomes %v", outcomes)
 	if outcomes[job.OutcomeOK] == 0 || outcomes[job.OutcomeBusy] == 0 || len(outcomes) != 2 {
 		t.Fatalf("outcomes %v: want ok and busy ticks only", outcomes)
 	}
 	w.catchUp(t, cfg)
-	w.verify(t, verifyOpts{})
+	w.verify(t, verifyOpts{faulted: leaseLosses, maxRecords: setup{}.withDefaults(w).maxRecords})
 }
 
 // TestAdversarialScheduleShutdownMidTick is scenario 73: SIGTERM to `sf2loki schedule` while a

@@ -187,12 +187,14 @@ func checkInvariants(t *testing.T, mem *storetest.Memory, srv *simloki.Server, s
 			if n < last[k] {
 				t.Fatalf("I1 violated: %s moved back from %d to %d in version %d", k, last[k], n, i)
 			}
-			last[k] = n
-			for m := 1; m <= n; m++ {
+			// Records up to last[k] were checked at an earlier version (I1 holds so far):
+			// only the newly committed ones are, which keeps the check linear in the history.
+			for m := last[k] + 1; m <= n; m++ {
 				if got[k][m] == 0 {
 					t.Fatalf("I2 violated: %s committed up to %d but #%d never reached the receiver", k, n, m)
 				}
 			}
+			last[k] = n
 		}
 	}
 	for k, total := range src.Totals {

@@ -278,30 +278,16 @@ func eventLogFileScenario(ctx context.Context, o options, dir, probe string, siz
 		ceilings = append(ceilings, c)
 
 		fmt.Fprintf(os.Stderr, "bench: %s: run-once %d/%d\n", name, i+1, reps)
-		before, err := srv.count(ctx)
-		if err != nil {
-			return Measure{}, e2eResult{}, err
-		}
 		env := slices.Clone(o.runOnceEnv)
 		if o.profileDir != "" && i == 0 {
 			env = append(env, "SF2LOKI_BENCH_CPUPROFILE="+filepath.Join(o.profileDir, "runonce-"+formatSize(size)+".pprof"))
 		}
-		ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, env, filepath.Join(srv.dir, fmt.Sprintf("stats-%d.json", i)))
+		m, a, err := drainOnce(ctx, srv, probe, name, cfgPath, env, i, c.Rows)
 		if err != nil {
 			return Measure{}, e2eResult{}, err
 		}
-		after, err := srv.count(ctx)
-		if err != nil {
-			return Measure{}, e2eResult{}, err
-		}
-		rep := ch.Report
-		if rep.Outcome != "ok" || !rep.CaughtUp || rep.Records != c.Rows || after-before != rep.Records {
-			return Measure{}, e2eResult{}, fmt.Errorf("%s: run-once shipped %d of %d rows (receiver got %d), outcome %s, caught up %v: %s",
-				name, rep.Records, c.Rows, after-before, rep.Outcome, rep.CaughtUp, rep.Error)
-		}
-		checkRSS(name, ch)
-		runs = append(runs, Measure{Rows: rep.Records, Bytes: srv.CSVBytes, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, Alloc: ch.Stats.TotalAlloc, PeakRSS: ch.MaxRSS})
-		api = apiCalls(rep.Sources, rep.Records)
+		m.Bytes = srv.CSVBytes
+		runs, api = append(runs, m), a
 	}
 	return median(ceilings), e2eResult{m: median(runs), apiPer10k: api.apiPer10k, apiDetail: api.apiDetail}, nil
 }
@@ -325,29 +311,39 @@ func soqlScenario(ctx context.Context, o options, dir, probe string) (row, error
 			return row{}, err
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s: run-once %d/%d\n", name, i+1, o.repeat)
-		before, err := srv.count(ctx)
+		m, a, err := drainOnce(ctx, srv, probe, name, cfgPath, o.runOnceEnv, i, int64(o.soqlRows))
 		if err != nil {
 			return row{}, err
 		}
-		ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, o.runOnceEnv, filepath.Join(srv.dir, fmt.Sprintf("stats-%d.json", i)))
-		if err != nil {
-			return row{}, err
-		}
-		after, err := srv.count(ctx)
-		if err != nil {
-			return row{}, err
-		}
-		rep := ch.Report
-		if rep.Outcome != "ok" || !rep.CaughtUp || rep.Records != int64(o.soqlRows) || after-before != rep.Records {
-			return row{}, fmt.Errorf("%s: run-once shipped %d of %d rows (receiver got %d), outcome %s, caught up %v: %s",
-				name, rep.Records, o.soqlRows, after-before, rep.Outcome, rep.CaughtUp, rep.Error)
-		}
-		checkRSS(name, ch)
-		runs = append(runs, Measure{Rows: rep.Records, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, Alloc: ch.Stats.TotalAlloc, PeakRSS: ch.MaxRSS})
-		api = apiCalls(rep.Sources, rep.Records)
+		runs, api = append(runs, m), a
 	}
 	return row{name: fmt.Sprintf("run-once: soql LoginHistory, %d rows in one hour", o.soqlRows), m: median(runs), throughput: true,
 		hasAPI: true, apiPer10k: api.apiPer10k, apiDetail: api.apiDetail}, nil
+}
+
+// drainOnce runs the probe's run-once --drain with cfgPath and checks that it shipped exactly want
+// rows, all of which the receiver got; it returns the child's measurement and API calls.
+func drainOnce(ctx context.Context, srv *server, probe, name, cfgPath string, env []string, i int, want int64) (Measure, e2eResult, error) {
+	before, err := srv.count(ctx)
+	if err != nil {
+		return Measure{}, e2eResult{}, err
+	}
+	ch, err := runChild(ctx, probe, []string{"run-once", "--config", cfgPath, "--drain"}, env, filepath.Join(srv.dir, fmt.Sprintf("stats-%d.json", i)))
+	if err != nil {
+		return Measure{}, e2eResult{}, err
+	}
+	after, err := srv.count(ctx)
+	if err != nil {
+		return Measure{}, e2eResult{}, err
+	}
+	rep := ch.Report
+	if rep.Outcome != "ok" || !rep.CaughtUp || rep.Records != want || after-before != rep.Records {
+		return Measure{}, e2eResult{}, fmt.Errorf("%s: run-once shipped %d of %d rows (receiver got %d), outcome %s, caught up %v: %s",
+			name, rep.Records, want, after-before, rep.Outcome, rep.CaughtUp, rep.Error)
+	}
+	checkRSS(name, ch)
+	m := Measure{Rows: rep.Records, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, Alloc: ch.Stats.TotalAlloc, PeakRSS: ch.MaxRSS}
+	return m, apiCalls(rep.Sources, rep.Records), nil
 }
 
 // checkRSS warns when the child's rusage peak and its own VmHWM disagree by more than 5%: the

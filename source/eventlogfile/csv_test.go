@@ -224,15 +224,25 @@ func shapeFile(t *testing.T, body, names, types string, stringValues bool) []str
 	return lines
 }
 
-func TestHeaderlessFileUsesLogFileFieldNames(t *testing.T) {
-	got := shapeFile(t, "\"API\",\"12\",\"true\"\n\"API\",\"\",\"x\",\"extra\"\n", "EVENT_TYPE,ROWS,OK", "String,Number,Boolean", false)
-	want := []string{`{"EVENT_TYPE":"API","ROWS":12,"OK":true}`, `{"EVENT_TYPE":"API","ROWS":"","OK":"x","_extra":"extra"}`}
+// TestTheHeaderIsTheTruth: the column names come from the file's own header row, never from
+// LogFileFieldNames: a header name with surrounding spaces, columns in another order than the
+// listing, a column the listing does not name. The header row is never shipped as an entry, each
+// value is filed under its own column, and LogFileFieldTypes is matched by name.
+func TestTheHeaderIsTheTruth(t *testing.T) {
+	body := "\"EVENT_TYPE \",\" ROWS\",\"USER_ID\",\"NEW_COLUMN\",\"\"\n" +
+		"\"API\",\"12\",\"005000000000001\",\"n\",\"x\"\n" +
+		"\"API\",\"\",\"005000000000002\"\n"
+	got := shapeFile(t, body, "USER_ID,EVENT_TYPE,ROWS", "Id,String,Number", false)
+	want := []string{
+		`{"EVENT_TYPE":"API","ROWS":12,"USER_ID":"005000000000001","NEW_COLUMN":"n","_column_5":"x"}`,
+		`{"EVENT_TYPE":"API","ROWS":"","USER_ID":"005000000000002","NEW_COLUMN":"","_column_5":""}`,
+	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	// A header row that differs from LogFileFieldNames (a newer API version) is still a header.
-	got = shapeFile(t, "EVENT_TYPE,ROWS,NEW_COLUMN\nAPI,3,n\n", "EVENT_TYPE,ROWS", "String,Number", true)
-	if len(got) != 1 || got[0] != `{"EVENT_TYPE":"API","ROWS":"3","NEW_COLUMN":"n"}` {
+	// A first row that looks like data is still the header: Salesforce always writes one.
+	got = shapeFile(t, "\"API\",\"12\"\n\"API\",\"3\"\n", "EVENT_TYPE,ROWS", "String,Number", false)
+	if len(got) != 1 || got[0] != `{"API":"API","12":"3"}` {
 		t.Fatalf("got %q", got)
 	}
 }

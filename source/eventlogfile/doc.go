@@ -39,8 +39,9 @@
 //
 // # Rows
 //
-// The CSV reader handles the quirks of §4.5: a header row (or LogFileFieldNames when the first
-// row is data), quoted fields with commas, quotes and line breaks, \n or \r\n, a UTF-8 BOM,
+// The CSV reader handles the quirks of §4.5: the first record is the header and names the
+// columns (trimmed; LogFileFieldNames is only used to match LogFileFieldTypes to them by name),
+// quoted fields with commas, quotes and line breaks, \n or \r\n, a UTF-8 BOM,
 // blank lines, ragged rows (missing cells are empty, extra cells go to the field "_extra"
 // joined by commas) and rows over max_row_bytes (skipped, counted row_too_large). Each row
 // becomes a JSON object with the columns in file order. Values are strings, except that columns

@@ -61,18 +61,17 @@ type stream struct {
 
 // openFile is the file being shipped.
 type openFile struct {
-	info       fileInfo
-	dl         io.Closer
-	csv        *csvReader
-	plan       *shape.Plan
-	names      []string
-	kinds      []shape.Kind
-	tsIdx      []int
-	row        int64 // data rows consumed so far: the next row's index
-	firstIsRow bool  // the file has no header: the record read as header is row 0
-	rec        shape.Record
-	extra      []byte // scratch for ExtraField
-	fallbacks  int64  // rows timestamped from LogDate
+	info      fileInfo
+	dl        io.Closer
+	csv       *csvReader
+	plan      *shape.Plan
+	names     []string
+	kinds     []shape.Kind
+	tsIdx     []int
+	row       int64 // data rows consumed so far: the next row's index
+	rec       shape.Record
+	extra     []byte // scratch for ExtraField
+	fallbacks int64  // rows timestamped from LogDate
 }
 
 func (st *stream) Key() string { return st.key }
@@ -294,12 +293,7 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	}
 	st.header(of)
 	if start > 0 {
-		skip := start
-		if of.firstIsRow {
-			of.firstIsRow = false
-			skip--
-		}
-		n, err := of.csv.Skip(skip)
+		n, err := of.csv.Skip(start)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = fmt.Errorf("the file has %d rows but %d were shipped before: the download is short", n, start)
@@ -307,9 +301,6 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 			return source.Record{}, false, err
 		}
 		of.row = start
-	}
-	if of.firstIsRow {
-		return source.Record{}, false, nil
 	}
 	end, err := of.csv.AtEnd()
 	if err != nil {
@@ -358,23 +349,24 @@ func (st *stream) complete(of *openFile) bool {
 	return false
 }
 
-// header reads the field names from the first record, or from LogFileFieldNames when the first
-// record is data, and builds the file's shaping plan.
+// header takes the field names from the file's first record, its CSV header: the header is
+// the truth, whatever LogFileFieldNames says (a newer API version adds columns, and the listing
+// may order them differently). Names are trimmed of surrounding white space; an empty one is
+// named by its position. LogFileFieldTypes is matched to the header by name, and builds the
+// file's shaping plan.
 func (st *stream) header(of *openFile) {
 	o := st.src.opts
-	first := make([]string, of.csv.NumFields())
-	for i := range first {
-		first[i] = string(of.csv.Field(i))
-	}
-	listed := splitNames(of.info.names)
-	names := first
-	if len(listed) > 0 && !equalFold(first, listed) && !looksLikeHeader(first) {
-		names, of.firstIsRow = listed, true
+	names := make([]string, of.csv.NumFields())
+	for i := range names {
+		names[i] = strings.TrimSpace(string(of.csv.Field(i)))
+		if names[i] == "" {
+			names[i] = "_column_" + strconv.Itoa(i+1)
+		}
 	}
 	of.names = names
 	of.kinds = make([]shape.Kind, len(names))
 	if !o.StringValues {
-		types := splitNames(of.info.types)
+		listed, types := splitNames(of.info.names), splitNames(of.info.types)
 		byName := map[string]string{}
 		for i, n := range listed {
 			if i < len(types) {
@@ -382,12 +374,7 @@ func (st *stream) header(of *openFile) {
 			}
 		}
 		for i, n := range names {
-			switch byName[strings.ToUpper(n)] {
-			case "Number", "Double", "Integer", "Long", "Decimal":
-				of.kinds[i] = shape.Number
-			case "Boolean":
-				of.kinds[i] = shape.Bool
-			}
+			of.kinds[i] = kindOf(byName[strings.ToUpper(n)])
 		}
 	}
 	for _, c := range []string{o.TimestampColumn, "TIMESTAMP_DERIVED", "TIMESTAMP"} {
@@ -400,31 +387,37 @@ func (st *stream) header(of *openFile) {
 	of.plan = o.Shaper.Plan(shape.Schema{Source: Name, Type: st.typ, Fields: names, Labels: st.labels})
 }
 
+// kindOf maps a LogFileFieldTypes entry to the JSON kind of its values.
+func kindOf(typ string) shape.Kind {
+	switch typ {
+	case "Number", "Double", "Integer", "Long", "Decimal":
+		return shape.Number
+	case "Boolean":
+		return shape.Bool
+	}
+	return shape.String
+}
+
 // nextRow ships the next row of the open file. ok false with a nil error means the file was
 // finished without a record to return (the caller moves on).
 func (st *stream) nextRow() (source.Record, bool, error) {
 	of := st.file
 	r := &of.rec
-	direct := !of.firstIsRow
-	if of.firstIsRow {
-		of.firstIsRow = false
-	} else {
-		// The row is decoded straight into the record's buffer: no copy per field.
-		r.Reset()
-		switch err := of.csv.ReadInto(r.AppendTo()); {
-		case errors.Is(err, io.EOF):
-			rec, ok, err := st.finish(SkipFileDone)
-			return rec, ok, err
-		case errors.Is(err, errRowTooLarge):
-			of.row++
-			st.count("row_too_large", 1)
-			st.log.Warn("CSV row larger than max_row_bytes skipped", "file_id", of.info.ID, "row", of.row-1, "max_row_bytes", st.src.opts.MaxRowBytes)
-			return st.rowRecord(source.Record{Skip: true, SkipReason: SkipRowTooLarge})
-		case err != nil:
-			return source.Record{}, false, err
-		}
+	// The row is decoded straight into the record's buffer: no copy per field.
+	r.Reset()
+	switch err := of.csv.ReadInto(r.AppendTo()); {
+	case errors.Is(err, io.EOF):
+		rec, ok, err := st.finish(SkipFileDone)
+		return rec, ok, err
+	case errors.Is(err, errRowTooLarge):
+		of.row++
+		st.count("row_too_large", 1)
+		st.log.Warn("CSV row larger than max_row_bytes skipped", "file_id", of.info.ID, "row", of.row-1, "max_row_bytes", st.src.opts.MaxRowBytes)
+		return st.rowRecord(source.Record{Skip: true, SkipReason: SkipRowTooLarge})
+	case err != nil:
+		return source.Record{}, false, err
 	}
-	st.fill(r, direct)
+	st.fill(r)
 	nf := of.csv.NumFields()
 	r.ID = append(r.ID, of.info.ID...)
 	r.ID = append(r.ID, ':')
@@ -450,31 +443,21 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 	return st.rowRecord(source.Record{Entry: e})
 }
 
-// fill makes the record of the current CSV row: one field per header name (missing cells
-// empty), cells beyond the header joined into ExtraField. With direct, the row was decoded into
-// the record's buffer (csvReader.ReadInto) and the fields are its consecutive ranges.
-func (st *stream) fill(r *shape.Record, direct bool) {
+// fill makes the record of the current CSV row, decoded into the record's buffer
+// (csvReader.ReadInto): one field per header name, each the consecutive range of its cell
+// (missing cells empty), and the cells beyond the header joined into ExtraField.
+func (st *stream) fill(r *shape.Record) {
 	of := st.file
 	c := of.csv
 	nf := c.NumFields()
-	if !direct {
-		r.Reset()
-	}
 	for i, name := range of.names {
 		kind := of.kinds[i]
 		if i >= nf || c.fieldLen(i) == 0 {
 			kind = shape.String
 		}
-		switch {
-		case !direct:
-			var v []byte
-			if i < nf {
-				v = c.Field(i)
-			}
-			r.Append(name, kind, v)
-		case i < nf:
+		if i < nf {
 			r.EndField(name, kind, c.row[:c.ends[i]])
-		default:
+		} else {
 			r.EndField(name, kind, r.AppendTo())
 		}
 	}
@@ -524,28 +507,6 @@ func splitNames(s string) []string {
 		parts[i] = strings.TrimSpace(p)
 	}
 	return parts
-}
-
-func equalFold(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !strings.EqualFold(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// looksLikeHeader reports whether every value is a column-name-like identifier.
-func looksLikeHeader(vals []string) bool {
-	for _, v := range vals {
-		if v == "" || salesforce.ValidateIdentifier(v) != nil {
-			return false
-		}
-	}
-	return len(vals) > 0
 }
 
 func containsInt(s []int, v int) bool {

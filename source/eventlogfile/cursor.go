@@ -1,6 +1,7 @@
 package eventlogfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,18 +39,29 @@ type Cursor struct {
 }
 
 // legacyCursor is the Python original's value: {"ids":[[id, created], …], "last_created": …};
-// ids may also be bare strings.
+// ids may also be bare strings (its releases before the pairs). Its checkpoint stores kept a flat
+// map of strings, so the stored value is that object JSON-encoded in a JSON string:
+//
+//	"{\"ids\": [[\"0AT…\", \"2026-06-29T11:02:03.000+0000\"]], \"last_created\": \"2026-06-29T11:02:03.000+0000\"}"
 type legacyCursor struct {
 	IDs         []json.RawMessage `json:"ids"`
 	LastCreated string            `json:"last_created"`
 }
 
-// decodeCursor reads a stored value. ok is false for an absent value. A legacy value becomes a
-// cursor at its last_created with the ids done there (skip); anything unusable is an error
-// wrapping source.ErrCursor.
+// decodeCursor reads a stored value. ok is false for an absent value. A legacy value (the
+// Python string, or the object it holds) becomes a cursor at its last_created with the ids done
+// there (skip); anything unusable is an error wrapping source.ErrCursor.
 func decodeCursor(raw json.RawMessage) (c Cursor, skip map[string]bool, ok bool, err error) {
+	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return Cursor{}, nil, false, nil
+	}
+	if raw[0] == '"' {
+		var inner string
+		if err := json.Unmarshal(raw, &inner); err != nil {
+			return Cursor{}, nil, false, errors.Join(source.ErrCursor, err)
+		}
+		return decodeLegacy(json.RawMessage(inner))
 	}
 	var probe map[string]json.RawMessage
 	if json.Unmarshal(raw, &probe) == nil {
@@ -87,7 +99,7 @@ func (c *Cursor) validate() error {
 func decodeLegacy(raw json.RawMessage) (Cursor, map[string]bool, bool, error) {
 	var l legacyCursor
 	if err := json.Unmarshal(raw, &l); err != nil {
-		return Cursor{}, nil, false, errors.Join(source.ErrCursor, err)
+		return Cursor{}, nil, false, errors.Join(source.ErrCursor, fmt.Errorf("legacy value: %w", err))
 	}
 	t, err := salesforce.ParseDateTime(l.LastCreated)
 	if err != nil {

@@ -26,7 +26,8 @@
 //
 // A stored value that is not a usable cursor (garbage, an unknown version, an id or date that
 // would not be a safe SOQL literal) is reported (warning, cursor_reset) and the type starts from
-// the lookback. The Python original's {"ids": [...], "last_created": ...} is read and migrated.
+// the lookback. The Python original's {"ids": [...], "last_created": ...} is read and migrated,
+// as it stored it (that object JSON-encoded in a JSON string) or as the object.
 //
 // # Files
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/store"
 )
 
 // shipAll runs until a run ships nothing new, returning the REQUEST_IDs delivered per key in
@@ -174,6 +175,46 @@ func TestLegacyCursorIsMigrated(t *testing.T) {
 	}
 	if c := decoded(t, cursors, Key("Login")); !c.Done {
 		t.Fatalf("cursor after migration: %+v", c)
+	}
+}
+
+// TestPythonStateDocumentContinues feeds the exact bytes the Python sf2loki's file store writes
+// (json.dump of its flat map of strings, each EventLogFile value itself the json.dumps of
+// {"ids", "last_created"} with sorted keys): through the store's legacy reading, the source's
+// own cursor decoder continues where Python stopped instead of restarting from the lookback.
+func TestPythonStateDocumentContinues(t *testing.T) {
+	docs := map[string]string{
+		// ids as [id, CreatedDate] pairs (the Python releases since in-place regeneration).
+		"pairs": `{"pubsub:/event/LoginEventStream": "AAAAAAAAKmM=", "eventlogfile:Login": "{\"ids\": [[\"0AT5g00000PyA1bGAF\", \"2026-06-30T07:00:00.000+0000\"]], \"last_created\": \"2026-06-30T07:00:00.000+0000\"}"}`,
+		// ids as bare strings (the releases before).
+		"bare ids": `{"eventlogfile:Login": "{\"ids\": [\"0AT5g00000PyA0aGAF\", \"0AT5g00000PyA1bGAF\"], \"last_created\": \"2026-06-30T07:00:00.000+0000\"}"}`,
+	}
+	for name, raw := range docs {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, simsf.Options{})
+			at := time.Date(2026, 6, 30, 7, 0, 0, 0, time.UTC)
+			e.addFile(simsf.EventLogFileSpec{ID: "0AT5g00000PyA0a", Rows: 4, CreatedDate: at.Add(-time.Hour)})
+			if id := e.addFile(simsf.EventLogFileSpec{ID: "0AT5g00000PyA1b", Rows: 10, CreatedDate: at}); id != "0AT5g00000PyA1bGAF" {
+				t.Fatalf("file id %s", id)
+			}
+			e.addFile(simsf.EventLogFileSpec{ID: "0AT5g00000PyA2c", Rows: 7, CreatedDate: at})
+			e.addFile(simsf.EventLogFileSpec{ID: "0AT5g00000PyA3d", Rows: 3, CreatedDate: at.Add(time.Minute)})
+			doc, legacy, err := store.Decode("sf2loki-state.json", []byte(raw))
+			if err != nil || !legacy {
+				t.Fatalf("store.Decode: legacy %v, %v", legacy, err)
+			}
+			cursors := map[string]json.RawMessage{Key("Login"): doc.Checkpoints[Key("Login")].Value}
+			res := e.run(e.source(Options{}), cursors, 1000, nil)
+			if res.counts["cursor_reset"] != 0 || len(res.errs) > 0 {
+				t.Fatalf("counts %v, errors %v: the Python cursor was not read", res.counts, res.errs)
+			}
+			if res.entries != 10 || res.skips[SkipLegacyDone] != 1 {
+				t.Fatalf("entries %d, skips %v; want the 7 + 3 rows of the two files Python had not shipped", res.entries, res.skips)
+			}
+			if c := decoded(t, cursors, Key("Login")); !c.Done || c.FileID != "0AT5g00000PyA3dGAF" {
+				t.Fatalf("cursor after migration: %+v", c)
+			}
+		})
 	}
 }
 

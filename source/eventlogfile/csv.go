@@ -33,6 +33,10 @@ type csvReader struct {
 	maxRow   int
 	tooLarge bool
 	discard  bool
+
+	// How the current record ended: eol is false for a record ended by the end of the input
+	// (the last one, without a line break), open for one whose quoted field was still open there.
+	eol, open bool
 }
 
 const csvBufSize = 256 << 10
@@ -43,6 +47,11 @@ func newCSVReader(r io.Reader, maxRow int) *csvReader {
 
 // BytesRead returns how many bytes were read from the underlying reader.
 func (c *csvReader) BytesRead() int64 { return c.n }
+
+// Unterminated reports whether the current record was ended by the end of the input instead of
+// a line break, and whether a quoted field of it was still open there: the two marks of a record
+// cut short.
+func (c *csvReader) Unterminated() (noEOL, openQuote bool) { return !c.eol, c.open }
 
 // NumFields returns the number of fields of the current record.
 func (c *csvReader) NumFields() int { return len(c.ends) }
@@ -196,6 +205,7 @@ const (
 
 func (c *csvReader) read() error {
 	c.row, c.ends, c.tooLarge = c.row[:0], c.ends[:0], false
+	c.eol, c.open = false, false
 	if !c.skipBlank() {
 		return c.endErr()
 	}
@@ -217,6 +227,7 @@ func (c *csvReader) read() error {
 		if how == endComma {
 			continue
 		}
+		c.eol = how == endLine
 		if how == endInput && c.err != nil {
 			return c.err // a record cut by a broken download is not a record
 		}
@@ -297,6 +308,7 @@ func (c *csvReader) quoted() fieldEnd {
 			c.add(b)
 			c.pos = c.end
 			if !c.fill() {
+				c.open = true
 				return endInput // unterminated quote: the field runs to the end
 			}
 			continue

@@ -246,3 +246,34 @@ func TestTheHeaderIsTheTruth(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestCSVUnterminated: how the last record ended tells a body cut inside a row from one that
+// ended at a record boundary.
+func TestCSVUnterminated(t *testing.T) {
+	cases := []struct {
+		in          string
+		noEOL, open bool
+	}{
+		{"A,B\n1,2\n", false, false},
+		{"A,B\n1,2\r\n", false, false},
+		{"A,B\n1,2", true, false},
+		{"A,B\n\"1\",\"2\"", true, false},
+		{"A,B\n\"1\",\"2", true, true},
+		{"A,B\n\"1\",\"2\nmore", true, true},
+		{"A,B\n\"1\",", true, false},
+		{"A,B\n\"1\"\r", true, false},
+	}
+	for _, c := range cases {
+		for _, wrap := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader} {
+			r := newCSVReader(wrap(strings.NewReader(c.in)), 1<<20)
+			for r.Read() == nil {
+				if end, _ := r.AtEnd(); end {
+					break
+				}
+			}
+			if noEOL, open := r.Unterminated(); noEOL != c.noEOL || open != c.open {
+				t.Errorf("%q: Unterminated() = %v, %v; want %v, %v", c.in, noEOL, open, c.noEOL, c.open)
+			}
+		}
+	}
+}

@@ -35,8 +35,11 @@
 // the type for the run without advancing past the file; once the file is older than
 // download_max_age it is abandoned instead: error log, file_abandoned counter, and a Skip record
 // that moves the cursor past it. A throttled org (REQUEST_LIMIT_EXCEEDED) is never a reason to
-// abandon. A body shorter than the listed LogFileLength (listed before it was completely
-// written) ships the rows it has and resumes at the next row on a later run.
+// abandon. LogFileLength is evidence, not a gate: a body that ends cleanly at a record boundary
+// before it completes the file (warning, file_short). Only a transfer that is cut keeps the file
+// open: a connection or gzip error, or a body shorter than LogFileLength that ends inside a row
+// (an open quote, or fewer fields than the header: counted file_incomplete). The whole rows
+// before the cut ship, and the next run resumes at the cut row.
 //
 // # Rows
 //

@@ -402,23 +402,88 @@ func TestSamplingIsDeterministicAndAdvancesTheCursor(t *testing.T) {
 	}
 }
 
+// TestPartialBodyIsResumedWhenComplete: a body served before it was completely written ends
+// cleanly inside a row, before its LogFileLength. The whole rows ship, the cut row does not, and
+// the next run resumes at it once the body is complete: every row once, in order.
 func TestPartialBodyIsResumedWhenComplete(t *testing.T) {
-	e := newEnv(t, simsf.Options{})
-	id := e.addFile(simsf.EventLogFileSpec{Rows: 100, CreatedDate: epoch.Add(-2 * time.Hour), PartialUntil: epoch.Add(time.Hour)})
-	e.addFile(simsf.EventLogFileSpec{Rows: 10, CreatedDate: epoch.Add(-time.Hour)})
-	src := e.source(Options{})
-	cursors := map[string]json.RawMessage{}
-	res := e.run(src, cursors, 1000, nil)
-	if res.entries != 50 || res.counts["file_incomplete"] != 1 {
-		t.Fatalf("partial body: %d entries, counts %v; want the 50 served rows and file_incomplete", res.entries, res.counts)
+	for _, gzip := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gzip=%v", gzip), func(t *testing.T) {
+			e := newEnv(t, simsf.Options{DisableGzip: !gzip})
+			id := e.addFile(simsf.EventLogFileSpec{Rows: 100, CreatedDate: epoch.Add(-2 * time.Hour), PartialUntil: epoch.Add(time.Hour)})
+			later := e.addFile(simsf.EventLogFileSpec{Rows: 10, CreatedDate: epoch.Add(-time.Hour)})
+			want := append(e.requestIDs(id), e.requestIDs(later)...)
+			src := e.source(Options{})
+			cursors := map[string]json.RawMessage{}
+			var got []string
+			collect := func(_ string, rec source.Record) {
+				if !rec.Skip {
+					got = append(got, requestID(rec.Entry.Line))
+				}
+			}
+			res := e.run(src, cursors, 1000, collect)
+			if res.entries == 0 || res.entries >= 100 || res.counts["file_incomplete"] != 1 || len(res.errs) > 0 {
+				t.Fatalf("partial body: %d entries, counts %v, errors %v; want the whole rows served and file_incomplete", res.entries, res.counts, res.errs)
+			}
+			if c := decoded(t, cursors, Key("Login")); c.FileID != id || c.Done || c.Row != int64(res.entries) {
+				t.Fatalf("cursor %+v, want mid-file at row %d", c, res.entries)
+			}
+			e.clock.Advance(2 * time.Hour)
+			e.run(src, cursors, 1000, collect)
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("delivered %d rows across the two runs, want all %d once in order", len(got), len(want))
+			}
+		})
 	}
-	if c := decoded(t, cursors, Key("Login")); c.FileID != id || c.Done || c.Row != 50 {
-		t.Fatalf("cursor %+v", c)
-	}
-	e.clock.Advance(2 * time.Hour)
-	res = e.run(src, cursors, 1000, nil)
-	if res.entries != 60 {
-		t.Fatalf("after the body completed: %d entries, want 50 + 10", res.entries)
+}
+
+// TestLengthIsEvidenceNotAGate: a file whose LogFileLength is 100 bytes more than its clean CSV
+// completes in one run with a warning and file_short; a cut transfer of the same file does not,
+// and the next run resumes at the next row.
+func TestLengthIsEvidenceNotAGate(t *testing.T) {
+	for _, gzip := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gzip=%v", gzip), func(t *testing.T) {
+			e := newEnv(t, simsf.Options{DisableGzip: !gzip})
+			id := e.addFile(simsf.EventLogFileSpec{Rows: 3000, CreatedDate: epoch.Add(-2 * time.Hour), LengthDelta: 100})
+			want := e.requestIDs(id)
+			cursors := map[string]json.RawMessage{}
+			res := e.run(e.source(Options{}), cursors, 10000, nil)
+			if res.entries != 3000 || res.counts["file_short"] != 1 || len(res.errs) > 0 {
+				t.Fatalf("clean short body: %d entries, counts %v, errors %v", res.entries, res.counts, res.errs)
+			}
+			if c := decoded(t, cursors, Key("Login")); !c.Done || c.Row != 3000 {
+				t.Fatalf("cursor %+v, want the file done", c)
+			}
+			if e.logs.find(slog.LevelWarn, "before its LogFileLength") == nil {
+				t.Fatal("no warning for the body shorter than LogFileLength")
+			}
+
+			// The same file again, its first transfer cut after 100 KiB on the wire.
+			e2 := newEnv(t, simsf.Options{DisableGzip: !gzip})
+			e2.addFile(simsf.EventLogFileSpec{Rows: 3000, CreatedDate: epoch.Add(-2 * time.Hour), LengthDelta: 100})
+			e2.org.ResetDownloadsAfter(100<<10, 1)
+			src := e2.source(Options{})
+			cursors = map[string]json.RawMessage{}
+			var got []string
+			collect := func(_ string, rec source.Record) {
+				if !rec.Skip {
+					got = append(got, requestID(rec.Entry.Line))
+				}
+			}
+			res = e2.run(src, cursors, 10000, collect)
+			if res.errs[Key("Login")] == nil || res.entries == 0 || res.entries >= 3000 {
+				t.Fatalf("cut transfer: %d entries, errors %v; want the file left open", res.entries, res.errs)
+			}
+			if c := decoded(t, cursors, Key("Login")); c.Done || c.Row != int64(res.entries) {
+				t.Fatalf("cursor after the cut %+v, want mid-file at row %d", c, res.entries)
+			}
+			res = e2.run(src, cursors, 10000, collect)
+			if len(res.errs) > 0 || res.counts["file_short"] != 1 {
+				t.Fatalf("resumed run: errors %v, counts %v", res.errs, res.counts)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("delivered %d rows across the cut, want all %d once in order", len(got), len(want))
+			}
+		})
 	}
 }
 

@@ -291,6 +291,9 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	case err != nil:
 		return source.Record{}, false, fmt.Errorf("reading the header: %w", err)
 	}
+	if st.cut(of, true) {
+		return source.Record{}, false, nil
+	}
 	st.header(of)
 	if start > 0 {
 		n, err := of.csv.Skip(start)
@@ -316,37 +319,53 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	return source.Record{}, false, nil
 }
 
-// finish ends a file that has no (more) rows: done when it was read completely; otherwise the
-// type stops for this run (ok false, no error) and resumes at the same row next run.
+// finish ends a file that has no (more) rows.
 func (st *stream) finish(reason string) (source.Record, bool, error) {
 	of := st.file
-	if !st.complete(of) {
-		st.closeFile()
-		st.finished = true
-		return source.Record{}, false, nil
-	}
+	st.checkLength(of)
 	return st.done(of.info, of.row, reason), true, nil
 }
 
-// complete reports whether the whole file was read: a body shorter than LogFileLength was cut
-// (or listed before it was completely written) and is resumed next run, unless the file is
-// already older than DownloadMaxAge.
-func (st *stream) complete(of *openFile) bool {
+// checkLength notes a file whose body ended cleanly, at a record boundary, before its
+// LogFileLength. The file is finished all the same: LogFileLength is evidence, not a gate.
+// Salesforce documents it only as the file's length in bytes, so a clean body shorter than it
+// ships whole, with a warning and the file_short counter. Only a transfer that was cut keeps a
+// file open (see cut).
+func (st *stream) checkLength(of *openFile) {
 	f := of.info
-	if f.length <= 0 || of.csv.BytesRead() >= f.length {
-		return true
-	}
-	age := st.src.sfNow().Sub(f.created)
-	if age > st.src.opts.DownloadMaxAge {
-		st.log.Warn("EventLogFile body is shorter than its LogFileLength; accepting it as complete (older than download_max_age)",
-			"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length)
+	if f.length > 0 && of.csv.BytesRead() < f.length {
+		st.log.Warn("EventLogFile body ended cleanly before its LogFileLength; the file is complete as downloaded",
+			"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "rows", of.row)
 		st.count("file_short", 1)
-		return true
 	}
-	st.log.Warn("EventLogFile body is shorter than its LogFileLength; the type resumes at its next row on the next run",
-		"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "rows", of.row)
+}
+
+// cut reports whether the record just read (the header when header is true) is a row cut short
+// by the end of a body shorter than LogFileLength: it ended without a line break and inside a
+// quoted field, or with fewer fields than the header. Such a file was listed before it was
+// completely written, or its transfer ended early without an error: the record is not shipped
+// and the type resumes at it on the next run — unless the file is already older than
+// DownloadMaxAge, when the body is taken as it is.
+func (st *stream) cut(of *openFile, header bool) bool {
+	f := of.info
+	noEOL, open := of.csv.Unterminated()
+	if !noEOL || f.length <= 0 || of.csv.BytesRead() >= f.length {
+		return false
+	}
+	if !open && (header || of.csv.NumFields() >= len(of.names)) {
+		return false
+	}
+	if age := st.src.sfNow().Sub(f.created); age > st.src.opts.DownloadMaxAge {
+		st.log.Warn("EventLogFile body ends inside a row before its LogFileLength; taking it as it is (older than download_max_age)",
+			"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "row", of.row)
+		return false
+	}
+	st.log.Warn("EventLogFile body ends inside a row before its LogFileLength (a cut transfer); the type resumes at this row on the next run",
+		"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "row", of.row)
 	st.count("file_incomplete", 1)
-	return false
+	st.closeFile()
+	st.finished = true
+	return true
 }
 
 // header takes the field names from the file's first record, its CSV header: the header is
@@ -417,6 +436,9 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 	case err != nil:
 		return source.Record{}, false, err
 	}
+	if st.cut(of, false) {
+		return source.Record{}, false, nil
+	}
 	st.fill(r)
 	nf := of.csv.NumFields()
 	r.ID = append(r.ID, of.info.ID...)
@@ -484,14 +506,9 @@ func (st *stream) rowRecord(rec source.Record) (source.Record, bool, error) {
 	end, err := of.csv.AtEnd()
 	done := false
 	if err == nil && end {
-		if st.complete(of) {
-			done = true
-			st.closeFile()
-		} else {
-			// The rest is not there yet: ship this row, then stop the type for the run.
-			st.closeFile()
-			st.finished = true
-		}
+		st.checkLength(of)
+		done = true
+		st.closeFile()
 	}
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: of.row, Done: done, created: f.created}
 	rec.Cursor = source.CursorJSON(st.arena.cursor(f.Created, f.ID, of.row, done))

@@ -48,8 +48,15 @@ type EventLogFileSpec struct {
 	// (Salesforce's "body not ready").
 	ReadyAt time.Time
 	// PartialUntil: before then the download serves only the first half
-	// of the rows (a blob listed before it was fully written).
+	// of the body's bytes (a blob listed before it was fully written), which
+	// usually ends inside a row; the transfer itself ends cleanly.
 	PartialUntil time.Time
+	// LengthDelta is added to the body's size to make the listed
+	// LogFileLength: positive lists more bytes than the download serves,
+	// negative fewer (Salesforce documents LogFileLength only as the file's
+	// length in bytes; whether it always equals the CSV as downloaded is not
+	// documented).
+	LengthDelta int64
 }
 
 // elfFile is the download side of an EventLogFile record.
@@ -57,6 +64,7 @@ type elfFile struct {
 	body         *elfBody
 	readyAt      time.Time
 	partialUntil time.Time
+	lengthDelta  int64
 }
 
 // AddEventLogFile adds an EventLogFile record with its (generated) CSV body
@@ -129,9 +137,9 @@ func (o *Org) AddEventLogFile(spec EventLogFileSpec) (string, error) {
 	}
 	body.key = splitmix64(uint64(o.opts.Seed) ^ hashString(rec.id))
 	body.length = body.lengthOf(body.rows)
-	rec.vals["LogFileLength"] = float64(body.length)
+	rec.vals["LogFileLength"] = float64(max(body.length+spec.LengthDelta, 0))
 	rec.visibleAt = spec.VisibleAt
-	rec.elf = &elfFile{body: body, readyAt: spec.ReadyAt, partialUntil: spec.PartialUntil}
+	rec.elf = &elfFile{body: body, readyAt: spec.ReadyAt, partialUntil: spec.PartialUntil, lengthDelta: spec.LengthDelta}
 	o.addRecord(rec)
 	return rec.id, nil
 }
@@ -156,11 +164,11 @@ func (o *Org) RegenerateEventLogFile(id string, at time.Time, rows int) error {
 		nb.rows = max(rows, old.rows)
 		nb.length = nb.lengthOf(nb.rows)
 		ts := at.UTC().Truncate(time.Millisecond)
-		r.elf = &elfFile{body: &nb, readyAt: r.elf.readyAt, partialUntil: r.elf.partialUntil}
+		r.elf = &elfFile{body: &nb, readyAt: r.elf.readyAt, partialUntil: r.elf.partialUntil, lengthDelta: r.elf.lengthDelta}
 		r.vals["CreatedDate"] = ts
 		r.vals["LastModifiedDate"] = ts
 		r.vals["SystemModstamp"] = ts
-		r.vals["LogFileLength"] = float64(nb.length)
+		r.vals["LogFileLength"] = float64(max(nb.length+r.elf.lengthDelta, 0))
 	}
 	if at.After(o.now()) {
 		o.schedule(at, apply)
@@ -235,16 +243,35 @@ func (o *Org) serveLogFile(w http.ResponseWriter, r *http.Request, c *execCtx, i
 		writeAPIError(w, notFound())
 		return
 	}
-	rows := f.body.rows
 	if !f.partialUntil.IsZero() && c.now.Before(f.partialUntil) {
-		rows /= 2
+		half := f.body.length / 2
+		o.streamBody(w, r, reset, "text/csv", func() int64 { return half }, func(dst io.Writer) error {
+			return f.body.writeTo(&prefixWriter{w: dst, left: half}, f.body.rows)
+		})
+		return
 	}
-	o.streamBody(w, r, reset, "text/csv", func() int64 {
-		if rows == f.body.rows {
-			return f.body.length
+	o.streamBody(w, r, reset, "text/csv", func() int64 { return f.body.length },
+		func(dst io.Writer) error { return f.body.writeTo(dst, f.body.rows) })
+}
+
+// prefixWriter passes the first left bytes to w and drops the rest.
+type prefixWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	n := len(b)
+	if int64(len(b)) > p.left {
+		b = b[:p.left]
+	}
+	if len(b) > 0 {
+		if _, err := p.w.Write(b); err != nil {
+			return 0, err
 		}
-		return f.body.lengthOf(rows)
-	}, func(dst io.Writer) error { return f.body.writeTo(dst, rows) })
+		p.left -= int64(len(b))
+	}
+	return n, nil
 }
 
 // streamBody writes a download, gzip-encoded when the client accepts it,

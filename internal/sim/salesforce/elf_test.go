@@ -254,8 +254,12 @@ func TestEventLogFileVisibilityAndReadiness(t *testing.T) {
 		t.Errorf("download before ReadyAt: %d", resp.StatusCode)
 	}
 	_, half := e.download(partial, false)
-	if rows := must[[][]string](t)(csv.NewReader(bytes.NewReader(half)).ReadAll()); len(rows) != 51 {
-		t.Errorf("partial body has %d rows", len(rows)-1)
+	var content bytes.Buffer
+	if err := e.org.EventLogFileContent(partial, &content); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(half, content.Bytes()[:content.Len()/2]) {
+		t.Errorf("partial body is %d bytes, want the first %d of %d", len(half), content.Len()/2, content.Len())
 	}
 	e.clock.Advance(10 * time.Minute)
 	if n := list(); n != 3 {
@@ -269,6 +273,18 @@ func TestEventLogFileVisibilityAndReadiness(t *testing.T) {
 	_, full := e.download(partial, false)
 	if !bytes.HasPrefix(full, half) || len(full) <= len(half) {
 		t.Error("full body does not extend the partial one")
+	}
+}
+
+func TestLogFileLengthAboveAndBelowTheBody(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	for _, delta := range []int64{100, -100} {
+		id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "Login", Rows: 20, LengthDelta: delta}))
+		_, body := e.download(id, false)
+		if got := int64(e.elfRecord(id)["LogFileLength"].(float64)); got != int64(len(body))+delta {
+			t.Errorf("delta %d: LogFileLength %d for a %d-byte body", delta, got, len(body))
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"net/http"
 	"time"
 )
 
@@ -43,11 +44,17 @@ type Fault struct {
 	// Times is how many matching requests are affected (0 = 1, negative =
 	// until ClearFaults).
 	Times int
+	// After lets this many matching requests pass untouched before the fault
+	// applies (a fault in the middle of a run).
+	After int
 	// Status answers with this HTTP status (e.g. 500, 503, 404) and Body.
 	Status int
 	// Body is the response body for Status (default: a Salesforce-style
 	// JSON error array matching the status).
 	Body string
+	// Limit selects the message of a 403 REQUEST_LIMIT_EXCEEDED default body
+	// (default LimitTotalRequests, the daily allocation).
+	Limit RequestLimit
 	// HTMLBody answers 200 with an HTML maintenance page.
 	HTMLBody bool
 	// Delay waits this long before answering (honors the request context).
@@ -70,6 +77,26 @@ func (o *Org) AddFault(f Fault) {
 	o.statMu.Lock()
 	defer o.statMu.Unlock()
 	o.faults = append(o.faults, &f)
+}
+
+// RequestLimit is the message of a 403 REQUEST_LIMIT_EXCEEDED answer: which
+// limit was exceeded.
+type RequestLimit string
+
+// The request limits Salesforce reports with REQUEST_LIMIT_EXCEEDED. The
+// daily total lasts until the rolling 24-hour usage falls; the concurrent
+// ones (too many requests of 20 s or more running in the org at once) clear
+// as soon as some of them finish.
+const (
+	LimitTotalRequests      RequestLimit = "TotalRequests Limit exceeded."
+	LimitConcurrentRequests RequestLimit = "ConcurrentRequests (Concurrent API Requests) Limit exceeded."
+	LimitConcurrentLongTxn  RequestLimit = "ConcurrentPerOrgLongTxn Limit exceeded."
+)
+
+// RequestLimitNext answers the next n requests of kind ("" = any REST call)
+// with 403 REQUEST_LIMIT_EXCEEDED for limit (negative n: until ClearFaults).
+func (o *Org) RequestLimitNext(kind CallKind, n int, limit RequestLimit) {
+	o.AddFault(Fault{Kind: kind, Times: n, Status: http.StatusForbidden, Limit: limit})
 }
 
 // FailNext answers the next n requests of kind ("" = any) with status.
@@ -147,6 +174,10 @@ func (o *Org) takeFault(kind CallKind) (*Fault, time.Duration) {
 	for i, f := range o.faults {
 		if f.Kind != "" && f.Kind != kind {
 			continue
+		}
+		if f.After > 0 {
+			f.After--
+			return nil, o.latency
 		}
 		cp := *f
 		if f.Times > 0 {

@@ -190,3 +190,34 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestRequestLimitFaults(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	q := ver + "/query?q=" + url.QueryEscape("SELECT Id FROM User")
+	e.org.RequestLimitNext(KindQuery, 2, LimitConcurrentRequests)
+	e.org.RequestLimitNext(KindQuery, 1, "")
+	for i, want := range []RequestLimit{LimitConcurrentRequests, LimitConcurrentRequests, LimitTotalRequests} {
+		resp, b := e.get(q)
+		var body []map[string]string
+		if resp.StatusCode != http.StatusForbidden || json.Unmarshal(b, &body) != nil || len(body) != 1 ||
+			body[0]["errorCode"] != CodeRequestLimitExceeded || body[0]["message"] != string(want) {
+			t.Fatalf("request %d: %d %s, want 403 %s", i, resp.StatusCode, b, want)
+		}
+	}
+	if resp, _ := e.get(q); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the faults: %d", resp.StatusCode)
+	}
+}
+
+func TestFaultAfter(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	q := ver + "/query?q=" + url.QueryEscape("SELECT Id FROM User")
+	e.org.AddFault(Fault{Kind: KindQuery, After: 2, Status: http.StatusServiceUnavailable})
+	for i, want := range []int{200, 200, 503, 200} {
+		if resp, _ := e.get(q); resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+}

@@ -116,7 +116,11 @@ func writeFaultStatus(w http.ResponseWriter, f *Fault) {
 	case http.StatusUnauthorized:
 		writeAPIError(w, newAPIError(f.Status, CodeInvalidSessionID, "Session expired or invalid"))
 	case http.StatusForbidden:
-		writeAPIError(w, newAPIError(f.Status, CodeRequestLimitExceeded, "TotalRequests Limit exceeded."))
+		msg := LimitTotalRequests
+		if f.Limit != "" {
+			msg = f.Limit
+		}
+		writeAPIError(w, newAPIError(f.Status, CodeRequestLimitExceeded, string(msg)))
 	case http.StatusBadGateway, http.StatusGatewayTimeout:
 		writeHTML(w, f.Status, "<html><body><h1>"+strconv.Itoa(f.Status)+" "+http.StatusText(f.Status)+"</h1></body></html>")
 	default:
@@ -214,7 +218,7 @@ func (o *Org) serveREST(w http.ResponseWriter, r *http.Request, rt route, now ti
 			used, limit := o.apiUsed, o.apiMax
 			o.statMu.Unlock()
 			w.Header().Set("Sforce-Limit-Info", "api-usage="+strconv.Itoa(used)+"/"+strconv.Itoa(limit))
-			writeAPIError(w, newAPIError(http.StatusForbidden, CodeRequestLimitExceeded, "TotalRequests Limit exceeded."))
+			writeAPIError(w, newAPIError(http.StatusForbidden, CodeRequestLimitExceeded, string(LimitTotalRequests)))
 			return
 		}
 		o.apiUsed++

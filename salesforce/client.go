@@ -167,6 +167,29 @@ type request struct {
 // send performs r with the retry policy; no authentication. On success the
 // caller owns resp.Body.
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.sendOnce(ctx, r)
+		if err == nil || classify(ctx, nil, err) != actWaitLimit {
+			return resp, err
+		}
+		wait, again := limitWait(ctx, c.opts.RetryWaitMin, c.opts.RetryWaitMax, c.opts.RetryMax, attempt)
+		if !again {
+			return nil, unavailable(fmt.Errorf("%w (gave up after %d attempts)", err, attempt+1))
+		}
+		c.rec.retries.Add(1)
+		c.log.Debug("salesforce: concurrent request limit, retrying", "kind", string(r.kind), "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// sendOnce performs r through the transient-failure retries of retryablehttp.
+func (c *Client) sendOnce(ctx context.Context, r request) (*http.Response, error) {
 	var body any
 	if r.body != nil {
 		body = r.body

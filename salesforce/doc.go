@@ -6,8 +6,8 @@
 // The client is built to spend as few API calls as the org's daily budget
 // allows: describes are cached per Client, query pages ask for up to 2000
 // rows (Sforce-Query-Options), an expired session costs exactly one token
-// request, and REQUEST_LIMIT_EXCEEDED is reported at once as ErrRequestLimit
-// instead of being retried. Every request is counted per Kind (see Stats) for
+// request, and the daily REQUEST_LIMIT_EXCEEDED is reported at once as
+// ErrRequestLimit instead of being retried. Every request is counted per Kind (see Stats) for
 // the run report, and the Sforce-Limit-Info header is exposed as APIUsage.
 //
 // What is retried, and how, is decided in one place (policy.go):
@@ -16,7 +16,13 @@
 //   - 5xx, 429, transport errors and unparseable 2xx bodies: exponential
 //     backoff with jitter, at most Options.RetryMax times, bounded by the
 //     context, and then ErrUnavailable;
-//   - REQUEST_LIMIT_EXCEEDED: ErrRequestLimit, never retried;
+//   - REQUEST_LIMIT_EXCEEDED is classified by its message: a concurrent
+//     limit ("ConcurrentRequests …", "ConcurrentPerOrgLongTxn …": too many
+//     long-running requests right now) is retried with the same backoff for
+//     as long as the context's deadline leaves time for the wait (RetryMax
+//     times without a deadline), then ErrConcurrentLimit and ErrUnavailable;
+//     the daily total ("TotalRequests …", or any other message) is
+//     ErrRequestLimit, never retried;
 //   - everything else (4xx): a typed *APIError, never retried.
 //
 // SOQL text must be assembled with the helpers in soql.go (QuoteString,

@@ -19,10 +19,19 @@ var (
 	// grant (see *AuthError), or the API rejected a freshly minted session.
 	ErrAuth = errors.New("salesforce: authentication failed")
 
-	// ErrRequestLimit marks 403 REQUEST_LIMIT_EXCEEDED: the org's rolling
-	// 24-hour API allocation is exhausted. It is never retried; the job reports
-	// the run as unavailable and stops calling the org.
+	// ErrRequestLimit marks 403 REQUEST_LIMIT_EXCEEDED for the org's rolling
+	// 24-hour API allocation ("TotalRequests Limit exceeded."), and for any
+	// REQUEST_LIMIT_EXCEEDED whose message names no concurrent limit. It is
+	// never retried; the job stops calling the org for the run.
 	ErrRequestLimit = errors.New("salesforce: org API request limit exceeded")
+
+	// ErrConcurrentLimit marks 403 REQUEST_LIMIT_EXCEEDED for a concurrent
+	// limit ("ConcurrentRequests (Concurrent API Requests) Limit exceeded.",
+	// "ConcurrentPerOrgLongTxn Limit exceeded."): too many long-running
+	// requests in the org at this moment, which clears in seconds. It is
+	// retried with backoff for as long as the context allows; when that runs
+	// out the error is also ErrUnavailable. It is never ErrRequestLimit.
+	ErrConcurrentLimit = errors.New("salesforce: org concurrent request limit exceeded")
 
 	// ErrUnavailable marks a transient failure that outlasted the retries:
 	// 5xx answers, transport errors, unparseable 2xx bodies, a response body
@@ -104,16 +113,28 @@ func (e *APIError) Error() string {
 }
 
 // Is maps error codes onto the package sentinels, so that
-// errors.Is(err, ErrRequestLimit) holds for REQUEST_LIMIT_EXCEEDED and
+// errors.Is(err, ErrRequestLimit) holds for the daily REQUEST_LIMIT_EXCEEDED,
+// errors.Is(err, ErrConcurrentLimit) for a concurrent one, and
 // errors.Is(err, ErrURITooLong) for 414/431.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrRequestLimit:
-		return e.ErrorCode == CodeRequestLimitExceeded
+		return e.ErrorCode == CodeRequestLimitExceeded && !concurrentLimit(e.Message)
+	case ErrConcurrentLimit:
+		return e.ErrorCode == CodeRequestLimitExceeded && concurrentLimit(e.Message)
 	case ErrURITooLong:
 		return e.StatusCode == http.StatusRequestURITooLong || e.StatusCode == http.StatusRequestHeaderFieldsTooLarge
 	}
 	return false
+}
+
+// concurrentLimit reports whether a REQUEST_LIMIT_EXCEEDED message names one of
+// the concurrent limits (their names start with "Concurrent":
+// ConcurrentRequests, ConcurrentPerOrgLongTxn) rather than the daily total
+// (TotalRequests). A message naming neither counts as the daily limit: the
+// safe reading, since retrying an exhausted daily allocation only burns it.
+func concurrentLimit(msg string) bool {
+	return !strings.Contains(msg, "TotalRequests") && strings.Contains(msg, "Concurrent")
 }
 
 // AuthError is an OAuth error answer from the token or userinfo endpoint:

@@ -26,6 +26,10 @@ const (
 	// actReauth invalidates the token used (compare-and-clear), mints a new
 	// one and repeats the request exactly once.
 	actReauth
+	// actWaitLimit retries a concurrent-request limit (ErrConcurrentLimit)
+	// after the same backoff for as long as the context allows (see
+	// limitWait): such a limit clears when other requests of the org finish.
+	actWaitLimit
 )
 
 // statusActions maps HTTP statuses to actions; statuses not listed are
@@ -60,6 +64,8 @@ func classify(ctx context.Context, resp *http.Response, err error) action {
 		var apiErr *APIError
 		var authErr *AuthError
 		switch {
+		case errors.Is(err, ErrConcurrentLimit):
+			return actWaitLimit
 		case errors.As(err, &apiErr):
 			return classifyStatus(apiErr.StatusCode, apiErr.ErrorCode)
 		case errors.As(err, &authErr):
@@ -138,6 +144,19 @@ func backoff(lo, hi time.Duration, attempt int, _ *http.Response) time.Duration 
 		return d
 	}
 	return half + rand.N(half+1)
+}
+
+// limitWait is the wait before retry number attempt (0-based) of a
+// concurrent-request limit, and whether to retry at all: the usual backoff,
+// for as long as the context's deadline leaves time for the wait (the run's
+// deadline bounds it, not a count); a context without a deadline gets
+// RetryMax retries like any transient failure.
+func limitWait(ctx context.Context, lo, hi time.Duration, retryMax, attempt int) (time.Duration, bool) {
+	d := backoff(lo, hi, attempt, nil)
+	if dl, ok := ctx.Deadline(); ok {
+		return d, time.Until(dl) > d
+	}
+	return d, attempt < retryMax
 }
 
 // needsReauth reports whether err, returned for an authorized request, means

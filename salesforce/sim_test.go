@@ -483,6 +483,9 @@ func TestSimPolicy(t *testing.T) {
 		{"html on 200 always", func(o *simsf.Org) { o.HTMLNext(simsf.KindQuery, -1) }, salesforce.ErrBadResponse, 4},
 		{"request limit", func(o *simsf.Org) { o.SetRequestLimitExceeded(true) }, salesforce.ErrRequestLimit, 1},
 		{"daily limit used up", func(o *simsf.Org) { o.SetDailyAPILimit(10); o.SetAPIUsage(10) }, salesforce.ErrRequestLimit, 1},
+		{"daily limit fault", func(o *simsf.Org) { o.RequestLimitNext(simsf.KindQuery, 1, simsf.LimitTotalRequests) }, salesforce.ErrRequestLimit, 1},
+		{"concurrent limit twice then ok", func(o *simsf.Org) { o.RequestLimitNext(simsf.KindQuery, 2, simsf.LimitConcurrentRequests) }, nil, 3},
+		{"concurrent limit always", func(o *simsf.Org) { o.RequestLimitNext(simsf.KindQuery, -1, simsf.LimitConcurrentLongTxn) }, salesforce.ErrConcurrentLimit, 4},
 		{"401 once", func(o *simsf.Org) { o.FailNext(simsf.KindQuery, 1, 401) }, nil, 2},
 		{"session expired", func(o *simsf.Org) { o.ExpireSessionBefore(simsf.KindQuery, 1) }, nil, 2},
 		{"401 always", func(o *simsf.Org) { o.FailNext(simsf.KindQuery, -1, 401) }, salesforce.ErrAuth, 2},
@@ -508,6 +511,40 @@ func TestSimPolicy(t *testing.T) {
 				t.Fatalf("org saw %d queries, want %d", n, tt.wantCalls)
 			}
 		})
+	}
+}
+
+// TestSimConcurrentLimitIsBoundedByTheDeadline: under a context deadline a concurrent-request
+// limit is retried past RetryMax for as long as the deadline leaves time for the next wait, and
+// given up at once when it does not; the daily limit is never retried.
+func TestSimConcurrentLimitIsBoundedByTheDeadline(t *testing.T) {
+	env := sftest.Start(t, simsf.Options{})
+	insertLoginHistory(t, env.Org, 3)
+	c := env.Client(t, func(o *salesforce.Options) {
+		o.RetryMax, o.RetryWaitMin, o.RetryWaitMax = 3, time.Millisecond, time.Millisecond
+	})
+	if _, err := c.Session(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env.RequestLimitNext(simsf.KindQuery, 10, simsf.LimitConcurrentRequests)
+	if p, err := c.Query(ctx, "SELECT Id FROM LoginHistory"); err != nil || len(p.Records) != 3 {
+		t.Fatalf("after 10 concurrent-limit answers within the deadline: %v, %v", p, err)
+	}
+	if n := env.CallCount(simsf.KindQuery); n != 11 {
+		t.Fatalf("org saw %d queries, want 11", n)
+	}
+
+	slow := env.Client(t, func(o *salesforce.Options) { o.RetryWaitMin, o.RetryWaitMax = time.Hour, time.Hour })
+	env.ResetCalls()
+	env.RequestLimitNext(simsf.KindQuery, -1, simsf.LimitConcurrentRequests)
+	_, err := slow.Query(ctx, "SELECT Id FROM LoginHistory")
+	if !errors.Is(err, salesforce.ErrConcurrentLimit) || !errors.Is(err, salesforce.ErrUnavailable) || errors.Is(err, salesforce.ErrRequestLimit) {
+		t.Fatalf("a wait past the deadline: %v, want ErrConcurrentLimit and ErrUnavailable", err)
+	}
+	if n := env.CallCount(simsf.KindQuery); n != 1 {
+		t.Fatalf("org saw %d queries, want 1: the next wait does not fit before the deadline", n)
 	}
 }
 

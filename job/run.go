@@ -139,13 +139,15 @@ func (r *run) invoke(ctx context.Context) {
 
 	// intake stops on the caller's cancellation (signals), the intake deadline, lease loss, a
 	// budget, or a failure; pushes are aborted only by the caller or lease loss.
-	intakeCtx, stopIntake := context.WithCancelCause(ctx)
+	// The intake deadline is the context's own, so that a source can see how long it may wait
+	// (the Salesforce client retries a concurrent-request limit until then).
+	intakeStop := r.deadline.Add(-(r.opts.PushReserve + r.opts.CommitReserve + r.opts.ReleaseReserve))
+	untilStop, cancelStop := context.WithDeadlineCause(ctx, intakeStop, errIntakeDeadline)
+	defer cancelStop()
+	intakeCtx, stopIntake := context.WithCancelCause(untilStop)
 	pushBase, abortPushes := context.WithCancelCause(ctx)
 	defer stopIntake(errStopped)
 	defer abortPushes(errStopped)
-	intakeStop := r.deadline.Add(-(r.opts.PushReserve + r.opts.CommitReserve + r.opts.ReleaseReserve))
-	timer := time.AfterFunc(time.Until(intakeStop), func() { stopIntake(errIntakeDeadline) })
-	defer timer.Stop()
 	watchDone := make(chan struct{})
 	defer close(watchDone)
 	go func() {

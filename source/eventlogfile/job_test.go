@@ -147,3 +147,48 @@ func TestThroughJobUnderAnOrgPrefix(t *testing.T) {
 		t.Fatalf("%d entries carry org=eu, want the 25 of the org run", n)
 	}
 }
+
+// TestRequestLimitsThroughJob: REQUEST_LIMIT_EXCEEDED in the middle of a run, on the second
+// download, after the API file has shipped (the keys are served in order: API, then Login). A
+// concurrent-request limit is retried within the run and the run ends ok with every row
+// delivered; the daily limit stops every source for the run, which ends partial (something had
+// shipped, troubleshooting.md) and downloads nothing more.
+func TestRequestLimitsThroughJob(t *testing.T) {
+	for _, tc := range []struct {
+		limit     simsf.RequestLimit
+		outcome   job.Outcome
+		records   int64
+		downloads int
+	}{
+		{simsf.LimitConcurrentRequests, job.OutcomeOK, 30 + 25 + 20, 3 + 2},
+		{simsf.LimitConcurrentLongTxn, job.OutcomeOK, 30 + 25 + 20, 3 + 2},
+		{simsf.LimitTotalRequests, job.OutcomePartial, 20, 2},
+	} {
+		t.Run(string(tc.limit), func(t *testing.T) {
+			e := newEnv(t, simsf.Options{})
+			day := epoch.Truncate(24 * time.Hour)
+			e.addFile(simsf.EventLogFileSpec{Rows: 30, LogDate: day.Add(-48 * time.Hour), CreatedDate: epoch.Add(-5 * time.Hour)})
+			e.addFile(simsf.EventLogFileSpec{Rows: 25, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-4 * time.Hour)})
+			e.addFile(simsf.EventLogFileSpec{EventType: "API", Rows: 20, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-4 * time.Hour)})
+			e.org.AddFault(simsf.Fault{Kind: simsf.KindDownload, After: 1, Times: 2, Status: 403, Limit: tc.limit})
+			srv := simloki.New(simloki.Options{Now: e.clock.Now, OutOfOrderWindow: 72 * time.Hour})
+			sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
+				ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
+			src := e.source(Options{EventTypes: []string{"Login", "API"}})
+			rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
+			if rep.Outcome != tc.outcome || rep.Records != tc.records {
+				t.Fatalf("outcome %s with %d records (%s %v), want %s with %d", rep.Outcome, rep.Records, rep.Error, rep.Errors, tc.outcome, tc.records)
+			}
+			if n := int64(len(srv.Entries())); n != tc.records {
+				t.Fatalf("the receiver holds %d entries, want %d", n, tc.records)
+			}
+			if n := e.org.CallCount(simsf.KindDownload); n != tc.downloads {
+				t.Fatalf("%d downloads, want %d", n, tc.downloads)
+			}
+		})
+	}
+}

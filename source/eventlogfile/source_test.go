@@ -640,18 +640,30 @@ func TestHashedFieldNeverLeaves(t *testing.T) {
 	}
 }
 
+// TestThrottleNeverAbandons: a download refused by the daily limit, or by a concurrent limit
+// that outlasts the retries, stops the type without abandoning the file, however old it is.
 func TestThrottleNeverAbandons(t *testing.T) {
-	e := newEnv(t, simsf.Options{})
-	e.addFile(simsf.EventLogFileSpec{Rows: 5, CreatedDate: epoch.Add(-40 * time.Hour)}) // older than download_max_age
-	src := e.source(Options{Lookback: 48 * time.Hour})
-	cursors := map[string]json.RawMessage{}
-	e.run(src, cursors, 100, nil) // mint the token and list once before the org runs dry
-	cursors = map[string]json.RawMessage{}
-	e.org.AddFault(simsf.Fault{Kind: simsf.KindDownload, Status: 403, Body: `[{"errorCode":"REQUEST_LIMIT_EXCEEDED","message":"TotalRequests Limit exceeded."}]`})
-	res := e.run(src, cursors, 100, nil)
-	err := res.errs[Key("Login")]
-	if !errors.Is(err, salesforce.ErrRequestLimit) || res.counts["file_abandoned"] != 0 || cursors[Key("Login")] != nil {
-		t.Fatalf("throttled download: err %v, counts %v, cursor %s", err, res.counts, cursors[Key("Login")])
+	for _, tc := range []struct {
+		limit simsf.RequestLimit
+		want  error
+	}{
+		{simsf.LimitTotalRequests, salesforce.ErrRequestLimit},
+		{simsf.LimitConcurrentRequests, salesforce.ErrConcurrentLimit},
+	} {
+		t.Run(string(tc.limit), func(t *testing.T) {
+			e := newEnv(t, simsf.Options{})
+			e.addFile(simsf.EventLogFileSpec{Rows: 5, CreatedDate: epoch.Add(-40 * time.Hour)}) // older than download_max_age
+			src := e.source(Options{Lookback: 48 * time.Hour})
+			cursors := map[string]json.RawMessage{}
+			e.run(src, cursors, 100, nil) // mint the token and list once before the org runs dry
+			cursors = map[string]json.RawMessage{}
+			e.org.RequestLimitNext(simsf.KindDownload, -1, tc.limit)
+			res := e.run(src, cursors, 100, nil)
+			err := res.errs[Key("Login")]
+			if !errors.Is(err, tc.want) || res.counts["file_abandoned"] != 0 || cursors[Key("Login")] != nil {
+				t.Fatalf("throttled download: err %v, counts %v, cursor %s", err, res.counts, cursors[Key("Login")])
+			}
+		})
 	}
 }
 

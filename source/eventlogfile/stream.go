@@ -150,7 +150,7 @@ func (st *stream) failed(ctx context.Context, f fileInfo, err error) (source.Rec
 	if ctx.Err() != nil {
 		return source.Record{}, ctx.Err()
 	}
-	if errors.Is(err, salesforce.ErrRequestLimit) {
+	if errors.Is(err, salesforce.ErrRequestLimit) || errors.Is(err, salesforce.ErrConcurrentLimit) {
 		st.finished = true // throttled: never a reason to abandon a file
 		return source.Record{}, err
 	}

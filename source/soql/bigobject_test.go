@@ -35,6 +35,11 @@ func pullAll(t *testing.T, e *env, opts soql.Options, budget int) (order [][2]st
 			t.Fatalf("run %d delivered %d records, budget %d", runs, len(res.entries()), budget)
 		}
 		for _, rec := range res.entries() {
+			// Like a real org, the simulated one gives every Big Object row the empty Id: the
+			// source keys rows on EventIdentifier and never relies on Id.
+			if id := lineField(t, rec, "Id"); id != simsf.EmptyID {
+				t.Fatalf("Big Object row with Id %q, want %s: %s", id, simsf.EmptyID, rec.Entry.Line)
+			}
 			order = append(order, [2]string{lineField(t, rec, "EventDate"), lineField(t, rec, "EventIdentifier")})
 		}
 		cursors = res.cursors

@@ -72,8 +72,11 @@ func TestBigObjectPaging(t *testing.T) {
 	if p.Records[0]["EventDate"] != sfDateTime(tie.Add(100*time.Second)) {
 		t.Errorf("first row %v is not the newest", p.Records[0]["EventDate"])
 	}
-	if _, has := p.Records[0]["attributes"].(map[string]any)["url"]; has {
-		t.Error("big object rows carry no attributes.url")
+	// As in real orgs, every row carries the empty id, and attributes.url is built from it.
+	for _, r := range p.Records {
+		if r["Id"] != EmptyID || r["attributes"].(map[string]any)["url"] != ver+"/sobjects/LoginEvent/"+EmptyID {
+			t.Fatalf("big object row: Id %v, attributes %v", r["Id"], r["attributes"])
+		}
 	}
 	// Within the tie, index order is EventIdentifier ascending, so the
 	// documented pager EventDate = tie AND EventIdentifier > last drains it.
@@ -123,5 +126,24 @@ func TestBigObjectNeedsRTEMPermission(t *testing.T) {
 	noErr(t, e.org.SetPermissions(testUser, p))
 	if code, _, ec := e.query("SELECT Id FROM LoginEvent"); code != 400 || ec != CodeInvalidType {
 		t.Errorf("without RTEM permission: %d %s", code, ec)
+	}
+}
+
+func TestBigObjectRealIDs(t *testing.T) {
+	e, _ := bigEnv(t, Options{BigObjectRealIDs: true})
+	_, p, ec := e.query("SELECT Id, EventIdentifier FROM LoginEvent WHERE EventDate >= 2026-06-30T00:00:00Z ORDER BY EventDate DESC LIMIT 200")
+	if ec != "" || len(p.Records) == 0 {
+		t.Fatalf("query: %s, %d rows", ec, len(p.Records))
+	}
+	ids := map[any]bool{}
+	for _, r := range p.Records {
+		id, _ := r["Id"].(string)
+		if id == EmptyID || r["attributes"].(map[string]any)["url"] != ver+"/sobjects/LoginEvent/"+id {
+			t.Fatalf("row %v", r)
+		}
+		ids[id] = true
+	}
+	if len(ids) != len(p.Records) {
+		t.Fatalf("%d distinct ids for %d rows", len(ids), len(p.Records))
 	}
 }

@@ -48,7 +48,9 @@
 // Big Objects (LoginEvent, ApiEvent): no aggregates, ORDER BY must start
 // with EventDate DESC, no nextRecordsUrl (done:true), at most
 // Options.BigObjectMaxRows rows, rows in index order (EventDate DESC,
-// EventIdentifier ASC). BigObjectStrict (default) also allows filters only
+// EventIdentifier ASC), each with the empty Id 000000000000000AAA and an
+// attributes.url built from it, as real orgs answer (Options.BigObjectRealIDs
+// gives them their own). BigObjectStrict (default) also allows filters only
 // on EventDate / EventIdentifier with = < <= > >= and EventIdentifier only
 // after an EventDate equality, and ORDER BY EventDate DESC alone;
 // BigObjectPermissive accepts what the Python original assumed (Id NOT IN,

@@ -84,6 +84,12 @@ type Options struct {
 	DefaultBatchSize int
 	// BigObjectMode selects strict (default) or permissive Big Object rules.
 	BigObjectMode BigObjectMode
+	// BigObjectRealIDs gives Big Object rows (LoginEvent, ApiEvent) their own
+	// Id in query results. By default they carry the empty id
+	// 000000000000000AAA, and attributes.url is built from it, as real orgs
+	// answer: a Big Object row is identified by its index fields
+	// (EventDate, EventIdentifier), not by Id.
+	BigObjectRealIDs bool
 	// BigObjectMaxRows caps the rows one Big Object query returns (default 200).
 	BigObjectMaxRows int
 	// BigObjectEmptyIDs makes Big Object rows report Id 000000000000000AAA

@@ -181,12 +181,23 @@ func (c *execCtx) sobjectURL(obj *object, id string) string {
 	return prefix + "/sobjects/" + obj.name + "/" + id
 }
 
+// EmptyID is the Id real orgs return for Big Object rows.
+const EmptyID = "000000000000000AAA"
+
+// shownID is the Id a query result shows for a record of obj.
+func (c *execCtx) shownID(obj *object, id string) string {
+	if obj.isBig() && !c.o.opts.BigObjectRealIDs {
+		return EmptyID
+	}
+	return id
+}
+
 func (c *execCtx) appendAttributes(b []byte, obj *object, id string) []byte {
 	b = append(b, `"attributes":{"type":`...)
 	b = appendJSONString(b, obj.name)
-	if !obj.isBig() && id != "" {
+	if id != "" {
 		b = append(b, `,"url":`...)
-		b = appendJSONString(b, c.sobjectURL(obj, id))
+		b = appendJSONString(b, c.sobjectURL(obj, c.shownID(obj, id)))
 	}
 	return append(b, '}')
 }
@@ -199,7 +210,11 @@ func (c *execCtx) appendRecord(b []byte, p *plan, r *record) []byte {
 		if col.res != nil {
 			b = appendJSONString(b, col.res.f.Name)
 			b = append(b, ':')
-			b = c.appendValue(b, col.res.f, p.obj, r.id, c.get(col.res, r))
+			v := c.get(col.res, r)
+			if col.res.f.Name == "Id" && v != nil {
+				v = c.shownID(p.obj, r.id)
+			}
+			b = c.appendValue(b, col.res.f, p.obj, r.id, v)
 			continue
 		}
 		b = appendJSONString(b, col.rel.RelName)

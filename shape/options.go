@@ -33,8 +33,9 @@ const (
 // MaskMode selects how OpMask hides a value.
 type MaskMode string
 
-// Mask modes. Whatever the mode, a value that is not recognized as what the mode expects is
-// masked in full, so a mask never leaks a value it did not understand.
+// Mask modes. A value that is not recognized as what the mode expects is masked in full, so a
+// mask never leaks a value it did not understand — except that MaskIP leaves a value holding no
+// IP address at all unchanged (an EventLogFile CLIENT_IP of "Salesforce.com IP").
 const (
 	// MaskAuto masks e-mail addresses as MaskEmail, IP addresses as MaskIP, anything else as
 	// MaskFull. It is the default.
@@ -43,7 +44,10 @@ const (
 	// jane.doe@example.com → j***@example.com.
 	MaskEmail MaskMode = "email"
 	// MaskIP zeroes the host part: the last octet of an IPv4 address (10.1.2.3 → 10.1.2.0), all
-	// but the first 48 bits of an IPv6 address (2001:db8:1:2::5 → 2001:db8:1::).
+	// but the first 48 bits of an IPv6 address (2001:db8:1:2::5 → 2001:db8:1::), and so of each
+	// address of a comma- or space-separated list. A value without any address in it
+	// ("Salesforce.com IP", "unknown") is not changed; other text holding an address is masked
+	// in full.
 	MaskIP MaskMode = "ip"
 	// MaskFull replaces every character by '*', keeping the length in characters.
 	MaskFull MaskMode = "full"

@@ -159,7 +159,19 @@ func TestMask(t *testing.T) {
 		{MaskAuto, "secret", "******"},
 		{MaskAuto, "héllo", "*****"},
 		{MaskEmail, "not an email", "************"},
-		{MaskIP, "jane@example.com", "****************"},
+		{MaskIP, "10.1.2.3", "10.1.2.0"},
+		{MaskIP, "2001:db8:1:2::5", "2001:db8:1::"},
+		// A value without an address is not an address to hide: left as it is.
+		{MaskIP, "Salesforce.com IP", "Salesforce.com IP"},
+		{MaskIP, "unknown", "unknown"},
+		{MaskIP, "jane@example.com", "jane@example.com"},
+		// A forwarded-for chain: each address masked, the separators kept.
+		{MaskIP, "10.1.2.3, 192.0.2.77", "10.1.2.0, 192.0.2.0"},
+		{MaskIP, "2001:db8:1:2::5,10.0.0.9", "2001:db8:1::,10.0.0.0"},
+		// Other text holding an address is masked in full.
+		{MaskIP, "client 10.1.2.3 via proxy", "*************************"},
+		{MaskIP, "abc1.2.3.4", "**********"},
+		{MaskIP, "host [2001:db8::1]", "******************"},
 		{MaskFull, "10.1.2.3", "********"},
 		{MaskAuto, "", ""},
 	}

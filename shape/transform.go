@@ -64,6 +64,12 @@ func (o *fieldOp) apply(h *hasher, v []byte, kind Kind, scratch []byte) ([]byte,
 		if len(v) == 0 || kind == Null {
 			return v, kind
 		}
+		if o.mode == MaskIP {
+			if out, changed := maskIPs(scratch[:0], v); changed {
+				return out, String
+			}
+			return v, kind
+		}
 		return mask(scratch[:0], v, o.mode), String
 	case OpRegexReplace:
 		if kind == Null {
@@ -79,10 +85,6 @@ func mask(dst, v []byte, mode MaskMode) []byte {
 	switch mode {
 	case MaskEmail:
 		if out, ok := maskEmail(dst, v); ok {
-			return out
-		}
-	case MaskIP:
-		if out, ok := maskIP(dst, v); ok {
 			return out
 		}
 	case MaskFull:
@@ -114,6 +116,72 @@ func maskEmail(dst, v []byte) ([]byte, bool) {
 	dst = append(dst, v[:n]...)
 	dst = append(dst, "***"...)
 	return append(dst, v[at:]...), true
+}
+
+// maskIPs is MaskIP: an address is masked (maskIP), and so is each address of a list of them
+// separated by commas and spaces (an X-Forwarded-For chain); a value holding no address at all
+// ("Salesforce.com IP", "unknown") is not an address to hide and is left alone (changed false);
+// any other value with an address inside is masked in full, so no address leaks from text the
+// mode does not understand.
+func maskIPs(dst, v []byte) (out []byte, changed bool) {
+	if out, ok := maskIP(dst, v); ok {
+		return out, true
+	}
+	start, list := len(dst), true
+	for rest := v; len(rest) > 0 && list; {
+		sep := bytes.IndexAny(rest, ", ")
+		item := rest
+		if sep >= 0 {
+			item = rest[:sep]
+		}
+		if len(item) > 0 {
+			if dst, list = maskIP(dst, item); !list {
+				break
+			}
+		} else if sep < 0 {
+			break
+		}
+		if sep < 0 {
+			rest = nil
+			continue
+		}
+		dst = append(dst, rest[sep])
+		rest = rest[sep+1:]
+	}
+	if list && len(dst) > start {
+		return dst, true
+	}
+	dst = dst[:start]
+	if !containsIP(v) {
+		return dst, false
+	}
+	return maskFull(dst, v), true
+}
+
+// containsIP reports whether v holds an IP address: a run of digits and dots that is an IPv4
+// address, or a run of hex digits, dots and colons that is an address.
+func containsIP(v []byte) bool {
+	v4 := func(c byte) bool { return c >= '0' && c <= '9' || c == '.' }
+	any := func(c byte) bool { return v4(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == ':' }
+	for _, in := range []func(byte) bool{v4, any} {
+		for i := 0; i < len(v); {
+			if !in(v[i]) {
+				i++
+				continue
+			}
+			j := i
+			for j < len(v) && in(v[j]) {
+				j++
+			}
+			if tok := bytes.Trim(v[i:j], ".:"); len(tok) >= 2 {
+				if _, ok := maskIP(nil, tok); ok {
+					return true
+				}
+			}
+			i = j
+		}
+	}
+	return false
 }
 
 // maskIP zeroes the host part of an IPv4 (last octet) or IPv6 (all but /48) address.

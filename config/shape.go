@@ -25,7 +25,7 @@ type ShapeTransform struct {
 	Name        string            `yaml:"name" desc:"Name of a drop_row rule, reported in skip reasons (drop_row:<name>)."`
 	Types       []string          `yaml:"types" desc:"Limit to these event types / objects (empty = all)."`
 	Fields      []string          `yaml:"fields" example:"[USER_ID, USER_NAME]" desc:"Fields the transform applies to (names or globs such as *_IP, case-insensitive); not for drop_row."`
-	Mode        string            `yaml:"mode" desc:"mask only: auto (default: e-mail and IP aware), email, ip or full."`
+	Mode        string            `yaml:"mode" desc:"mask only: auto (default: e-mail and IP aware), email, ip (each address of the value masked; a value holding no address, such as Salesforce.com IP, is left as it is) or full."`
 	Pattern     string            `yaml:"pattern" desc:"regex_replace only: Go regular expression, checked at load."`
 	Replacement string            `yaml:"replacement" desc:"regex_replace only: replacement ($1, ${name} expand groups)."`
 	Match       map[string]string `yaml:"match" desc:"drop_row only: field -> value glob; the row is dropped when all match (an empty match drops every row of the types)."`

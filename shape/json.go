@@ -61,8 +61,13 @@ func appendJSONValue(dst []byte, kind Kind, v []byte) []byte {
 			return append(dst, v...)
 		}
 	case Bool:
-		if string(v) == "true" || string(v) == "false" {
+		switch string(v) {
+		case "true", "false":
 			return append(dst, v...)
+		case "1": // EventLogFile writes Boolean columns as 1 and 0
+			return append(dst, "true"...)
+		case "0":
+			return append(dst, "false"...)
 		}
 	}
 	// Invalid UTF-8 becomes U+FFFD itself, not its escape: the line is what people read, and

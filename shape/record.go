@@ -9,13 +9,14 @@ import (
 type Kind uint8
 
 // Field kinds. A value whose kind does not fit it (a Number that is not a JSON number, a Bool
-// other than true/false) is written as a string.
+// other than true/false/1/0) is written as a string.
 const (
 	// String values are written as JSON strings (the default).
 	String Kind = iota
 	// Number values are written bare when they are valid JSON numbers.
 	Number
-	// Bool values are written bare when they are true or false.
+	// Bool values are written bare when they are true or false, and 1 and 0 as true and false
+	// (the form of EventLogFile's Boolean columns).
 	Bool
 	// Null fields are written as null; their value is ignored.
 	Null

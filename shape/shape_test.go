@@ -59,12 +59,15 @@ func meta(e loki.Entry) map[string]string {
 
 func TestLineKeepsFieldOrderAndKinds(t *testing.T) {
 	s := mustShaper(t, Options{})
-	p := s.Plan(Schema{Source: "eventlogfile", Type: "API", Fields: []string{"Z", "A", "N", "B", "NUL", "BAD"}})
+	p := s.Plan(Schema{Source: "eventlogfile", Type: "API", Fields: []string{"Z", "A", "N", "B", "B1", "B0", "BX", "NUL", "BAD"}})
 	var r Record
 	r.AppendString("Z", String, "last\"quoted\"\n")
 	r.AppendString("A", String, "")
 	r.AppendString("N", Number, "12899.0")
 	r.AppendString("B", Bool, "true")
+	r.AppendString("B1", Bool, "1")
+	r.AppendString("B0", Bool, "0")
+	r.AppendString("BX", Bool, "2")
 	r.AppendString("NUL", Null, "ignored")
 	r.AppendString("BAD", Number, "12,5")
 	r.Time = time.Unix(1, 0)
@@ -72,7 +75,7 @@ func TestLineKeepsFieldOrderAndKinds(t *testing.T) {
 	if skip != "" {
 		t.Fatalf("skipped: %s", skip)
 	}
-	want := `{"Z":"last\"quoted\"\n","A":"","N":12899.0,"B":true,"NUL":null,"BAD":"12,5"}`
+	want := `{"Z":"last\"quoted\"\n","A":"","N":12899.0,"B":true,"B1":true,"B0":false,"BX":"2","NUL":null,"BAD":"12,5"}`
 	if e.Line != want {
 		t.Fatalf("line\n got %s\nwant %s", e.Line, want)
 	}

@@ -43,15 +43,15 @@
 //
 // # Rows
 //
-// The CSV reader handles the quirks of §4.5: the first record is the header and names the
+// The CSV reader handles the quirks of Salesforce's CSV: the first record is the header and names the
 // columns (trimmed; LogFileFieldNames is only used to match LogFileFieldTypes to them by name),
 // quoted fields with commas, quotes and line breaks, \n or \r\n, a UTF-8 BOM,
 // blank lines, ragged rows (missing cells are empty, extra cells go to the field "_extra"
 // joined by commas) and rows over max_row_bytes (skipped, counted row_too_large). Each row
 // becomes a JSON object with the columns in file order. Values are strings, except that columns
 // typed Number or Boolean in LogFileFieldTypes are written as JSON numbers and booleans when
-// they parse as such (Options.StringValues turns that off). The entry time is the row's
-// TIMESTAMP_DERIVED (configurable), else TIMESTAMP, else the file's LogDate (counted
+// they parse as such, a Boolean column's 1 and 0 as true and false (Options.StringValues
+// turns that off). The entry time is the row's TIMESTAMP_DERIVED (configurable), else TIMESTAMP, else the file's LogDate (counted
 // timestamp_fallback). Rows the shaper drops or samples out become Skip records, so the cursor
 // still advances over them.
 package eventlogfile

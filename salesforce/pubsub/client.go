@@ -153,7 +153,7 @@ func New(auth Authenticator, opts Options) (*Client, error) {
 	}
 	dial := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		// HTTP/2 pings find a half-open connection (reference §6.7).
+		// HTTP/2 pings find a half-open connection.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
 	}

@@ -118,7 +118,7 @@ func (e *StatusError) Is(target error) bool {
 	return false
 }
 
-// replayLost applies the policy of reference/salesforce.md §6.5: INVALID_ARGUMENT while resuming
+// replayLost applies the replay policy: INVALID_ARGUMENT while resuming
 // from a stored id is a lost replay position when the error-code trailer says the replay id is
 // corrupted, or when the server sent no trailer at all (older servers); INVALID_ARGUMENT with
 // another error code keeps the position (it is a different problem, reported as is).

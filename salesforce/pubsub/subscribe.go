@@ -52,7 +52,7 @@ func (p Preset) proto() pubsubpb.ReplayPreset {
 	return pubsubpb.ReplayPreset_LATEST
 }
 
-// SubscribeRequest is one bounded pull from a topic (reference/salesforce.md §6.9).
+// SubscribeRequest is one bounded pull from a topic.
 type SubscribeRequest struct {
 	// Topic is the topic name, e.g. /event/LoginEventStream or /data/AccountChangeEvent.
 	Topic string

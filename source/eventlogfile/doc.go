@@ -1,4 +1,4 @@
-// Package eventlogfile is the EventLogFile source (reference/salesforce.md §4): it lists the
+// Package eventlogfile is the EventLogFile source: it lists the
 // EventLogFile records of each configured event type and interval, streams each file's CSV and
 // turns every row into one Loki entry through package shape.
 //

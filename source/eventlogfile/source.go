@@ -30,7 +30,7 @@ const (
 	IntervalDaily  = "Daily"
 )
 
-// Defaults of Options (salesforce.md §9.3).
+// Defaults of Options.
 const (
 	DefaultInterval        = IntervalHourly
 	DefaultLookback        = 24 * time.Hour
@@ -174,7 +174,7 @@ func (s *Source) ctx(ctx context.Context) context.Context {
 }
 
 // sfNow is the current time on Salesforce's clock: the local clock plus the offset measured from
-// response Date headers when it exceeds 30 s (salesforce.md §4.4).
+// response Date headers when it exceeds 30 s.
 func (s *Source) sfNow() time.Time {
 	now := s.opts.Now()
 	if off, ok := s.opts.Client.ServerClockOffset(); ok && (off > 30*time.Second || off < -30*time.Second) {

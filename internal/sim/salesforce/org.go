@@ -16,7 +16,7 @@ import (
 )
 
 // BigObjectMode selects how strictly the unverified Big Object SOQL rules
-// (reference/salesforce.md §3.8) are enforced.
+// are enforced.
 type BigObjectMode int
 
 const (

@@ -82,7 +82,7 @@ func TestNewKeyPairWorksWithJWTApps(t *testing.T) {
 }
 
 // TestEventLogFileDiscoveryQuirk: an unfiltered GROUP BY EventType
-// under-reports (reference §2.9); the Interval-filtered form is complete.
+// under-reports; the Interval-filtered form is complete.
 func TestEventLogFileDiscoveryQuirk(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.login()

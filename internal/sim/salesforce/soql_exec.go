@@ -696,7 +696,7 @@ func bigErr(msg string) *apiError {
 	return newAPIError(http.StatusBadRequest, CodeBigObjectUnsupported, msg)
 }
 
-// checkBigObject enforces the Big Object rules of reference §3.2 / §3.8.
+// checkBigObject enforces Salesforce's documented Big Object query rules.
 func (c *execCtx) checkBigObject(p *plan) *apiError {
 	strict := c.o.opts.BigObjectMode == BigObjectStrict
 	if p.aggregate || p.countOnly {
@@ -773,7 +773,7 @@ func (c *execCtx) execute(p *plan) []*record {
 		if !r.visibleAt.IsZero() && r.visibleAt.After(c.now) {
 			continue
 		}
-		// Salesforce quirk (reference §2.9): an unfiltered aggregate over
+		// Salesforce quirk: an unfiltered aggregate over
 		// EventLogFile under-reports; the simulator counts Daily files only.
 		if onlyDaily && r.vals["Interval"] != "Daily" {
 			continue

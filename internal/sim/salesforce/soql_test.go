@@ -19,7 +19,7 @@ func populatedEnv(t *testing.T, opts Options) *env {
 }
 
 // TestQueryAcceptanceTable lists statements the org must accept or reject,
-// with Salesforce's error codes (reference/salesforce.md §2, §3, §4, §5).
+// with Salesforce's error codes.
 func TestQueryAcceptanceTable(t *testing.T) {
 	e := populatedEnv(t, Options{})
 	cases := []struct {

@@ -1,6 +1,6 @@
 // Package pubsub is the simulated Salesforce Pub/Sub API (gRPC eventbus.v1) for tests,
 // benchmarks and `sf2loki demo`. It serves Subscribe, GetSchema and GetTopic with Salesforce's
-// behavior as documented in reference/salesforce.md §6.10:
+// behavior as Salesforce documents it:
 //
 //   - topics with Avro schemas (schema ids are fingerprints), a Go publisher (Publish,
 //     PublishPayload) and monotonic, opaque replay ids;

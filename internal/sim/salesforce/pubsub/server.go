@@ -28,7 +28,7 @@ const (
 	MaxOutstanding = 100
 )
 
-// Error-code trailer values (reference/salesforce.md §6.7).
+// Error-code trailer values Salesforce sends.
 const (
 	CodeAuthError          = "sfdc.platform.eventbus.grpc.service.auth.error"
 	CodeReplayIDCorrupted  = "sfdc.platform.eventbus.grpc.subscription.fetch.replayid.corrupted"

@@ -36,6 +36,11 @@ type EventLogFileSpec struct {
 	// Body, when non-nil, is served verbatim instead of generated rows
 	// (its first line must be the CSV header).
 	Body []byte
+	// FieldTypes is the LogFileFieldTypes of a file with an explicit Body
+	// (comma-separated, in header order). By default each column is typed as
+	// Salesforce documents it (Number for CPU_TIME, Boolean for SUCCESS, Id
+	// for USER_ID, …; String for a column the simulator does not know).
+	FieldTypes string
 	// CRLF ends generated lines with \r\n instead of \n.
 	CRLF bool
 	// OversizedField, when > 0, makes the middle row carry a quoted
@@ -99,10 +104,14 @@ func (o *Org) AddEventLogFile(spec EventLogFileSpec) (string, error) {
 	names, types := "", ""
 	if spec.Body != nil {
 		body.explicit = spec.Body
-		rec, err := csv.NewReader(bytes.NewReader(spec.Body)).Read()
+		r := csv.NewReader(bytes.NewReader(spec.Body))
+		r.LazyQuotes = true
+		rec, err := r.Read()
 		if err == nil {
-			names = strings.Join(rec, ",")
-			types = strings.TrimSuffix(strings.Repeat("String,", len(rec)), ",")
+			names, types = strings.Join(rec, ","), spec.FieldTypes
+			if types == "" {
+				types = documentedTypes(rec)
+			}
 		}
 	} else {
 		body.tpl = templatesFor(o.opts.Seed, o.orgID[:15], spec.EventType, spec.CRLF)

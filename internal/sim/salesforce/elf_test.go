@@ -402,3 +402,83 @@ func TestOversizedField(t *testing.T) {
 		t.Fatalf("longest field of the middle row: %d bytes", longest)
 	}
 }
+
+// TestDocumentedEventLogFileShapes: generated files follow Salesforce's documented columns and
+// value forms.
+func TestDocumentedEventLogFileShapes(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	rowsOf := func(id string) []map[string]string {
+		_, body := e.download(id, false)
+		recs := must[[][]string](t)(csv.NewReader(bytes.NewReader(body)).ReadAll())
+		var out []map[string]string
+		for _, r := range recs[1:] {
+			m := map[string]string{}
+			for i, n := range recs[0] {
+				m[n] = r[i]
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	typesOf := func(id string) map[string]string {
+		rec := e.elfRecord(id)
+		names, types := strings.Split(rec["LogFileFieldNames"].(string), ","), strings.Split(rec["LogFileFieldTypes"].(string), ",")
+		m := map[string]string{}
+		for i := range names {
+			m[names[i]] = types[i]
+		}
+		return m
+	}
+
+	login := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "Login", Rows: 400}))
+	lt := typesOf(login)
+	for col, typ := range map[string]string{"LOGIN_TYPE": "String", "LOGIN_SUB_TYPE": "String", "CLIENT_IP": "String", "SOURCE_IP": "IP",
+		"CPU_TIME": "Number", "RUN_TIME": "Number", "USER_ID": "Id", "TIMESTAMP_DERIVED": "DateTime"} {
+		if lt[col] != typ {
+			t.Errorf("Login %s typed %q, want %q", col, lt[col], typ)
+		}
+	}
+	internal, subTypes := 0, map[string]bool{}
+	for _, r := range rowsOf(login) {
+		if len(r["LOGIN_TYPE"]) != 1 {
+			t.Fatalf("LOGIN_TYPE %q is not a one-letter code", r["LOGIN_TYPE"])
+		}
+		if r["CLIENT_IP"] == "Salesforce.com IP" {
+			internal++
+		}
+		subTypes[r["LOGIN_SUB_TYPE"]] = true
+		if len(r["TIMESTAMP"]) != 18 {
+			t.Fatalf("Login TIMESTAMP %q", r["TIMESTAMP"])
+		}
+	}
+	if internal == 0 || !subTypes[""] || len(subTypes) < 3 {
+		t.Errorf("Login rows: %d with CLIENT_IP Salesforce.com IP, sub-types %v", internal, subTypes)
+	}
+
+	callout := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "ApexCallout", Rows: 200}))
+	if ct := typesOf(callout); ct["SUCCESS"] != "Boolean" || ct["STATUS_CODE"] != "Number" {
+		t.Errorf("ApexCallout types %v", ct)
+	}
+	vals := map[string]bool{}
+	for _, r := range rowsOf(callout) {
+		vals[r["SUCCESS"]] = true
+		if len(r["TIMESTAMP"]) != 14 {
+			t.Fatalf("ApexCallout TIMESTAMP %q, want seconds only", r["TIMESTAMP"])
+		}
+	}
+	if len(vals) != 2 || !vals["0"] || !vals["1"] {
+		t.Errorf("ApexCallout SUCCESS values %v, want 0 and 1", vals)
+	}
+
+	// An explicit body is typed as documented, or as the spec says.
+	body := "\"EVENT_TYPE\",\"SUCCESS\",\"CPU_TIME\",\"MY_COLUMN\"\n\"ApexCallout\",\"1\",\"12\",\"x\"\n"
+	explicit := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "ApexCallout", Body: []byte(body)}))
+	if got := e.elfRecord(explicit)["LogFileFieldTypes"]; got != "String,Boolean,Number,String" {
+		t.Errorf("explicit body typed %v", got)
+	}
+	given := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: "ApexCallout", Body: []byte(body), FieldTypes: "String,String,String,String"}))
+	if got := e.elfRecord(given)["LogFileFieldTypes"]; got != "String,String,String,String" {
+		t.Errorf("explicit body with FieldTypes typed %v", got)
+	}
+}

@@ -22,12 +22,14 @@ type colKind int
 const (
 	colText colKind = iota
 	colTimestamp
+	colTimestampSec // TIMESTAMP without milliseconds
 	colTimestampDerived
 	colRequestID
 )
 
 const (
 	tsWidth    = 18 // 20260630010000.000
+	tsSecWidth = 14 // 20260630010000
 	tsdWidth   = 24 // 2026-06-30T01:00:00.000Z
 	reqIDWidth = 22
 )
@@ -69,6 +71,7 @@ func syntheticUsers() []synthUser {
 type elfTemplate struct {
 	row    []byte
 	tsOff  int // -1 if absent
+	tsMs   bool
 	tsdOff int
 	reqOff int
 }
@@ -143,6 +146,7 @@ func randID(prefix string, emptyOneIn int) func(g *genCtx) string {
 var (
 	colEventType = elfColumn{name: "EVENT_TYPE", typ: "String", gen: func(g *genCtx) string { return g.eventType }}
 	colTS        = elfColumn{name: "TIMESTAMP", typ: "String", kind: colTimestamp}
+	colTSSec     = elfColumn{name: "TIMESTAMP", typ: "String", kind: colTimestampSec}
 	colReqID     = elfColumn{name: "REQUEST_ID", typ: "String", kind: colRequestID}
 	colOrgID     = elfColumn{name: "ORGANIZATION_ID", typ: "Id", gen: func(g *genCtx) string { return g.org15 }}
 	colUserID    = elfColumn{name: "USER_ID", typ: "Id", gen: func(g *genCtx) string { return g.user.id[:15] }}
@@ -156,7 +160,14 @@ var (
 	colDBTotal   = elfColumn{name: "DB_TOTAL_TIME", typ: "Number", gen: num(100000, 90000000)}
 	colTSD       = elfColumn{name: "TIMESTAMP_DERIVED", typ: "DateTime", kind: colTimestampDerived}
 	colUserID18  = elfColumn{name: "USER_ID_DERIVED", typ: "Id", gen: func(g *genCtx) string { return g.user.id }}
-	colClientIP  = elfColumn{name: "CLIENT_IP", typ: "IP", gen: func(g *genCtx) string { return g.ip }}
+	// CLIENT_IP is a String column: a request from inside Salesforce (a login from
+	// AppExchange, say) shows "Salesforce.com IP" instead of an address.
+	colClientIP = elfColumn{name: "CLIENT_IP", typ: "String", gen: func(g *genCtx) string {
+		if g.r.intn(8) == 0 {
+			return "Salesforce.com IP"
+		}
+		return g.ip
+	}}
 	colURIID     = elfColumn{name: "URI_ID_DERIVED", typ: "Id", gen: randID("001", 2)}
 	colUserAgent = elfColumn{name: "USER_AGENT", typ: "String", gen: func(g *genCtx) string { return pick(g.r, userAgents) }}
 	colAPIVer    = elfColumn{name: "API_VERSION", typ: "String", gen: oneOf("62.0", "61.0", "58.0", "9998.0")}
@@ -177,16 +188,27 @@ func columnsFor(eventType string) []elfColumn {
 	var mid []elfColumn
 	switch eventType {
 	case "Login":
+		// The Login event type's documented columns and value forms: LOGIN_TYPE is a one-letter
+		// code (A Application, 6 Remote Access Client, i Remote Access 2.0, 5 SAML Idp Initiated
+		// SSO, I Other Apex API), LOGIN_SUB_TYPE the login flow (empty for a UI login),
+		// TLS_PROTOCOL a bare version.
 		mid = []elfColumn{
-			{name: "LOGIN_TYPE", typ: "String", gen: oneOf("Application", "Remote Access 2.0", "SAML Idp Initiated SSO", "Other Apex API")},
+			{name: "LOGIN_TYPE", typ: "String", gen: oneOf("A", "A", "6", "i", "5", "I")},
 			{name: "BROWSER_TYPE", typ: "String", gen: func(g *genCtx) string { return pick(g.r, userAgents) }},
 			colAPIType, colAPIVer,
 			{name: "USER_NAME", typ: "String", gen: func(g *genCtx) string { return g.user.username }},
-			{name: "TLS_PROTOCOL", typ: "String", gen: oneOf("TLSv1.3", "TLSv1.2")},
-			{name: "CIPHER_SUITE", typ: "String", gen: oneOf("TLS_AES_256_GCM_SHA384", "ECDHE-RSA-AES256-GCM-SHA384")},
-			{name: "AUTHENTICATION_METHOD_REFERENCE", typ: "String", gen: oneOf("", "pwd", "mfa")},
-			{name: "LOGIN_STATUS", typ: "String", gen: oneOf("LOGIN_NO_ERROR", "LOGIN_NO_ERROR", "LOGIN_ERROR_INVALID_PASSWORD")},
+			{name: "TLS_PROTOCOL", typ: "String", gen: oneOf("1.2", "1.2", "1.3")},
+			{name: "CIPHER_SUITE", typ: "String", gen: oneOf("ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-AES128-GCM-SHA256", "TLS_AES_256_GCM_SHA384")},
+			{name: "AUTHENTICATION_METHOD_REFERENCE", typ: "String", gen: oneOf("", "", "pwd", "mfa")},
+			{name: "LOGIN_SUB_TYPE", typ: "String", gen: oneOf("", "", "OAuth Refresh Token", "OAuth Web Server", "OAuth Client Credentials", "OAuth Username-Password")},
+			{name: "LOGIN_STATUS", typ: "String", gen: oneOf("LOGIN_NO_ERROR", "LOGIN_NO_ERROR", "LOGIN_NO_ERROR", "LOGIN_ERROR_INVALID_PASSWORD")},
 			{name: "SOURCE_IP", typ: "IP", gen: func(g *genCtx) string { return g.ip }},
+			{name: "COUNTRY_CODE", typ: "String", gen: oneOf("US", "US", "GB", "DE", "")},
+			{name: "LOGIN_URL", typ: "String", gen: oneOf("acme.my.salesforce.com", "login.salesforce.com")},
+			{name: "HTTP_REFERER", typ: "String", gen: oneOf("", "https://acme.my.salesforce.com/")},
+			{name: "FORWARDED_FOR_IP", typ: "String", gen: oneOf("", "", "unknown")},
+			{name: "AUTHENTICATION_SERVICE_ID", typ: "Id", gen: randID("0LE", 2)},
+			{name: "USE_API_TOKEN", typ: "String", gen: oneOf("", "P", "T")},
 		}
 	case "Logout":
 		mid = []elfColumn{
@@ -248,6 +270,21 @@ func columnsFor(eventType string) []elfColumn {
 			{name: "EXCEPTION_CATEGORY", typ: "String", gen: oneOf("APEX_CODE", "TRIGGER")},
 			colTSD, colUserID18,
 		}
+	case "ApexCallout":
+		// SUCCESS is typed Boolean and written 1 or 0; TIMESTAMP has no milliseconds in these
+		// files (both forms occur in real files).
+		return []elfColumn{colEventType, colTSSec, colReqID, colOrgID, colUserID, colRunTime, colCPUTime, colURI,
+			colSession, colLoginKey,
+			{name: "TYPE", typ: "String", gen: oneOf("REST", "REST", "AJAX")},
+			{name: "METHOD", typ: "String", gen: oneOf("GET", "POST", "PUT")},
+			{name: "SUCCESS", typ: "Boolean", gen: oneOf("1", "1", "1", "0")},
+			{name: "STATUS_CODE", typ: "Number", gen: oneOf("200", "200", "201", "500", "503")},
+			{name: "TIME", typ: "Number", gen: num(5, 12000)},
+			{name: "REQUEST_SIZE", typ: "Number", gen: num(0, 4000)},
+			{name: "RESPONSE_SIZE", typ: "Number", gen: num(0, 90000)},
+			{name: "URL", typ: "String", gen: oneOf("https://api.example.com/v1/orders", "https://hooks.example.net/notify?a=1,b=2")},
+			colTSD, colUserID18, colClientIP, colURIID,
+		}
 	case "ApiTotalUsage":
 		return []elfColumn{colEventType, colTS, colReqID, colOrgID, colUserID,
 			{name: "API_FAMILY", typ: "String", gen: oneOf("REST", "SOAP", "BULK_API_2")},
@@ -266,6 +303,36 @@ func columnsFor(eventType string) []elfColumn {
 	cols := commonHead()
 	cols = append(cols, mid...)
 	return append(cols, commonTail()...)
+}
+
+// simulatedEventTypes are the event types whose columns the simulator knows.
+var simulatedEventTypes = []string{"Login", "Logout", "API", "RestApi", "Report", "URI", "ApexExecution",
+	"ApexCallout", "ApexUnexpectedException", "ApiTotalUsage"}
+
+var (
+	columnTypesOnce sync.Once
+	columnTypes     map[string]string // column name → LogFileFieldTypes entry
+)
+
+// documentedTypes returns the LogFileFieldTypes of a header: each column typed as the
+// simulated event types type it, String when none has it.
+func documentedTypes(header []string) string {
+	columnTypesOnce.Do(func() {
+		columnTypes = map[string]string{}
+		for _, et := range simulatedEventTypes {
+			for _, c := range columnsFor(et) {
+				columnTypes[c.name] = c.typ
+			}
+		}
+	})
+	types := make([]string, len(header))
+	for i, n := range header {
+		types[i] = columnTypes[strings.ToUpper(strings.TrimSpace(n))]
+		if types[i] == "" {
+			types[i] = "String"
+		}
+	}
+	return strings.Join(types, ",")
 }
 
 var (
@@ -344,8 +411,11 @@ func makeTemplate(seed int64, org15, eventType string, cols []elfColumn, k int, 
 		}
 		switch c.kind {
 		case colTimestamp:
-			tp.tsOff = len(row) + 1
+			tp.tsOff, tp.tsMs = len(row)+1, true
 			row = csvQuote(row, strings.Repeat("0", tsWidth))
+		case colTimestampSec:
+			tp.tsOff = len(row) + 1
+			row = csvQuote(row, strings.Repeat("0", tsSecWidth))
 		case colTimestampDerived:
 			tp.tsdOff = len(row) + 1
 			row = csvQuote(row, strings.Repeat("0", tsdWidth))
@@ -495,8 +565,10 @@ func (b *elfBody) writeTo(w io.Writer, rows int) error {
 			put2(row[o+8:], hh)
 			put2(row[o+10:], mm)
 			put2(row[o+12:], ss)
-			row[o+14] = '.'
-			put3(row[o+15:], milli)
+			if tp.tsMs {
+				row[o+14] = '.'
+				put3(row[o+15:], milli)
+			}
 		}
 		if o := tp.tsdOff; o >= 0 {
 			copy(row[o:], tc.iso[:])

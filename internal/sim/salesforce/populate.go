@@ -2,6 +2,7 @@ package salesforce
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ type DataSet struct {
 	// Window is how far back from now generated timestamps reach (default 24h).
 	Window time.Duration
 	// EventTypes are the EventLogFile types generated (default: Login,
-	// Logout, API, RestApi, Report, URI, ApexExecution,
+	// Logout, API, RestApi, Report, URI, ApexExecution, ApexCallout,
 	// ApexUnexpectedException, ApiTotalUsage).
 	EventTypes []string
 	// HourlyFiles is the number of past hours with an Hourly file per type
@@ -58,7 +59,7 @@ func (d DataSet) withDefaults() DataSet {
 		d.Window = 24 * time.Hour
 	}
 	if d.EventTypes == nil {
-		d.EventTypes = []string{"Login", "Logout", "API", "RestApi", "Report", "URI", "ApexExecution", "ApexUnexpectedException", "ApiTotalUsage"}
+		d.EventTypes = slices.Clone(simulatedEventTypes)
 	}
 	n(&d.HourlyFiles, 6)
 	n(&d.DailyFiles, 2)

@@ -11,7 +11,8 @@ import (
 
 // ApexLogSpec describes an ApexLog (debug log) to add. Zero fields take
 // defaults: LogUser the first generated user, StartTime now, Operation
-// "/apex/AccountPage", Request "Api", Status "Success", Application
+// "/apex/AccountPage", Request "API" (or "Application": from the user
+// interface), Status "Success", Application
 // "Unknown", Location "Monitoring", a generated body of BodyBytes (2048).
 type ApexLogSpec struct {
 	ID                   string
@@ -62,7 +63,7 @@ func (o *Org) AddApexLog(spec ApexLogSpec) (string, error) {
 		}
 	}
 	def(&spec.Operation, "/apex/AccountPage")
-	def(&spec.Request, "Api")
+	def(&spec.Request, "API")
 	def(&spec.Status, "Success")
 	def(&spec.Application, "Unknown")
 	def(&spec.Location, "Monitoring")

@@ -49,7 +49,7 @@ var picklists = map[string][]string{
 		"Login", "Logout", "Report", "RestApi", "URI", "LightningPageView", "VisualforceRequest"},
 	"EventLogFile.Interval": {"Daily", "Hourly"},
 	"ApexLog.Location":      {"Monitoring", "SystemLog", "Preserved"},
-	"ApexLog.Request":       {"Api", "Application"},
+	"ApexLog.Request":       {"API", "Application"},
 }
 
 func notFound() *apiError {

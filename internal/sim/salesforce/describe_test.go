@@ -160,3 +160,37 @@ func TestApexLog(t *testing.T) {
 		t.Errorf("calls %v", e.org.Calls())
 	}
 }
+
+// TestToolingResultShape: Tooling query results carry size, queryLocator and entityTypeName
+// besides the REST keys, in Salesforce's order; ApexLog.Request is API or Application.
+func TestToolingResultShape(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	start := epoch.Add(-time.Hour)
+	for i := range 3 {
+		must[string](t)(e.org.AddApexLog(ApexLogSpec{LogUser: testUser, StartTime: start.Add(time.Duration(i) * time.Second)}))
+	}
+	must[string](t)(e.org.AddApexLog(ApexLogSpec{LogUser: testUser, StartTime: start, Request: "Application"}))
+	resp, b := e.get(ver + "/tooling/query?q=" + url.QueryEscape("SELECT Id, Request FROM ApexLog"))
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), `{"size":4,"totalSize":4,"done":true,"queryLocator":null,"entityTypeName":"ApexLog","records":[`) {
+		t.Fatalf("tooling page: %d %.200s", resp.StatusCode, b)
+	}
+	var p page
+	_ = json.Unmarshal(b, &p)
+	req := map[any]int{}
+	for _, r := range p.Records {
+		req[r["Request"]]++
+	}
+	if req["API"] != 3 || req["Application"] != 1 {
+		t.Errorf("Request values %v", req)
+	}
+	_, empty := e.get(ver + "/tooling/query?q=" + url.QueryEscape("SELECT Id FROM ApexLog WHERE Id = '07L000000000000AAA'"))
+	if string(empty) != `{"size":0,"totalSize":0,"done":true,"queryLocator":null,"entityTypeName":null,"records":[]}` {
+		t.Errorf("empty tooling page: %s", empty)
+	}
+	// A REST (non-Tooling) page has none of the Tooling keys.
+	_, rest := e.get(ver + "/query?q=" + url.QueryEscape("SELECT Id FROM User LIMIT 1"))
+	if !strings.HasPrefix(string(rest), `{"totalSize":1,"done":true,"records":[`) {
+		t.Errorf("REST page: %.100s", rest)
+	}
+}

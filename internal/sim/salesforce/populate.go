@@ -233,7 +233,7 @@ func (o *Org) populateApex(ds DataSet, now time.Time, seed uint64, users []synth
 			}
 			if _, err := o.AddApexLog(ApexLogSpec{LogUser: pick(r, users).id, StartTime: ts,
 				Operation: pick(r, []string{"/apex/AccountPage", "/services/data/v62.0/sobjects/Account", "Batch Apex", "AccountTrigger on Account trigger event BeforeUpdate"}),
-				Request:   pick(r, []string{"Api", "Application"}), Status: pick(r, []string{"Success", "Success", "Attempt to de-reference a null object"}),
+				Request:   pick(r, []string{"API", "Application"}), Status: pick(r, []string{"Success", "Success", "Attempt to de-reference a null object"}),
 				Location: pick(r, []string{"Monitoring", "SystemLog"}), DurationMilliseconds: 1 + r.intn(5000), BodyBytes: size}); err != nil {
 				return err
 			}

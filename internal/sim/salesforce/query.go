@@ -155,15 +155,38 @@ func (o *Org) queryMore(c *execCtx, ref string) ([]byte, *apiError) {
 // value formats (datetimes with +0000, doubles like Java's Double.toString).
 
 func (c *execCtx) appendPage(b []byte, p *plan, rows []*record, total int, next string) []byte {
-	b = append(b, `{"totalSize":`...)
+	b = append(b, '{')
+	if c.tooling {
+		// Tooling API results also carry the page size first.
+		b = append(b, `"size":`...)
+		b = strconv.AppendInt(b, int64(total), 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"totalSize":`...)
 	b = strconv.AppendInt(b, int64(total), 10)
 	if next == "" {
-		b = append(b, `,"done":true,"records":[`...)
+		b = append(b, `,"done":true`...)
 	} else {
 		b = append(b, `,"done":false,"nextRecordsUrl":`...)
 		b = appendJSONString(b, next)
-		b = append(b, `,"records":[`...)
 	}
+	if c.tooling {
+		// ... and the cursor's locator (null on the last page) and the object's name (null
+		// for an empty result).
+		b = append(b, `,"queryLocator":`...)
+		if next == "" {
+			b = append(b, "null"...)
+		} else {
+			b = appendJSONString(b, next[strings.LastIndexByte(next, '/')+1:])
+		}
+		b = append(b, `,"entityTypeName":`...)
+		if total == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = appendJSONString(b, p.obj.name)
+		}
+	}
+	b = append(b, `,"records":[`...)
 	for i, r := range rows {
 		if i > 0 {
 			b = append(b, ',')

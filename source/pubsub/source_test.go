@@ -285,6 +285,9 @@ func TestGoldenEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(ids[0]) != 8 {
+				t.Fatalf("replay id of %d bytes; Salesforce's are 8", len(ids[0]))
+			}
 			golden, err := os.ReadFile(filepath.Join("testdata", tc.golden))
 			if err != nil {
 				t.Fatal(err)

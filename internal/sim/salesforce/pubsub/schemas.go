@@ -6,8 +6,10 @@ import (
 )
 
 // LoginEventStreamSchema is an Avro schema shaped like Salesforce's Real-Time Event Monitoring
-// LoginEventStream (a subset of its fields; nullable unions and timestamp-millis as Salesforce
-// declares them).
+// LoginEventStream (a subset of its fields; nullable unions as Salesforce declares them). As in
+// the schemas Salesforce serves for platform events, CreatedDate is a plain long whose doc
+// names its Salesforce type, CreatedById's doc names a reference, and the record carries a
+// top-level "uuid" property.
 const LoginEventStreamSchema = `{
   "type": "record", "name": "LoginEventStream", "namespace": "com.sforce.eventbus",
   "fields": [
@@ -18,9 +20,10 @@ const LoginEventStreamSchema = `{
     {"name": "SourceIp", "type": ["null", "string"], "default": null},
     {"name": "LoginType", "type": ["null", "string"], "default": null},
     {"name": "Status", "type": ["null", "string"], "default": null},
-    {"name": "CreatedDate", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "CreatedById", "type": "string"}
-  ]
+    {"name": "CreatedDate", "type": "long", "doc": "CreatedDate:DateTime"},
+    {"name": "CreatedById", "type": "string", "doc": "CreatedBy:EntityId"}
+  ],
+  "uuid": "fDLqkR3sRy6S2bBi0VpDnQ"
 }`
 
 // LoginEvent returns the n-th synthetic LoginEventStream event at time at (deterministic).

@@ -3,6 +3,7 @@ package pubsub_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"sync"
@@ -192,6 +193,11 @@ func TestCustomResumesStrictlyAfterTheID(t *testing.T) {
 	if len(resp.Events) != 6 || !bytes.Equal(resp.Events[0].ReplayId, ids[4]) {
 		t.Fatalf("got %d events starting at %x, want 6 starting at %x", len(resp.Events), resp.Events[0].GetReplayId(), ids[4])
 	}
+	for _, ev := range resp.Events {
+		if len(ev.ReplayId) != 8 {
+			t.Fatalf("replay id %x is %d bytes; Salesforce's are 8", ev.ReplayId, len(ev.ReplayId))
+		}
+	}
 	schema, err := f.api.GetSchema(authCtx(t, "tok"), &pubsubpb.SchemaRequest{SchemaId: resp.Events[0].Event.SchemaId})
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +212,27 @@ func TestCustomResumesStrictlyAfterTheID(t *testing.T) {
 	}
 	if ev["EventIdentifier"] != "ev-00000004" {
 		t.Fatalf("first event after id 3 = %v, want ev-00000004", ev["EventIdentifier"])
+	}
+	// The schema is served as Salesforce serves platform-event schemas: CreatedDate a plain long
+	// documented as a DateTime, and a top-level uuid.
+	var raw struct {
+		UUID   string `json:"uuid"`
+		Fields []struct {
+			Name string `json:"name"`
+			Type any    `json:"type"`
+			Doc  string `json:"doc"`
+		} `json:"fields"`
+	}
+	if err := json.Unmarshal([]byte(schema.SchemaJson), &raw); err != nil || raw.UUID == "" {
+		t.Fatalf("schema without a uuid (%v)", err)
+	}
+	for _, f := range raw.Fields {
+		if f.Name == "CreatedDate" && (f.Type != "long" || f.Doc != "CreatedDate:DateTime") {
+			t.Fatalf("CreatedDate declared %v (doc %q)", f.Type, f.Doc)
+		}
+	}
+	if _, ok := ev["CreatedDate"].(int64); !ok {
+		t.Fatalf("CreatedDate decoded as %T, want a long", ev["CreatedDate"])
 	}
 }
 

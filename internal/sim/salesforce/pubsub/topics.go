@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +31,13 @@ type topic struct {
 	seq     uint64 // last replay sequence issued (events and keepalive marks)
 	tipAt   time.Time
 	log     []entry // oldest first; purged entries are trimmed lazily
+	minted  []mint  // ascending seq: when each replay sequence was issued
 	changed chan struct{}
+}
+
+type mint struct {
+	seq uint64
+	at  time.Time
 }
 
 type entry struct {
@@ -41,29 +48,42 @@ type entry struct {
 	payload  []byte
 }
 
-// replayIDLen is the size of a simulated replay id: salt (4) | sequence (8) | mint time in
-// Unix milliseconds (8). Clients must treat it as opaque, as on Salesforce.
-const replayIDLen = 20
+// replayIDLen is the size of a replay id, 8 bytes as Salesforce's: the topic's salt (16 bits,
+// changed by ResetStream) | the sequence (48 bits), big-endian. Clients must treat it as opaque,
+// as on Salesforce; the mint time of each sequence is kept aside for the retention check.
+const replayIDLen = 8
 
+const seqBits = 48
+
+// replayID encodes seq, minted at at (t.mu held).
 func (t *topic) replayID(seq uint64, at time.Time) []byte {
+	if n := len(t.minted); n == 0 || t.minted[n-1].seq < seq {
+		t.minted = append(t.minted, mint{seq: seq, at: at})
+	}
 	b := make([]byte, replayIDLen)
-	binary.BigEndian.PutUint32(b[0:4], t.salt)
-	binary.BigEndian.PutUint64(b[4:12], seq)
-	binary.BigEndian.PutUint64(b[12:20], uint64(at.UnixMilli()))
+	binary.BigEndian.PutUint64(b, uint64(t.salt&0xffff)<<seqBits|seq&(1<<seqBits-1))
 	return b
 }
 
 // parseReplayID returns the sequence and mint time of id, or ok false when the id is not one
-// this topic issued since its last reset.
+// this topic issued since its last reset, or one whose mint time has been trimmed (t.mu held).
 func (t *topic) parseReplayID(id []byte) (seq uint64, at time.Time, ok bool) {
-	if len(id) != replayIDLen || binary.BigEndian.Uint32(id[0:4]) != t.salt {
+	if len(id) != replayIDLen {
 		return 0, time.Time{}, false
 	}
-	seq = binary.BigEndian.Uint64(id[4:12])
+	v := binary.BigEndian.Uint64(id)
+	if uint32(v>>seqBits) != t.salt&0xffff {
+		return 0, time.Time{}, false
+	}
+	seq = v & (1<<seqBits - 1)
 	if seq > t.seq {
 		return 0, time.Time{}, false
 	}
-	return seq, time.UnixMilli(int64(binary.BigEndian.Uint64(id[12:20]))), true
+	i := sort.Search(len(t.minted), func(i int) bool { return t.minted[i].seq >= seq })
+	if i == len(t.minted) || t.minted[i].seq != seq {
+		return 0, time.Time{}, false
+	}
+	return seq, t.minted[i].at, true
 }
 
 // notify wakes the topic's subscribers (t.mu held).
@@ -196,8 +216,15 @@ func (s *Server) append(t *topic, schemaID string, payloads [][]byte) [][]byte {
 	return ids
 }
 
-// trim drops events published before horizon (t.mu held).
+// trim drops events published, and forgets replay ids minted, before horizon (t.mu held).
 func (t *topic) trim(horizon time.Time) {
+	m := 0
+	for m < len(t.minted) && t.minted[m].at.Before(horizon) {
+		m++
+	}
+	if m > 0 {
+		t.minted = append(t.minted[:0:0], t.minted[m:]...)
+	}
 	i := 0
 	for i < len(t.log) && t.log[i].at.Before(horizon) {
 		i++
@@ -215,7 +242,10 @@ func (s *Server) ResetStream(name string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	t.mu.Lock()
-	t.salt = t.salt*2654435761 + 1
+	// A new salt that differs in the 16 bits the ids carry.
+	for old := t.salt; (t.salt^old)&0xffff == 0; {
+		t.salt = t.salt*2654435761 + 1
+	}
 	t.mu.Unlock()
 	return nil
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -42,9 +41,10 @@ type LeaseState struct {
 // the floor from), and returns the Writer that owns the resulting version chain. Checkpoints
 // must be taken from the Writer, never from an earlier read.
 //
-// On a version mismatch Claim re-reads: a fence >= req.Epoch is ErrFenced; an older fence is
-// claimed again on the new version (bounded by WriteAttempts); our own claim stamp means the
-// write had landed and only its acknowledgement was lost.
+// The claim goes through the same loop as every commit (cas): on a version mismatch it
+// re-reads; our own claim stamp means the write had landed and only its acknowledgement was
+// lost; otherwise the version read is judged again (admission, foreign lease, a fence >=
+// req.Epoch is ErrFenced) and claimed on. The conflicts it meets count in the Writer's stats.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest, base Snapshot) (*Writer, error) {
 	if req.Epoch == 0 {
 		return nil, errors.New("claim: epoch must be positive")
@@ -54,64 +54,66 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest, base Snapshot) (*Wr
 	}
 	stamp := Stamp{Epoch: req.Epoch, Invocation: req.Invocation, Seq: 0, Host: s.o.Host}
 	warnedUID := false
-	for attempt := 0; ; attempt++ {
-		if attempt >= s.o.WriteAttempts {
-			return nil, fmt.Errorf("%w: claim of %s did not settle after %d attempts", ErrUnavailable, s.Object(), attempt)
-		}
-		if !base.Absent && base.Doc.Writer.same(&stamp) {
-			return s.newWriter(req, base.Doc, base.Version), nil // our claim landed; its ack was lost
-		}
-		if req.Admit != nil {
-			if err := req.Admit(base); err != nil {
+	var stats WriterStats
+	res, _, err := s.cas(ctx, base, casOp{
+		what: "claim",
+		build: func(base Snapshot) (*attempt, error) {
+			if req.Admit != nil {
+				if err := req.Admit(base); err != nil {
+					return nil, err
+				}
+			}
+			if err := s.admitClaim(req, base, &warnedUID); err != nil {
 				return nil, err
 			}
-		}
-		if f := fenceOf(base); f != nil {
-			if f.Lease.Name != "" && (f.Lease.Kind != req.Lease.Kind || f.Lease.Namespace != req.Lease.Namespace || f.Lease.Name != req.Lease.Name) {
-				ferr := &ForeignLeaseError{Object: s.Object(), Stored: f.Lease, Ours: req.Lease}
-				if !req.AdoptForeign {
-					return nil, ferr
-				}
-				s.o.Logger.Warn("adopting a checkpoint document fenced by another lease", "error", ferr.Error())
-			} else if f.Lease.Name != "" && f.LeaseUID != "" && req.LeaseUID != "" && f.LeaseUID != req.LeaseUID && !warnedUID {
-				warnedUID = true
-				s.o.Logger.Warn("lease was recreated; epoch continues from the document's fence",
-					"object", s.Object(), "lease", req.Lease.String(), "stored_uid", f.LeaseUID,
-					"uid", req.LeaseUID, "stored_epoch", f.Epoch, "epoch", req.Epoch)
+			if base.Legacy {
+				s.o.Logger.Info("migrating a legacy sf2loki checkpoint document to schema 2",
+					"object", s.Object(), "keys", len(base.Doc.Checkpoints), "floor", base.Floor())
 			}
-			if f.Epoch >= req.Epoch {
-				return nil, &FencedError{Object: s.Object(), Epoch: req.Epoch, StoredEpoch: f.Epoch, StoredHolder: f.Holder}
+			now := s.o.Now()
+			stamp.WrittenAt = now
+			next := s.claimed(req, base.Doc, stamp, now)
+			data, err := s.encode(next)
+			if err != nil {
+				return nil, err
 			}
-		}
-		if base.Legacy {
-			s.o.Logger.Info("migrating a legacy sf2loki checkpoint document to schema 2",
-				"object", s.Object(), "keys", len(base.Doc.Checkpoints), "floor", base.Floor())
-		}
-		now := s.o.Now()
-		stamp.WrittenAt = now
-		next := s.claimed(req, base.Doc, stamp, now)
-		data, err := s.encode(next)
-		if err != nil {
-			return nil, err
-		}
-		v, err := s.b.Store(ctx, data, base.Version)
-		if err == nil {
-			return s.newWriter(req, next, v), nil
-		}
-		if definite(err) {
-			return nil, fmt.Errorf("claiming %s: %w", s.Object(), err)
-		}
-		cur, rerr := s.Read(ctx)
-		if rerr != nil {
-			return nil, fmt.Errorf("%w: claim of %s is unconfirmed (%w), and re-reading failed: %w", ErrUnavailable, s.Object(), err, rerr)
-		}
-		if cur.Version == base.Version { // nothing landed: pause before writing the same version again
-			if serr := s.sleep(ctx, attempt+1); serr != nil {
-				return nil, fmt.Errorf("%w: claim of %s: %w", ErrUnavailable, s.Object(), serr)
-			}
-		}
-		base = cur
+			return &attempt{doc: next, data: data}, nil
+		},
+		settle: func(cur Snapshot, _ *attempt) (bool, error) {
+			return !cur.Absent && cur.Doc.Writer.same(&stamp), nil
+		},
+	}, &stats)
+	if err != nil {
+		return nil, err
 	}
+	w := s.newWriter(req, res.doc, res.version)
+	w.stats = stats
+	return w, nil
+}
+
+// admitClaim checks that base may be claimed by req: not fenced by a lease of another name
+// (unless adopting), and fenced below req.Epoch.
+func (s *Store) admitClaim(req ClaimRequest, base Snapshot, warnedUID *bool) error {
+	f := fenceOf(base)
+	if f == nil {
+		return nil
+	}
+	if f.Lease.Name != "" && (f.Lease.Kind != req.Lease.Kind || f.Lease.Namespace != req.Lease.Namespace || f.Lease.Name != req.Lease.Name) {
+		ferr := &ForeignLeaseError{Object: s.Object(), Stored: f.Lease, Ours: req.Lease}
+		if !req.AdoptForeign {
+			return ferr
+		}
+		s.o.Logger.Warn("adopting a checkpoint document fenced by another lease", "error", ferr.Error())
+	} else if f.Lease.Name != "" && f.LeaseUID != "" && req.LeaseUID != "" && f.LeaseUID != req.LeaseUID && !*warnedUID {
+		*warnedUID = true
+		s.o.Logger.Warn("lease was recreated; epoch continues from the document's fence",
+			"object", s.Object(), "lease", req.Lease.String(), "stored_uid", f.LeaseUID,
+			"uid", req.LeaseUID, "stored_epoch", f.Epoch, "epoch", req.Epoch)
+	}
+	if f.Epoch >= req.Epoch {
+		return &FencedError{Object: s.Object(), Epoch: req.Epoch, StoredEpoch: f.Epoch, StoredHolder: f.Holder}
+	}
+	return nil
 }
 
 // fenceOf returns the snapshot's fence or nil.

@@ -285,3 +285,34 @@ func TestCommitInFlightDuringTakeoverIsFenced(t *testing.T) {
 		})
 	}
 }
+
+// A claim goes through the writer's one CAS loop: a write that lands between the read the
+// claim started from and the claim (the previous holder's last commit) is a conflict the
+// claim re-reads, judges again and claims on, keeping that commit; the conflict is counted in
+// the writer's stats like any commit's.
+func TestContendedClaimIsRetriedAndCounted(t *testing.T) {
+	ctx := context.Background()
+	mem := storetest.NewMemory()
+	st := storetest.NewStore(mem)
+	old := claimed(t, st, 1, "old")
+	snap, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(7)}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Claim(ctx, storetest.Req(2, "new"), snap)
+	if err != nil {
+		t.Fatalf("claim over a concurrent commit: %v", err)
+	}
+	if got := storetest.IntValue(w.Checkpoints(), "k"); got != 7 {
+		t.Fatalf("claimed checkpoint k = %d, want the concurrent commit's 7", got)
+	}
+	if st := w.Stats(); st.Conflicts != 1 || st.Retries != 1 || st.Commits != 0 {
+		t.Fatalf("writer stats after a contended claim: %+v, want 1 conflict, 1 retry, no commits", st)
+	}
+	if err := old.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(8)}}); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("old holder's commit after the claim: %v, want ErrFenced", err)
+	}
+}

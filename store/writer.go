@@ -74,12 +74,6 @@ type Writer struct {
 	stats   WriterStats
 }
 
-// attempt is one write: the full document and its encoding.
-type attempt struct {
-	doc  *Document
-	data []byte
-}
-
 func (s *Store) newWriter(req ClaimRequest, doc *Document, v Version) *Writer {
 	return &Writer{s: s, epoch: req.Epoch, inv: req.Invocation, holder: req.Holder, doc: doc, version: v, seq: doc.Writer.Seq}
 }
@@ -185,44 +179,21 @@ func (w *Writer) Commit(ctx context.Context, c Change) error {
 	return w.write(ctx, &attempt{doc: next, data: data})
 }
 
-// write sends att conditioned on w.version until it is confirmed, proven impossible, or the
-// outcome cannot be established.
+// write sends att conditioned on w.version through the store's one CAS loop.
 func (w *Writer) write(ctx context.Context, att *attempt) error {
-	s := w.s
-	for try := 0; ; try++ {
-		if try >= s.o.WriteAttempts {
-			w.pending = att
-			return fmt.Errorf("%w: commit to %s did not settle after %d attempts", ErrUnavailable, s.Object(), try)
+	res, pending, err := w.s.cas(ctx, Snapshot{Doc: w.doc, Version: w.version}, casOp{
+		what:   "commit",
+		build:  func(Snapshot) (*attempt, error) { return att, nil }, // built on our own version: write it again as is
+		settle: w.settle,
+	}, &w.stats)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) && pending != nil {
+			w.pending = pending
 		}
-		v, err := s.b.Store(ctx, att.data, w.version)
-		if err == nil {
-			w.confirm(att.doc, v)
-			return nil
-		}
-		if definite(err) {
-			return fmt.Errorf("committing to %s: %w", s.Object(), err)
-		}
-		if errors.Is(err, ErrConflict) {
-			w.stats.Conflicts++
-		}
-		cur, rerr := s.Read(ctx)
-		if rerr != nil {
-			w.pending = att
-			return fmt.Errorf("%w: commit to %s is unconfirmed (%w), and re-reading failed: %w", ErrUnavailable, s.Object(), err, rerr)
-		}
-		retry, err := w.settle(cur, att)
-		if err != nil || !retry {
-			return err
-		}
-		w.stats.Retries++
-		if cur.Version == w.version {
-			if serr := s.sleep(ctx, try+1); serr != nil {
-				w.pending = att
-				return fmt.Errorf("%w: commit to %s: %w", ErrUnavailable, s.Object(), serr)
-			}
-		}
-		w.version = cur.Version
+		return err
 	}
+	w.confirm(res.doc, res.version)
+	return nil
 }
 
 // settlePending reads the document to learn whether an unconfirmed write landed, so that
@@ -235,28 +206,28 @@ func (w *Writer) settlePending(ctx context.Context) error {
 	if cur.Version == w.version {
 		return nil // not landed; the next write carries it and conditions on the same version
 	}
-	retry, err := w.settle(cur, w.pending) // landed, fenced, integrity, or our base rewritten
+	landed, err := w.settle(cur, w.pending) // landed, fenced, integrity, or our base rewritten
 	if err != nil {
 		return err
 	}
-	if retry {
-		w.version = cur.Version
+	if landed {
+		w.stats.LostAcks++
+		w.confirm(w.pending.doc, cur.Version)
 	}
 	return nil
 }
 
-// settle interprets the document read back after a failed write of att. It returns
-// retry=true when att did not land and may be written again on cur.Version.
-func (w *Writer) settle(cur Snapshot, att *attempt) (retry bool, err error) {
+// settle interprets the document read back after a failed write of att: landed when att is
+// stored; no error and not landed when one of our own earlier writes is current, so att (built
+// on top of it) may be written again on cur's version.
+func (w *Writer) settle(cur Snapshot, att *attempt) (landed bool, err error) {
 	obj := w.s.Object()
 	if cur.Absent {
 		return false, w.fail(&FencedError{Object: obj, Epoch: w.epoch, Reason: "the document was deleted after our claim"})
 	}
 	st, f := cur.Doc.Writer, cur.Doc.Fence
 	if st.same(att.doc.Writer) {
-		w.stats.LostAcks++
-		w.confirm(att.doc, cur.Version)
-		return false, nil
+		return true, nil
 	}
 	if f != nil && f.Epoch > w.epoch {
 		return false, w.fail(&FencedError{Object: obj, Epoch: w.epoch, StoredEpoch: f.Epoch, StoredHolder: f.Holder})
@@ -264,8 +235,8 @@ func (w *Writer) settle(cur Snapshot, att *attempt) (retry bool, err error) {
 	if st != nil && st.Epoch == w.epoch && st.Invocation == w.inv && st.Seq < att.doc.Writer.Seq && f != nil && f.Epoch == w.epoch {
 		// One of our own earlier writes is current (the confirmed base, or an unconfirmed one
 		// that landed late); att was built on top of it, so write att on this version.
-		w.doc = cur.Doc
-		return true, nil
+		w.doc, w.version = cur.Doc, cur.Version
+		return false, nil
 	}
 	if f == nil || f.Epoch < w.epoch {
 		return false, w.fail(fmt.Errorf("%w: %s was rewritten below our fence (epoch %d, stored %d, writer %+v): "+

@@ -96,8 +96,8 @@ func TestE2ELostAcknowledgementS3(t *testing.T) {
 		t.Fatalf("%d faults injected, want 2", proxy.Fired())
 	}
 	s := w.Stats()
-	if s.LostAcks != 1 || s.Conflicts != 0 {
-		t.Fatalf("stats %+v: want one lost ack recovered and no conflict", s)
+	if s.LostAcks != 2 || s.Conflicts != 0 {
+		t.Fatalf("stats %+v: want the claim's and the commit's lost acks recovered and no conflict", s)
 	}
 	d := w.Document()
 	if d.Writer.Seq != 2 || len(d.History) != 1 || storetest.IntValue(d.Checkpoints, "k") != 2 {

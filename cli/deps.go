@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,8 +23,14 @@ import (
 )
 
 // errWiring marks a failure to build the invocation's parts from a valid configuration (a
-// missing secret file at run time, an unreadable CA bundle, ...): a configuration problem.
-var errWiring = errors.New("cannot set up")
+// missing secret file at run time, an unreadable CA bundle, ...): a configuration problem
+// (it is a job.ErrConfig).
+var errWiring error = wiringError{}
+
+type wiringError struct{}
+
+func (wiringError) Error() string        { return "cannot set up" }
+func (wiringError) Is(target error) bool { return target == job.ErrConfig }
 
 // invocationParts are the parts one invocation runs with, built fresh for every run (in
 // schedule mode too: nothing per-run survives into the next tick).

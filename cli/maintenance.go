@@ -180,25 +180,12 @@ func releaseOnBehalf(ctx context.Context, cfg *config.Config, st *store.Store, l
 }
 
 // storeExit maps a failure of the store or the lease onto the exit-code table, through the
-// outcome it stands for (strict codes: an operator command reports busy and fenced).
+// outcome it stands for (job.OutcomeOf; strict codes: an operator command reports busy and
+// fenced).
 func storeExit(err error) error {
 	var ee *ExitError
 	if err == nil || errors.As(err, &ee) {
 		return err
 	}
-	o := job.OutcomeInternal
-	switch {
-	case errors.Is(err, lease.ErrBusy):
-		o = job.OutcomeBusy
-	case errors.Is(err, store.ErrFenced):
-		o = job.OutcomeFenced
-	case errors.Is(err, store.ErrForeignLease), errors.Is(err, store.ErrPermission), errors.Is(err, store.ErrNoLocation),
-		errors.Is(err, errWiring), errors.Is(err, store.ErrTooLarge):
-		o = job.OutcomeConfig
-	case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrIntegrity):
-		o = job.OutcomeIntegrity
-	case errors.Is(err, store.ErrUnavailable):
-		o = job.OutcomeUnavailable
-	}
-	return &ExitError{Code: outcomeExit(o, true), Err: err}
+	return &ExitError{Code: outcomeExit(job.OutcomeOf(err, false), true), Err: err}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -126,11 +125,7 @@ func runInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, f 
 	parts, err := buildInvocation(ctx, cfg, log)
 	if err != nil {
 		log.Error("cannot start the invocation", "err", err)
-		o := job.OutcomeInternal
-		if errors.Is(err, errWiring) {
-			o = job.OutcomeConfig
-		}
-		rep := &job.Report{Outcome: o, Error: err.Error(), StartedAt: start.UTC(), Duration: job.Millis(time.Since(start))}
+		rep := &job.Report{Outcome: job.OutcomeOf(err, false), Error: err.Error(), StartedAt: start.UTC(), Duration: job.Millis(time.Since(start))}
 		rep.ExitCode = outcomeExit(rep.Outcome, cfg.Run.StrictExitCodes)
 		f.metrics.finish(cfg, nil, rep, nil)
 		return rep

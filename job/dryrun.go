@@ -23,7 +23,7 @@ type dryEntry struct {
 func (r *run) dryRun(ctx context.Context) {
 	cp, err := r.deps.Coordinator.Peek(ctx)
 	if err != nil {
-		r.end(classifyBegin(err), err)
+		r.end(OutcomeOf(err, false), err)
 		return
 	}
 	intakeCtx, cancel := context.WithDeadline(ctx, r.deadline)

@@ -21,7 +21,7 @@ import (
 
 var (
 	errIntakeDeadline = errors.New("intake window is over (run.max_duration minus the push, commit and release reserves)")
-	errLeaseLost      = errors.New("the lease was lost")
+	errLeaseLost      = fmt.Errorf("the run's %w", lease.ErrLost)
 	errStopped        = errors.New("the run stopped")
 )
 
@@ -114,7 +114,7 @@ func (r *run) invoke(ctx context.Context) {
 	defer cancel()
 	sess, err := r.deps.Coordinator.Begin(sessCtx, r.opts.Invocation)
 	if err != nil {
-		r.end(classifyBegin(err), err)
+		r.end(OutcomeOf(err, false), err)
 		return
 	}
 	r.sess = sess
@@ -396,18 +396,15 @@ func (r *run) release(ctx context.Context) {
 func (r *run) decide() {
 	switch {
 	case r.commitErr != nil:
-		r.end(classifyCommit(r.commitErr, r.shipped), r.commitErr)
+		r.end(commitOutcome(r.commitErr, r.shipped), r.commitErr)
 	case r.interrupted:
 		r.end(OutcomePartial, errors.New("interrupted by a signal before the batch finished; the pushed prefix is committed"))
 	case r.leaseLost:
 		cause := r.lossCause()
-		switch {
-		case r.shipped:
-			r.end(OutcomePartial, cause)
-		case errors.Is(cause, lease.ErrExpired):
-			r.end(OutcomeUnavailable, cause) // renewals failed: the lease API or store is unreachable
-		default:
-			r.end(OutcomeFenced, cause) // taken over or deleted before anything was shipped
+		if r.shipped {
+			r.end(OutcomePartial, cause) // the pushed prefix is committed if no newer epoch claimed
+		} else {
+			r.end(OutcomeOf(cause, false), cause) // fenced if taken over, unavailable if renewals failed
 		}
 	case r.pushErr != nil:
 		r.end(r.partialOr(OutcomeUnavailable), r.pushErr)
@@ -490,36 +487,13 @@ func (r *run) note(s string) {
 	r.log.Info(s)
 }
 
-// classifyBegin maps a failure of read/acquire/claim to an outcome.
-func classifyBegin(err error) Outcome {
-	switch {
-	case errors.Is(err, lease.ErrBusy):
-		return OutcomeBusy
-	case errors.Is(err, store.ErrFenced):
+// commitOutcome is the outcome of a run whose commit failed: a fenced commit is fenced even
+// after shipping (the new holder ships the batch again); anything else as OutcomeOf says.
+func commitOutcome(err error, shipped bool) Outcome {
+	if errors.Is(err, store.ErrFenced) {
 		return OutcomeFenced
-	case errors.Is(err, store.ErrForeignLease), errors.Is(err, store.ErrPermission),
-		errors.Is(err, store.ErrNoLocation):
-		return OutcomeConfig
-	case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrIntegrity):
-		return OutcomeIntegrity
 	}
-	return OutcomeUnavailable
-}
-
-// classifyCommit maps a failed commit to an outcome.
-func classifyCommit(err error, shipped bool) Outcome {
-	switch {
-	case errors.Is(err, store.ErrFenced):
-		return OutcomeFenced
-	case errors.Is(err, store.ErrIntegrity), errors.Is(err, store.ErrCorrupt):
-		return OutcomeIntegrity
-	case errors.Is(err, store.ErrPermission), errors.Is(err, store.ErrTooLarge):
-		return OutcomeConfig
-	}
-	if shipped {
-		return OutcomePartial
-	}
-	return OutcomeUnavailable
+	return OutcomeOf(err, shipped)
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -56,16 +56,6 @@ type leaseView struct {
 	FenceEpoch  uint64    `json:"document_fence_epoch"`
 }
 
-func leaseState(r lease.Record, now time.Time, skew time.Duration) string {
-	switch {
-	case r.Holder == "" || r.Released:
-		return "released"
-	case lease.Expired(r, now, skew):
-		return "expired"
-	}
-	return "held"
-}
-
 func leaseShow(c *cli.Context) error {
 	t, stop, err := openTarget(c)
 	if err != nil {
@@ -85,7 +75,7 @@ func leaseShow(c *cli.Context) error {
 	case err != nil:
 		return storeExit(err)
 	default:
-		v.Lease, v.Holder, v.State, v.Epoch = rec.Ref.String(), rec.Holder, leaseState(rec, now, skew), rec.Epoch
+		v.Lease, v.Holder, v.State, v.Epoch = rec.Ref.String(), rec.Holder, string(rec.State(now, skew)), rec.Epoch
 		v.AcquiredAt, v.RenewedAt, v.UID, v.Version = rec.AcquiredAt, rec.RenewedAt, rec.UID, rec.Version
 		if !rec.RenewedAt.IsZero() {
 			v.RenewAgeSec = now.Sub(rec.RenewedAt).Round(time.Millisecond).Seconds()
@@ -131,10 +121,7 @@ func leaseRelease(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	inv := lease.NewInvocation()
-	cfg := *t.cfg
-	cfg.Lease.Identity = maintenanceHost()
-	l, err := buildLease(t.ctx, &cfg, t.st, inv, t.log)
+	l, err := maintenanceLease(t.ctx, t.cfg, t.st, t.log)
 	if err != nil {
 		return storeExit(err)
 	}
@@ -147,8 +134,8 @@ func leaseRelease(c *cli.Context) error {
 		return storeExit(err)
 	}
 	now, skew := time.Now(), t.cfg.Lease.MaxClockSkew.D()
-	state := leaseState(rec, now, skew)
-	if state == "released" {
+	state := rec.State(now, skew)
+	if state == lease.StateReleased {
 		_, err := fmt.Fprintf(c.App.Writer, "%s is already free (epoch %d)\n", rec.Ref, rec.Epoch)
 		return err
 	}
@@ -157,11 +144,11 @@ func leaseRelease(c *cli.Context) error {
 		return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf(
 			"refused: %s is held by %s, not %s; nothing was changed", rec.Ref, rec.Holder, named)}
 	}
-	if state == "held" && named == "" && !c.Bool("force") {
+	if state == lease.StateHeld && named == "" && !c.Bool("force") {
 		return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf(
 			"refused: %s: %s\n  name the holder with --holder to release it, or use --force; nothing was changed", rec.Ref, doctor.DescribeRecord(rec, now, skew))}
 	}
-	if err := releaseOnBehalf(t.ctx, &cfg, t.st, l, rec, inv); err != nil {
+	if err := l.ReleaseFor(t.ctx, rec); err != nil {
 		if errors.Is(err, lease.ErrLost) {
 			return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf("refused: %s changed hands meanwhile (%w); nothing was changed", rec.Ref, err)}
 		}
@@ -169,9 +156,9 @@ func leaseRelease(c *cli.Context) error {
 	}
 	note := ""
 	switch {
-	case state == "held" && cfg.Lease.Type == "store":
+	case state == lease.StateHeld && t.cfg.Lease.Type == "store":
 		note = "; its run is fenced at its next renewal or commit"
-	case state == "held":
+	case state == lease.StateHeld:
 		note = "; its run loses the lease at its next renewal and stops pulling"
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "released %s held by %s (%s, epoch %d)%s\n", rec.Ref, rec.Holder, state, rec.Epoch, note)

@@ -16,10 +16,7 @@ import (
 )
 
 // maintenance is one operator write to the checkpoint document (state set, delete, import,
-// fence raise-floor) made through the same protocol as a run: acquire the lease as a
-// maintenance holder (waiting up to wait for a running job to finish), claim the document with
-// a new epoch (so a job that is still running is fenced at its next commit instead of
-// reverting the repair), apply one commit, release.
+// fence raise-floor), made through lease.Maintain as a maintenance holder.
 type maintenance struct {
 	cfg   *config.Config
 	st    *store.Store
@@ -34,67 +31,39 @@ type maintenance struct {
 // maintenanceHost is the holder prefix of operator writes: "sf2loki-maintenance@<host>".
 func maintenanceHost() string { return "sf2loki-maintenance@" + lease.DefaultHost() }
 
-// edit is what a maintenance operation commits, decided from the claimed document (nil
-// document: absent). A nil change with a nil error commits nothing (the claim alone is the
-// operation).
-type edit func(doc *store.Document) (*store.Change, error)
+// maintenanceLease builds the configured lease with the maintenance holder identity.
+func maintenanceLease(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (lease.Lease, error) {
+	c := *cfg
+	c.Lease.Identity = maintenanceHost()
+	return buildLease(ctx, &c, st, lease.NewInvocation(), log)
+}
 
 // errRefused marks an operation refused before anything was written (a live holder, a
 // precondition of the operation itself).
 var errRefused = errors.New("refused")
 
 // run performs the operation and returns the epoch it wrote under.
-func (m *maintenance) run(ctx context.Context, apply edit) (uint64, error) {
-	inv := lease.NewInvocation()
-	cfg := *m.cfg
-	cfg.Lease.Identity = maintenanceHost()
-	l, err := buildLease(ctx, &cfg, m.st, inv, m.log)
+func (m *maintenance) run(ctx context.Context, apply lease.Edit) (uint64, error) {
+	l, err := maintenanceLease(ctx, m.cfg, m.st, m.log)
 	if err != nil {
 		return 0, err
 	}
-	if m.force {
-		if err := m.takeOver(ctx, &cfg, l, inv); err != nil {
-			return 0, err
+	res, err := lease.Maintain(ctx, l, m.st, lease.MaintainOptions{
+		SessionOptions: lease.SessionOptions{Wait: m.wait, MinEpoch: m.floor, Logger: m.log},
+		Force:          m.force,
+	}, apply)
+	if rec := res.TookOver; rec != nil {
+		if rec.State(time.Now(), m.cfg.Lease.MaxClockSkew.D()) == lease.StateHeld {
+			fmt.Fprintf(m.out, "sf2loki: --force: took the lease over from %s (epoch %d, renewed %s ago); that run is fenced at its next commit and cannot revert this change\n",
+				rec.Holder, rec.Epoch, time.Since(rec.RenewedAt).Round(time.Second))
+		} else {
+			fmt.Fprintf(m.out, "sf2loki: --force: released the expired lease of %s (epoch %d)\n", rec.Holder, rec.Epoch)
 		}
 	}
-	snap, err := m.st.Read(ctx)
-	if err != nil {
-		return 0, err
-	}
-	floor := snap.Floor()
-	if m.floor > 0 {
-		floor = max(floor, m.floor-1)
-	}
-	g, err := l.Acquire(ctx, floor, m.wait)
 	if errors.Is(err, lease.ErrBusy) {
 		return 0, m.busy(ctx, l, err)
 	}
-	if err != nil {
-		return 0, err
-	}
-	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := l.Release(rctx, g); err != nil {
-			m.log.Warn("releasing the lease after the maintenance write; it expires on its own", "err", err)
-		}
-	}
-	w := g.Writer
-	if w == nil {
-		if w, err = m.st.Claim(ctx, g.ClaimRequest(), snap); err != nil {
-			release()
-			return 0, err
-		}
-	}
-	ch, err := apply(w.Document())
-	if err == nil && ch != nil {
-		err = w.Commit(ctx, *ch)
-	}
-	release()
-	if err != nil {
-		return g.Epoch, err
-	}
-	return g.Epoch, nil
+	return res.Epoch, err
 }
 
 // busy explains a refusal: who holds the lease and until when. Nothing was written.
@@ -117,67 +86,6 @@ type refusal struct {
 
 func (r *refusal) Error() string   { return r.msg }
 func (r *refusal) Unwrap() []error { return r.errs }
-
-// takeOver frees a live lease for the operator (--force): the Kubernetes Lease is released on
-// behalf of its holder; the store lease is claimed one epoch up and marked released. Either
-// way the next acquire succeeds at once, and the claim that follows fences the job that held
-// it.
-func (m *maintenance) takeOver(ctx context.Context, cfg *config.Config, l lease.Lease, inv string) error {
-	rec, err := l.Inspect(ctx)
-	if errors.Is(err, lease.ErrAbsent) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if rec.Holder == "" || rec.Released {
-		return nil
-	}
-	live := !lease.Expired(rec, time.Now(), m.cfg.Lease.MaxClockSkew.D())
-	if err := releaseOnBehalf(ctx, cfg, m.st, l, rec, inv); err != nil {
-		return fmt.Errorf("taking the lease over: %w", err)
-	}
-	if live {
-		fmt.Fprintf(m.out, "sf2loki: --force: took the lease over from %s (epoch %d, renewed %s ago); that run is fenced at its next commit and cannot revert this change\n",
-			rec.Holder, rec.Epoch, time.Since(rec.RenewedAt).Round(time.Second))
-	} else {
-		fmt.Fprintf(m.out, "sf2loki: --force: released the expired lease of %s (epoch %d)\n", rec.Holder, rec.Epoch)
-	}
-	return nil
-}
-
-// releaseOnBehalf gives up the lease held by rec's holder. A Kubernetes Lease is released with
-// a compare on that holder, epoch and uid (the epoch stays). The store lease lives in the
-// document's fence, which only a claim may rewrite: it is claimed at the next epoch, marked
-// released, which also fences the holder.
-func releaseOnBehalf(ctx context.Context, cfg *config.Config, st *store.Store, l lease.Lease, rec lease.Record, inv string) error {
-	switch cfg.Lease.Type {
-	case "kubernetes":
-		return l.Release(ctx, lease.Grant{Holder: rec.Holder, Epoch: rec.Epoch, UID: rec.UID, Ref: rec.Ref, Invocation: inv})
-	case "store":
-		snap, err := st.Read(ctx)
-		if err != nil {
-			return err
-		}
-		if snap.Absent || snap.Doc.Fence == nil || snap.Doc.Fence.Holder != rec.Holder {
-			return nil // changed meanwhile: the normal acquire decides
-		}
-		epoch, err := lease.NextEpoch(snap.Floor(), 0, ^uint64(0), "the document's fence")
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		if testNow != nil {
-			now = testNow()
-		}
-		_, err = st.Claim(ctx, store.ClaimRequest{
-			Epoch: epoch, Invocation: inv, Holder: cfg.Lease.Identity + "/" + inv, Lease: leaseRef(cfg, l),
-			Embedded: &store.LeaseState{RenewedAt: now, Duration: cfg.Lease.Duration.D(), Released: true},
-		}, snap)
-		return err
-	}
-	return fmt.Errorf("lease.type %q: cannot release on behalf of its holder", cfg.Lease.Type)
-}
 
 // storeExit maps a failure of the store or the lease onto the exit-code table, through the
 // outcome it stands for (job.OutcomeOf; strict codes: an operator command reports busy and

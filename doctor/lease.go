@@ -53,14 +53,14 @@ func LeaseChecks(l Lease) []Check {
 
 // DescribeRecord renders a lease record for humans (also used by `sf2loki lease show`).
 func DescribeRecord(r lease.Record, now time.Time, skew time.Duration) string {
-	switch {
-	case r.Holder == "" || r.Released:
+	switch r.State(now, skew) {
+	case lease.StateReleased:
 		by := ""
 		if r.Holder != "" {
 			by = " by " + r.Holder
 		}
 		return fmt.Sprintf("free (released%s), epoch %d, last renewed %s", by, r.Epoch, ago(now, r.RenewedAt))
-	case lease.Expired(r, now, skew):
+	case lease.StateExpired:
 		return fmt.Sprintf("held by %s, epoch %d, but not renewed for %s (duration %s): that run ended without releasing; the next run takes it over",
 			r.Holder, r.Epoch, roundDuration(now.Sub(r.RenewedAt)), r.Duration)
 	}

@@ -58,6 +58,32 @@ type Record struct {
 	Version    string // backend version token (resourceVersion, document version)
 }
 
+// State is what a lease record says about its holder at a given time.
+type State string
+
+// States of a lease record.
+const (
+	// StateReleased: no holder, or released by it; free now.
+	StateReleased State = "released"
+	// StateExpired: a holder that was not renewed within its duration and the allowed skew (its
+	// run ended without releasing); the next acquirer takes it over at once.
+	StateExpired State = "expired"
+	// StateHeld: a live holder; acquirers are busy (or wait).
+	StateHeld State = "held"
+)
+
+// State classifies the record at wall time now, allowing skew between the holder's clock and
+// ours (rules 1 and 2 of the takeover rule, see Expired).
+func (r Record) State(now time.Time, skew time.Duration) State {
+	switch {
+	case r.Holder == "" || r.Released:
+		return StateReleased
+	case Expired(r, now, skew):
+		return StateExpired
+	}
+	return StateHeld
+}
+
 // Grant is a successful acquisition.
 type Grant struct {
 	Epoch      uint64
@@ -98,6 +124,12 @@ type Lease interface {
 	Release(ctx context.Context, g Grant) error
 	// Inspect reads the lease without changing it (doctor, `sf2loki lease show`).
 	Inspect(ctx context.Context) (Record, error)
+	// ReleaseFor gives up, on behalf of its holder, the lease that rec (as read by Inspect)
+	// describes — only if the same holder still holds it at the same epoch; ErrLost when it
+	// changed hands meanwhile. The epoch never goes backwards; the holder loses the lease at
+	// its next renewal (for lease/store, the release is a claim one epoch up, which also
+	// fences the holder). Operators use it (`sf2loki lease release`, `--force`).
+	ReleaseFor(ctx context.Context, rec Record) error
 }
 
 // Config holds what every lease backend needs. Zero values mean the defaults.

@@ -113,7 +113,8 @@ func (f *fakeLease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, erro
 
 func (f *fakeLease) Release(context.Context, lease.Grant) error { return nil }
 
-func (f *fakeLease) Inspect(context.Context) (lease.Record, error) { return lease.Record{}, nil }
+func (f *fakeLease) Inspect(context.Context) (lease.Record, error)  { return lease.Record{}, nil }
+func (f *fakeLease) ReleaseFor(context.Context, lease.Record) error { return nil }
 
 // The renewer cancels the context within one renew interval of losing the lease, and never
 // before the grant's validity passes when the API is merely unreachable.
@@ -208,5 +209,26 @@ func TestHolderIdentityDiffersPerInvocation(t *testing.T) {
 	b := lease.Config{Host: "pod-1"}.WithDefaults()
 	if a.Holder() == b.Holder() || !strings.HasPrefix(a.Holder(), "pod-1/") {
 		t.Fatalf("holders %q and %q: a restarted container must not look like the same holder", a.Holder(), b.Holder())
+	}
+}
+
+func TestRecordState(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	const d, skew = 30 * time.Second, 5 * time.Second
+	for _, tc := range []struct {
+		name string
+		rec  lease.Record
+		want lease.State
+	}{
+		{"no holder", lease.Record{Epoch: 3, RenewedAt: now, Duration: d}, lease.StateReleased},
+		{"released", lease.Record{Holder: "h/1", Released: true, RenewedAt: now, Duration: d}, lease.StateReleased},
+		{"renewed just now", lease.Record{Holder: "h/1", RenewedAt: now, Duration: d}, lease.StateHeld},
+		{"past L but within K", lease.Record{Holder: "h/1", RenewedAt: now.Add(-d - skew/2), Duration: d}, lease.StateHeld},
+		{"past L+K", lease.Record{Holder: "h/1", RenewedAt: now.Add(-d - skew - time.Second), Duration: d}, lease.StateExpired},
+		{"no renew time (third-party Lease)", lease.Record{Holder: "h/1", Duration: d}, lease.StateExpired},
+	} {
+		if got := tc.rec.State(now, skew); got != tc.want {
+			t.Errorf("%s: State = %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

@@ -25,6 +25,9 @@ type SessionOptions struct {
 	RenewEvery time.Duration
 	// ReleaseTimeout bounds the best-effort release after a failed claim. Default 5s.
 	ReleaseTimeout time.Duration
+	// MinEpoch, when set, makes the grant's epoch at least MinEpoch (an operator raising the
+	// fence floor); epochs still never go backwards.
+	MinEpoch uint64
 	// Logger receives session events. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -62,11 +65,15 @@ func Start(ctx context.Context, l Lease, st *store.Store, o SessionOptions) (*Se
 	if err != nil {
 		return nil, err
 	}
+	floor := snap.Floor()
+	if o.MinEpoch > 0 {
+		floor = max(floor, o.MinEpoch-1)
+	}
 	var g Grant
 	if sa, ok := l.(SnapshotAcquirer); ok {
-		g, err = sa.AcquireFrom(ctx, snap, snap.Floor(), o.Wait)
+		g, err = sa.AcquireFrom(ctx, snap, floor, o.Wait)
 	} else {
-		g, err = l.Acquire(ctx, snap.Floor(), o.Wait)
+		g, err = l.Acquire(ctx, floor, o.Wait)
 	}
 	if err != nil {
 		return nil, err

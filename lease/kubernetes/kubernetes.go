@@ -304,6 +304,12 @@ func (l *Lease) Release(ctx context.Context, g lease.Grant) error {
 	}
 }
 
+// ReleaseFor releases the Lease on behalf of the holder rec names, compared on that holder,
+// epoch and uid (the epoch stays).
+func (l *Lease) ReleaseFor(ctx context.Context, rec lease.Record) error {
+	return l.Release(ctx, lease.Grant{Holder: rec.Holder, Epoch: rec.Epoch, UID: rec.UID, Ref: rec.Ref, Invocation: l.c.Invocation})
+}
+
 // Inspect implements lease.Lease.
 func (l *Lease) Inspect(ctx context.Context) (lease.Record, error) {
 	le, err := l.get(ctx)

@@ -73,6 +73,8 @@ var cases = []struct {
 	{"PausedHolderIsFencedAtCommit", testPausedHolderIsFencedAtCommit},
 	{"CommitAfterExpiryWithoutTakeover", testCommitAfterExpiryWithoutTakeover},
 	{"RenewerCancelsWhenTakenOver", testRenewerCancelsWhenTakenOver},
+	{"ReleaseForFreesALiveHolder", testReleaseForFreesALiveHolder},
+	{"ReleaseForRefusesAChangedHolder", testReleaseForRefusesAChangedHolder},
 }
 
 func acquire(t *testing.T, l lease.Lease, floor uint64, wait time.Duration) lease.Grant {
@@ -362,5 +364,50 @@ func testRenewerCancelsWhenTakenOver(t *testing.T, newEnv Factory) {
 	}
 	if !errors.Is(a.Lost(), lease.ErrLost) || !errors.Is(context.Cause(a.Context()), lease.ErrLost) {
 		t.Fatalf("cause %v, want ErrLost", context.Cause(a.Context()))
+	}
+}
+
+// An operator releases a live holder's lease on its behalf: the lease is free at once for
+// the next acquirer (with a higher epoch), and the holder's next renewal finds it lost.
+func testReleaseForFreesALiveHolder(t *testing.T, newEnv Factory) {
+	ctx := context.Background()
+	env := newEnv(t)
+	a := env.New(Cfg("a", long, 0))
+	g := acquire(t, a, 0, 0)
+	op := env.New(Cfg("op", long, 0))
+	rec := inspect(t, op)
+	if err := op.ReleaseFor(ctx, rec); err != nil {
+		t.Fatalf("ReleaseFor a live holder: %v", err)
+	}
+	if r := inspect(t, op); r.State(time.Now(), 0) != lease.StateReleased || r.Epoch < g.Epoch {
+		t.Fatalf("after ReleaseFor: %+v (state %s), want released at epoch >= %d", r, r.State(time.Now(), 0), g.Epoch)
+	}
+	if _, err := a.Renew(ctx, g); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("the released holder's renewal: got %v, want ErrLost", err)
+	}
+	if g2 := acquire(t, env.New(Cfg("b", long, 0)), 0, 0); g2.Epoch <= g.Epoch {
+		t.Fatalf("next acquire got epoch %d, want above the released holder's %d", g2.Epoch, g.Epoch)
+	}
+}
+
+// A record that no longer describes the lease (another holder took it meanwhile) is not
+// released: ErrLost, and the lease is left as it is.
+func testReleaseForRefusesAChangedHolder(t *testing.T, newEnv Factory) {
+	ctx := context.Background()
+	env := newEnv(t)
+	a := env.New(Cfg("a", long, 0))
+	ga := acquire(t, a, 0, 0)
+	stale := inspect(t, a)
+	if err := a.Release(ctx, ga); err != nil {
+		t.Fatal(err)
+	}
+	b := env.New(Cfg("b", long, 0))
+	acquire(t, b, 0, 0)
+	before := inspect(t, b)
+	if err := env.New(Cfg("op", long, 0)).ReleaseFor(ctx, stale); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("ReleaseFor a stale record: got %v, want ErrLost", err)
+	}
+	if after := inspect(t, b); after.Version != before.Version || after.Holder != "host/b" {
+		t.Fatalf("ReleaseFor a stale record changed the lease: %+v, was %+v", after, before)
 	}
 }

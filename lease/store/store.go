@@ -174,6 +174,38 @@ func (l *Lease) write(ctx context.Context, g lease.Grant, released bool) error {
 	return err
 }
 
+// ReleaseFor releases the embedded lease on behalf of the holder rec names. The fence is the
+// lease, and only a claim may rewrite it: the document is claimed one epoch up and marked
+// released, which also fences the holder's next write. ErrLost when the holder changed
+// meanwhile.
+func (l *Lease) ReleaseFor(ctx context.Context, rec lease.Record) error {
+	snap, err := l.st.Read(ctx)
+	if err != nil {
+		return err
+	}
+	if snap.Absent || snap.Doc.Fence == nil || snap.Doc.Fence.Holder != rec.Holder || snap.Doc.Fence.Epoch != rec.Epoch {
+		return fmt.Errorf("%w: %s is no longer held by %s at epoch %d", lease.ErrLost, l.st.Object(), rec.Holder, rec.Epoch)
+	}
+	epoch, err := lease.NextEpoch(snap.Floor(), 0, math.MaxUint64, "the document's fence")
+	if err != nil {
+		return err
+	}
+	_, err = l.st.Claim(ctx, ckpt.ClaimRequest{
+		Epoch: epoch, Invocation: l.c.Invocation, Holder: l.c.Holder(), Lease: l.Ref(),
+		Embedded: &ckpt.LeaseState{RenewedAt: l.c.Now(), Duration: l.c.Duration, Released: true},
+		Admit: func(cur ckpt.Snapshot) error {
+			if f := cur.Doc.Fence; cur.Absent || f == nil || f.Holder != rec.Holder || f.Epoch != rec.Epoch {
+				return fmt.Errorf("%w: %s changed hands while releasing it", lease.ErrLost, l.st.Object())
+			}
+			return nil
+		},
+	}, snap)
+	if errors.Is(err, ckpt.ErrFenced) {
+		return fmt.Errorf("%w: %w", lease.ErrLost, err)
+	}
+	return err
+}
+
 // Inspect reads the embedded lease.
 func (l *Lease) Inspect(ctx context.Context) (lease.Record, error) {
 	s, err := l.st.Read(ctx)

@@ -196,6 +196,9 @@ func Decode(object string, data []byte) (doc *Document, legacy bool, err error) 
 	}
 	rawSchema, ok := top["schema"]
 	if !ok {
+		if err := legacyShape(top); err != nil {
+			return corrupt("no schema key, and not the Python sf2loki's flat key map either", err)
+		}
 		doc, err := decodeLegacy(top)
 		if err != nil {
 			return corrupt("legacy key map", err)
@@ -218,11 +221,45 @@ func Decode(object string, data []byte) (doc *Document, legacy bool, err error) 
 		doc.Checkpoints = map[string]Checkpoint{}
 	}
 	for k, c := range doc.Checkpoints {
-		if len(c.Value) == 0 {
-			return corrupt(fmt.Sprintf("checkpoint %q has no value", k), nil)
+		if len(c.Value) == 0 || string(c.Value) == "null" {
+			return corrupt(fmt.Sprintf("checkpoint %q has no value (sf2loki never writes one; "+
+				"`sf2loki state delete %s` restarts the key from its lookback)", k, k), nil)
 		}
 	}
 	return doc, false, nil
+}
+
+// schemaFields are the top-level members of a schema-2 document. The Python flat map never
+// has them as keys (its keys are namespaced: "eventlogfile:Login", "pubsub:/event/X", ...).
+var schemaFields = []string{"fence", "writer", "checkpoints", "counters", "last_commit_at", "history"}
+
+// legacyShape accepts only the Python sf2loki's document: a flat map of string values, with
+// an optional __fence_epoch__ (a number or a numeric string). Anything else without a schema
+// key — a schema-2 document that lost its schema member, a hand edit — must not be taken for
+// it: its fence would be read as 0 and its cursors filed under wrong keys.
+func legacyShape(top map[string]json.RawMessage) error {
+	for _, f := range schemaFields {
+		if _, ok := top[f]; ok {
+			return fmt.Errorf("it has the schema-2 member %q but no schema: restore it from a backup, or add \"schema\": %d if it is otherwise intact", f, SchemaVersion)
+		}
+	}
+	for k, v := range top {
+		if k == legacyFenceKey {
+			continue
+		}
+		if len(v) == 0 || v[0] != '"' {
+			return fmt.Errorf("key %q holds %s, not a string as the Python sf2loki wrote", k, clip(v))
+		}
+	}
+	return nil
+}
+
+// clip shortens a raw value for a message.
+func clip(v json.RawMessage) string {
+	if len(v) > 40 {
+		return string(v[:40]) + "…"
+	}
+	return string(v)
 }
 
 // decodeLegacy converts the Python flat map {key: value, "__fence_epoch__": N}. Keys travel
@@ -238,9 +275,6 @@ func decodeLegacy(top map[string]json.RawMessage) (*Document, error) {
 			if epoch > 0 {
 				doc.Fence = &Fence{Epoch: epoch}
 			}
-			continue
-		}
-		if string(v) == "null" {
 			continue
 		}
 		doc.Checkpoints[k] = Checkpoint{Value: bytes.Clone(v)}

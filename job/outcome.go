@@ -29,11 +29,9 @@ func OutcomeOf(err error, shipped bool) Outcome {
 	case errors.Is(err, ErrConfig), errors.Is(err, store.ErrForeignLease), errors.Is(err, store.ErrPermission),
 		errors.Is(err, store.ErrNoLocation):
 		return OutcomeConfig
-	case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrIntegrity), errors.Is(err, source.ErrNeedsHuman):
+	case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrIntegrity), errors.Is(err, source.ErrNeedsHuman),
+		errors.Is(err, store.ErrTooLarge): // only a person can shrink an oversize document
 		return OutcomeIntegrity
-	case errors.Is(err, store.ErrTooLarge):
-		// Nothing was written; only a person can shrink the document (state delete).
-		return OutcomeConfig
 	case errors.Is(err, lease.ErrLost) && !errors.Is(err, lease.ErrExpired) && !shipped:
 		// Taken over or deleted before anything was shipped. (A lost lease whose validity
 		// merely passed without a renewal means the lease API or store is unreachable.)

@@ -20,7 +20,9 @@ type Version string
 //     resolved by the protocol re-reading the document, never by retrying blindly. Backends
 //     must not retry conditional writes themselves.
 type Backend interface {
-	// Load returns the document's bytes and the version they belong to, read atomically.
+	// Load returns the document's bytes and the version they belong to, read atomically. A
+	// document larger than MaxSize is refused with ErrTooLarge without being read whole
+	// (ReadLimited).
 	Load(ctx context.Context) ([]byte, Version, error)
 	// Store writes data if the stored version equals expect, or, when expect is empty, only if
 	// no document exists. It returns the new version.

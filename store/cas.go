@@ -48,11 +48,13 @@ func (s *Store) cas(ctx context.Context, base Snapshot, op casOp, stats *WriterS
 	if err != nil {
 		return casResult{}, nil, err
 	}
+	var last error // the last write's failure, the cause shown when the write does not settle
 	for try := 0; ; try++ {
 		if try >= s.o.WriteAttempts {
-			return casResult{}, att, fmt.Errorf("%w: %s of %s did not settle after %d attempts", ErrUnavailable, op.what, s.Object(), try)
+			return casResult{}, att, fmt.Errorf("%w: %s of %s did not settle after %d attempts; the last one: %w", ErrUnavailable, op.what, s.Object(), try, last)
 		}
 		v, err := s.b.Store(ctx, att.data, base.Version)
+		last = err
 		if err == nil {
 			return casResult{doc: att.doc, version: v}, nil, nil
 		}

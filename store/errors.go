@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is; the typed errors below carry the
@@ -98,3 +99,20 @@ func (e *ForeignLeaseError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrForeignLease) hold.
 func (e *ForeignLeaseError) Unwrap() error { return ErrForeignLease }
+
+// ReadLimited reads r to its end, refusing a body of more than limit bytes with ErrTooLarge
+// after reading at most limit+1 of them (limit <= 0: no limit). Backends read documents with
+// it, so an oversize document is refused at once instead of after reading it whole.
+func ReadLimited(r io.Reader, limit int) ([]byte, error) {
+	if limit <= 0 {
+		return io.ReadAll(r)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+	}
+	return data, nil
+}

@@ -118,6 +118,14 @@ func (s *Store) readOnce(ctx context.Context) (Snapshot, error) {
 	if errors.Is(err, ErrAbsent) {
 		return Snapshot{Absent: true}, nil
 	}
+	if err == nil && s.sizeCap() > 0 && len(data) > s.sizeCap() {
+		err = fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, len(data), s.sizeCap())
+	}
+	if errors.Is(err, ErrTooLarge) {
+		return Snapshot{}, fmt.Errorf("%w: %s is over the document size limit and was not read (%w); it was left untouched. "+
+			"Keep it aside as a backup (move or copy it away), then `sf2loki state import` a copy without the stale keys, "+
+			"or let every source restart from its configured lookback", ErrIntegrity, s.Object(), err)
+	}
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading %s: %w", s.Object(), err)
 	}

@@ -3,6 +3,7 @@ package opstest
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +54,49 @@ func TestCorruptDocumentsExit7AndStayUntouched(t *testing.T) {
 				t.Fatalf("%d entries shipped from a %s document", len(rcv.Entries()), tc.name)
 			}
 		})
+	}
+}
+
+// An oversize document is refused at once with exit 7 on the read path, without reading it
+// whole, and left untouched.
+func TestOversizeDocumentExit7WithoutReadingItWhole(t *testing.T) {
+	o := startOrg(t, simsf.AllPermissions())
+	rcv := startLoki(t, simloki.Options{})
+	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
+	cfg := s.write(t)
+	// 64 MiB of a sparse file: larger than the 16 MiB limit; reading it whole would show.
+	f, err := os.Create(s.statePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 20); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	before, _ := os.Stat(s.statePath)
+	r := run("--config", cfg, "run-once")
+	if r.code != 7 || !strings.Contains(r.stdout+r.stderr, "size limit") || !strings.Contains(r.stdout+r.stderr, "state import") {
+		t.Fatalf("run-once on an oversize document: want exit 7 naming the size limit and state import; got %s", r)
+	}
+	after, _ := os.Stat(s.statePath)
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatal("the oversize document was changed")
+	}
+}
+
+// A store location that cannot work is a configuration error (exit 2) naming the OS cause,
+// decided at once rather than after retries that can never succeed.
+func TestImpossibleStorePathExit2WithTheCause(t *testing.T) {
+	o := startOrg(t, simsf.AllPermissions())
+	rcv := startLoki(t, simloki.Options{})
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}, statePath: filepath.Join(file, "state.json")}
+	cfg := s.write(t)
+	r := run("--config", cfg, "run-once")
+	if r.code != 2 || !strings.Contains(r.stdout+r.stderr, "not a directory") {
+		t.Fatalf("run-once with a state path under a regular file: want exit 2 naming the OS cause; got %s", r)
 	}
 }

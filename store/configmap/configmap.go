@@ -158,6 +158,9 @@ func (b *Backend) Load(ctx context.Context) ([]byte, store.Version, error) {
 	if !ok {
 		return nil, "", store.ErrAbsent
 	}
+	if len(data) > b.max { // the API server already caps the object; the key is checked like the write path
+		return nil, "", fmt.Errorf("%w: %s is %d bytes, more than %d", store.ErrTooLarge, b, len(data), b.max)
+	}
 	return data, store.Version(cm.ResourceVersion), nil
 }
 

@@ -93,7 +93,9 @@ func classify(what, path string, err error) error {
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%w: %s %s: %w (check the owner and mode of the file and its directory)", store.ErrPermission, what, path, err)
 	case errors.Is(err, syscall.EROFS):
-		return fmt.Errorf("%w: %s %s: %w", store.ErrPermission, what, path, err)
+		return fmt.Errorf("%w: %s %s: %w (the file system is read-only: point state.path at a writable volume)", store.ErrPermission, what, path, err)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("%w: %s %s: %w (a part of the path is a file, not a directory: fix state.path)", store.ErrNoLocation, what, path, err)
 	default:
 		return fmt.Errorf("%w: %s %s: %w", store.ErrUnavailable, what, path, err)
 	}
@@ -105,11 +107,22 @@ func (b *Backend) Load(ctx context.Context) ([]byte, store.Version, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
-	data, err := os.ReadFile(b.o.Path)
+	f, err := os.Open(b.o.Path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", store.ErrAbsent
 	}
 	if err != nil {
+		return nil, "", classify("reading", b.o.Path, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > int64(b.o.MaxSize) {
+		return nil, "", fmt.Errorf("%w: %s is %d bytes, more than %d", store.ErrTooLarge, b.o.Path, st.Size(), b.o.MaxSize)
+	}
+	data, err := store.ReadLimited(f, b.o.MaxSize)
+	if err != nil {
+		if errors.Is(err, store.ErrTooLarge) {
+			return nil, "", fmt.Errorf("%s: %w", b.o.Path, err)
+		}
 		return nil, "", classify("reading", b.o.Path, err)
 	}
 	return data, version(data), nil

@@ -266,7 +266,13 @@ func (b *Backend) Load(ctx context.Context) ([]byte, store.Version, error) {
 	if n, err := strconv.ParseInt(gen, 10, 64); err != nil || n <= 0 {
 		return nil, "", fmt.Errorf("reading %s: the answer has no object generation (X-Goog-Generation %q): is the endpoint a GCS JSON API?", b, gen)
 	}
-	data, err := io.ReadAll(resp.Body)
+	if resp.ContentLength > int64(b.max) {
+		return nil, "", fmt.Errorf("%w: %s is %d bytes, more than %d", store.ErrTooLarge, b, resp.ContentLength, b.max)
+	}
+	data, err := store.ReadLimited(resp.Body, b.max)
+	if errors.Is(err, store.ErrTooLarge) {
+		return nil, "", fmt.Errorf("%s: %w", b, err)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: reading the body of %s: %w", store.ErrUnavailable, b, err)
 	}

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -136,7 +135,13 @@ func (b *Backend) Load(ctx context.Context) ([]byte, store.Version, error) {
 		return nil, "", b.classify("reading", err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
+	if n := aws.ToInt64(out.ContentLength); n > int64(b.max) {
+		return nil, "", fmt.Errorf("%w: %s is %d bytes, more than %d", store.ErrTooLarge, b, n, b.max)
+	}
+	data, err := store.ReadLimited(out.Body, b.max)
+	if errors.Is(err, store.ErrTooLarge) {
+		return nil, "", fmt.Errorf("%s: %w", b, err)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: reading the body of %s: %w", store.ErrUnavailable, b, err)
 	}

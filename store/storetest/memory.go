@@ -148,6 +148,9 @@ func (m *Memory) Load(ctx context.Context) ([]byte, store.Version, error) {
 	if m.data == nil {
 		return nil, "", store.ErrAbsent
 	}
+	if len(m.data) > m.max {
+		return nil, "", fmt.Errorf("%w: %d bytes, more than %d", store.ErrTooLarge, len(m.data), m.max)
+	}
 	return bytes.Clone(m.data), m.version, nil
 }
 

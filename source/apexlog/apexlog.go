@@ -413,7 +413,8 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record) (source.Record,
 			body = b
 		case errors.Is(err, salesforce.ErrBodyTooLarge):
 			reason = ReasonSize
-		case ctx.Err() != nil, errors.Is(err, salesforce.ErrRequestLimit):
+		case ctx.Err() != nil, errors.Is(err, salesforce.ErrRequestLimit), errors.Is(err, salesforce.ErrConcurrentLimit):
+			// A limit is about the org, not this log: the key stops and waits, whatever its age.
 			return source.Record{}, err
 		case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound:
 			reason = ReasonNotFound

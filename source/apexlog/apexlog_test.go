@@ -305,3 +305,22 @@ func TestGarbageCursor(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentLimitStopsTheKey: a concurrent-request limit that outlasts the client's
+// retries is about the org, not the log: the key stops and waits, even for a log older than
+// download_max_age, instead of shipping it as metadata only.
+func TestConcurrentLimitStopsTheKey(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-3 * time.Hour), Body: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	e.org.AddFault(simsf.Fault{Kind: simsf.KindApexLogBody, Times: -1, Status: 403, Limit: simsf.LimitConcurrentRequests})
+	res := e.run(t, apexlog.Options{Lookback: 4 * time.Hour}, nil, 0)
+	if !errors.Is(res.err, salesforce.ErrConcurrentLimit) {
+		t.Fatalf("error %v, want the concurrent limit", res.err)
+	}
+	if len(res.records) != 0 {
+		t.Fatalf("shipped %d records (first flagged %q) while the org was at its concurrent limit", len(res.records),
+			meta(res.records[0].Entry, "body_skip_reason"))
+	}
+}

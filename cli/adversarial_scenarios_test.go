@@ -506,7 +506,10 @@ func TestAdversarialClockSkew(t *testing.T) {
 		faulted++
 
 		w.insertLogins(10)
-		cc := w.start(childSpec{name: fmt.Sprintf("r%d-holder2", round), config: cfg, env: map[string]string{envSleep: "after_push:1:1500ms"}})
+		// The holder stays live (renewing) for longer than the lease duration: a run whose clock
+		// is 10 min behind sees it renewed in its future, watches it for up to one duration
+		// whatever its --wait, and must then be busy, never take it over.
+		cc := w.start(childSpec{name: fmt.Sprintf("r%d-holder2", round), config: cfg, env: map[string]string{envSleep: "after_push:1:4s"}})
 		cc.waitStep(t, string(job.StepAfterPush), 1)
 		dc := w.start(childSpec{name: fmt.Sprintf("r%d-behind", round), config: cfg, args: []string{"--wait", "500ms"}, env: map[string]string{envClock: "-10m"}})
 		d := dc.wait()

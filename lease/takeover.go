@@ -22,13 +22,20 @@ func Expired(rec Record, now time.Time, skew time.Duration) bool {
 	return rec.RenewedAt.Add(rec.Duration + skew).Before(now)
 }
 
-// TakeoverRule waits until a lease may be taken over by a fresh process (reference
-// lease-store.md §3.9):
+// TakeoverRule waits until a lease may be taken over by a fresh process (docs/fencing.md, "the
+// takeover rule"):
 //  1. absent, no holder, or released: now;
 //  2. renewed_at + L + K < now by the wall clock: now;
 //  3. otherwise poll the record; once its version has not changed for its duration on our
 //     own monotonic clock (the holder stopped renewing) it may be taken over. After wait,
 //     ErrBusy.
+//
+// A record renewed in our future by more than the allowed skew K was written by a holder whose
+// clock is wrong, so rule 2 cannot be trusted for it: a holder killed with its clock 10 minutes
+// (or 10 days) ahead would lock everyone out until our clock caught up with its. For such a
+// record only, rule 3 applies whatever wait is: the acquirer observes it for up to its duration
+// on the monotonic clock before deciding. A live skewed holder keeps renewing, so it is never
+// taken over, and each acquirer pays at most one lease duration of waiting before ErrBusy.
 //
 // A read error is returned as is: an unknown lease is never treated as absent.
 func TakeoverRule(ctx context.Context, c Config, wait time.Duration, read func(context.Context) (Observed, error)) (Observed, error) {
@@ -36,6 +43,7 @@ func TakeoverRule(ctx context.Context, c Config, wait time.Duration, read func(c
 	var (
 		observedVersion string
 		observedAt      time.Time
+		escaped         bool // waiting out a holder whose clock runs ahead of ours
 	)
 	for {
 		o, err := read(ctx)
@@ -44,6 +52,16 @@ func TakeoverRule(ctx context.Context, c Config, wait time.Duration, read func(c
 		}
 		if o.Absent || Expired(o.Record, c.Now(), c.Skew) {
 			return o, nil
+		}
+		if ahead := o.Record.RenewedAt.Sub(c.Now()); ahead > c.Skew && !escaped {
+			escaped = true
+			if d := o.Record.Duration + c.Poll; d > wait-time.Since(start) {
+				wait = time.Since(start) + d
+			}
+			c.Logger.Warn("the lease was renewed in our future: the holder's clock runs ahead of ours by more than the allowed skew; "+
+				"watching it for one lease duration instead of trusting its renew time",
+				"holder", o.Record.Holder, "epoch", o.Record.Epoch, "renewed_at", o.Record.RenewedAt,
+				"ahead", ahead.Round(time.Second), "max_clock_skew", c.Skew)
 		}
 		if o.Record.Version != observedVersion || observedAt.IsZero() {
 			observedVersion, observedAt = o.Record.Version, time.Now()

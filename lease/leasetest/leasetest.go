@@ -73,6 +73,8 @@ var cases = []struct {
 	{"PausedHolderIsFencedAtCommit", testPausedHolderIsFencedAtCommit},
 	{"CommitAfterExpiryWithoutTakeover", testCommitAfterExpiryWithoutTakeover},
 	{"RenewerCancelsWhenTakenOver", testRenewerCancelsWhenTakenOver},
+	{"KilledHolderAheadIsTakenOverWithoutWaitConfigured", testKilledHolderAheadIsTakenOver},
+	{"RenewingHolderAheadIsNeverTakenOver", testRenewingHolderAheadIsNeverTakenOver},
 	{"ReleaseForFreesALiveHolder", testReleaseForFreesALiveHolder},
 	{"ReleaseForRefusesAChangedHolder", testReleaseForRefusesAChangedHolder},
 }
@@ -409,5 +411,48 @@ func testReleaseForRefusesAChangedHolder(t *testing.T, newEnv Factory) {
 	}
 	if after := inspect(t, b); after.Version != before.Version || after.Holder != "host/b" {
 		t.Fatalf("ReleaseFor a stale record changed the lease: %+v, was %+v", after, before)
+	}
+}
+
+// A holder whose clock runs ahead of ours (10 minutes, 10 days) and that is killed without
+// releasing wrote a renew time in our future: by the wall-clock rule its lease would stay live
+// until our clock caught up. With no acquire wait configured (the default), the next acquirer
+// still takes it over after watching it unchanged for one lease duration on its own clock.
+func testKilledHolderAheadIsTakenOver(t *testing.T, newEnv Factory) {
+	for _, ahead := range []time.Duration{10 * time.Minute, 10 * 24 * time.Hour} {
+		env := newEnv(t)
+		const l = time.Second
+		acquire(t, env.New(Cfg("a", l, ahead)), 0, 0) // then killed: never renewed, never released
+		start := time.Now()
+		g, err := env.New(Cfg("b", l, 0)).Acquire(context.Background(), 0, 0)
+		if err != nil {
+			t.Fatalf("holder %s ahead, killed: acquire with no wait: %v, want a takeover", ahead, err)
+		}
+		if g.Epoch != 2 {
+			t.Fatalf("holder %s ahead: takeover epoch %d, want 2", ahead, g.Epoch)
+		}
+		if waited := time.Since(start); waited < l {
+			t.Fatalf("holder %s ahead: took over after %v, before it was unchanged for L=%v", ahead, waited, l)
+		}
+	}
+}
+
+// The same holder alive keeps renewing: it is never taken over, and an acquirer with no wait
+// configured returns busy after watching it (at most one lease duration).
+func testRenewingHolderAheadIsNeverTakenOver(t *testing.T, newEnv Factory) {
+	env := newEnv(t)
+	const l = 2 * time.Second // several renewals per L even on a loaded machine
+	a := env.New(Cfg("a", l, 10*time.Minute))
+	g := acquire(t, a, 0, 0)
+	r := lease.NewRenewer(context.Background(), a, g, l/8, Quiet)
+	defer r.Stop()
+	for range 2 {
+		_, err := env.New(Cfg("b", l, 0)).Acquire(context.Background(), 0, 0)
+		if !errors.Is(err, lease.ErrBusy) {
+			t.Fatalf("acquire of a live lease renewed in our future: got %v, want ErrBusy", err)
+		}
+	}
+	if r.Lost() != nil {
+		t.Fatalf("the renewing holder lost its lease: %v", r.Lost())
 	}
 }

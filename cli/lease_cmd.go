@@ -79,7 +79,7 @@ func leaseShow(c *cli.Context) error {
 		v.AcquiredAt, v.RenewedAt, v.UID, v.Version = rec.AcquiredAt, rec.RenewedAt, rec.UID, rec.Version
 		if !rec.RenewedAt.IsZero() {
 			v.RenewAgeSec = now.Sub(rec.RenewedAt).Round(time.Millisecond).Seconds()
-			if rec.Duration > 0 {
+			if rec.Duration > 0 && rec.State(now, skew) != lease.StateReleased { // a free lease does not expire
 				v.ExpiresAt = rec.RenewedAt.Add(rec.Duration)
 			}
 		}

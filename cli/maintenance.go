@@ -39,8 +39,13 @@ func maintenanceLease(ctx context.Context, cfg *config.Config, st *store.Store, 
 }
 
 // errRefused marks an operation refused before anything was written (a live holder, a
-// precondition of the operation itself).
-var errRefused = errors.New("refused")
+// precondition of the operation itself): a usage error unless it says otherwise (busy).
+var errRefused error = refusedError{}
+
+type refusedError struct{}
+
+func (refusedError) Error() string        { return "refused" }
+func (refusedError) Is(target error) bool { return target == job.ErrConfig }
 
 // run performs the operation and returns the epoch it wrote under.
 func (m *maintenance) run(ctx context.Context, apply lease.Edit) (uint64, error) {

@@ -397,7 +397,7 @@ func stateDelete(c *cli.Context) error {
 		return storeExit(err)
 	}
 	if missing := missingKeys(snap.Doc, keys); len(missing) > 0 {
-		return exitf(ExitInternal, "%s has no checkpoint %s; nothing was changed (see `sf2loki state show`)", t.st.Object(), strings.Join(missing, ", "))
+		return exitf(ExitConfig, "%s has no checkpoint %s; nothing was changed (see `sf2loki state show`)", t.st.Object(), strings.Join(missing, ", "))
 	}
 	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
 		if missing := missingKeys(doc, keys); len(missing) > 0 {

@@ -215,7 +215,8 @@ func TestStateCommands(t *testing.T) {
 	if r := run("--config", e.cfg, "state", "set", "__fence_epoch__", "9"); r.code != 2 {
 		t.Fatalf("the legacy fence key must be refused: %s", r)
 	}
-	if r := run("--config", e.cfg, "state", "delete", "no:such:key"); r.code != 1 {
+	// An unknown key is a usage error (exit 2, never retried), not an internal error.
+	if r := run("--config", e.cfg, "state", "delete", "no:such:key"); r.code != 2 || !strings.Contains(r.stderr, "no checkpoint no:such:key") {
 		t.Fatalf("deleting an unknown key: %s", r)
 	}
 	doc, _ = readDoc(t, e.s.statePath)
@@ -301,6 +302,10 @@ func TestLeaseShowAndReleaseStoreLease(t *testing.T) {
 	}
 	if r := run("--config", e.cfg, "lease", "release"); r.code != 0 || !strings.Contains(r.stdout, "already free") {
 		t.Fatalf("releasing a free lease: %s", r)
+	}
+	// A released lease does not expire: show says it is free and names no expiry.
+	if r := run("--config", e.cfg, "lease", "show"); r.code != 0 || !strings.Contains(r.stdout, "free (released") || strings.Contains(r.stdout, "expires") {
+		t.Fatalf("lease show of a released lease: %s", r)
 	}
 	e.gate.open()
 	r := run("--config", e.cfg, "run-once", "--strict-exit-codes")

@@ -397,8 +397,10 @@ func (r *run) decide() {
 	switch {
 	case r.commitErr != nil:
 		r.end(commitOutcome(r.commitErr, r.shipped), r.commitErr)
-	case r.interrupted:
+	case r.interrupted && r.shipped:
 		r.end(OutcomePartial, errors.New("interrupted by a signal before the batch finished; the pushed prefix is committed"))
+	case r.interrupted:
+		r.end(OutcomeUnavailable, errors.New("interrupted by a signal before anything was shipped"))
 	case r.leaseLost:
 		cause := r.lossCause()
 		if r.shipped {

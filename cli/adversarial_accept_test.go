@@ -118,7 +118,7 @@ func readLines(t *testing.T, path string) []string {
 // 60 s (120 records pushed two at a time to a receiver answering after 1 s) ends the run
 // partial (exit 4) well within the termination grace, with exactly the pushed prefix
 // committed; the next run ships the rest with nothing lost. Only the push in flight at the
-// signal may arrive twice: it is cancelled, but the receiver may still store it (§3.6: at
+// signal may arrive twice: it is cancelled, but the receiver may still store it (docs/fencing.md: at
 // most the in-flight batch is duplicated).
 func TestAdversarialSIGTERMPartial(t *testing.T) {
 	long(t)
@@ -378,9 +378,9 @@ func sameCounts(got, want map[string]int) bool {
 
 // TestAdversarialSIGTERMAtEachStep is scenario 54: SIGTERM while the run pulls, while it
 // commits, and while it releases. Each run exits within the termination grace with the
-// outcome of §3.6: interrupted during intake before anything was shipped it is unavailable
-// (nothing to commit); during a commit it is partial (what was pushed is committed, the commit
-// in progress completes); once the batch has finished it is ok.
+// outcome of docs/fencing.md: interrupted during intake before anything was shipped it is
+// unavailable (nothing to commit); during a commit it is partial (what was pushed is committed,
+// the commit in progress completes); once the batch has finished it is ok.
 func TestAdversarialSIGTERMAtEachStep(t *testing.T) {
 	long(t)
 	w := newWorld(t)

@@ -56,7 +56,7 @@ func TestE2EAdversarialSIGKILL(t *testing.T) {
 	sigkillEachStep(t, w, s)
 }
 
-// TestE2EAdversarialKubeLeaseDeleted is scenarios 24 and 25 of reference/lease-store.md §4:
+// TestE2EAdversarialKubeLeaseDeleted is scenarios 24 and 25 of docs/testing.md's scenario map:
 // the Kubernetes Lease is deleted while a run holds it mid-batch. The run's renewal finds it
 // gone and stops intake; the pushed prefix is still committed (nobody claimed since), so the
 // run ends partial. The next run recreates the Lease and continues above the document's

@@ -30,7 +30,7 @@ func noWrites(t *testing.T, w *world, c *child) {
 	}
 }
 
-// TestAdversarialOverlappingRuns is scenarios 1, 3, 5 and 6 of reference/lease-store.md §4:
+// TestAdversarialOverlappingRuns is scenarios 1, 3, 5 and 6 of docs/testing.md's scenario map:
 // rounds of two to eight run-once processes started together or a few milliseconds apart on
 // a tight schedule, while records keep arriving. Every process exits 0 as ok, busy or fenced;
 // a busy process writes nothing; at least one process of each round ships; and afterwards
@@ -140,7 +140,7 @@ func lastCommit(t *testing.T, c *child) map[string]store.Checkpoint {
 	return out
 }
 
-// TestAdversarialSIGKILL is scenarios 47-53 of reference/lease-store.md §4 with real
+// TestAdversarialSIGKILL is scenarios 47-53 of docs/testing.md's scenario map with real
 // processes: a run-once process SIGKILLs itself after acquiring the lease, after the claim,
 // in the middle of pulling, after a push before its commit, with a commit's write landed but
 // not acknowledged, after a commit, and before the release. The next run is busy while the
@@ -219,7 +219,7 @@ func writesAfter(t *testing.T, c *child, at time.Time) []journalEntry {
 	return out
 }
 
-// TestAdversarialSIGSTOP is scenarios 11-13 and 22 of reference/lease-store.md §4: a run-once
+// TestAdversarialSIGSTOP is scenarios 11-13 and 22 of docs/testing.md's scenario map: a run-once
 // process is stopped (SIGSTOP) past its lease duration — after its claim, after a push
 // before the push's commit, right before a commit, or by the parent while it is mid-batch —
 // another run takes over with the next epoch and commits, and the stopped process, once
@@ -363,7 +363,7 @@ func TestAdversarialDocumentDeleted(t *testing.T) {
 	w.verify(t, verifyOpts{dupsAllowed: true})
 }
 
-// TestAdversarialForeignLease is scenario 8 of reference/lease-store.md §4: two deployments
+// TestAdversarialForeignLease is scenario 8 of docs/testing.md's scenario map: two deployments
 // with different lease names point at one document. The second exits 2 with a message naming
 // both leases and writes nothing, whether the first is idle (config error) or holding its
 // lease (busy); the first is never fenced and its next run takes the next epoch.

@@ -1,6 +1,6 @@
 package cli
 
-// The adversarial suite (reference/lease-store.md §4) runs real `sf2loki run-once` and
+// The adversarial suite (the scenario map of docs/testing.md) runs real `sf2loki run-once` and
 // `sf2loki schedule` processes: TestMain re-executes this test binary as the sf2loki command
 // line when SF2LOKI_TEST_CHILD=1, with fault seams installed from environment variables. The
 // parent test runs the simulated org and the strict receiver in-process, writes a

@@ -427,8 +427,8 @@ func missingKeys(doc *store.Document, keys []string) []string {
 }
 
 // exportedDocument is the document without what belongs to one deployment's history: the
-// fence, the writer stamp and the claim history (reference/lease-store.md D22: copied back, a
-// fence would lock the live job out).
+// fence, the writer stamp and the claim history (copied back into another deployment's document, a
+// foreign fence would lock its live job out).
 func exportedDocument(d *store.Document, match func(string) bool) *store.Document {
 	out := &store.Document{Schema: store.SchemaVersion, Checkpoints: map[string]store.Checkpoint{}, LastCommitAt: d.LastCommitAt}
 	for k, cp := range d.Checkpoints {

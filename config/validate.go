@@ -289,7 +289,7 @@ func (c *Config) validateSchedule(errs *Errors) {
 	}
 }
 
-// Budget is the time budget of one invocation (reference/lease-store.md §3.8), derived from config.
+// Budget is the time budget of one invocation (docs/fencing.md, "The time budget"), derived from config.
 type Budget struct {
 	MaxDuration, Push, Commit, Release, Startup, Margin, AcquireWait time.Duration
 	LeaseDuration, RenewInterval, ClockSkew                          time.Duration

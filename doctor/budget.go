@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TimeBudget holds the time-budget symbols of reference/lease-store.md §3.8. Zero scheduler
+// TimeBudget holds the time-budget symbols of docs/fencing.md ("The time budget"). Zero scheduler
 // values (SchedulePeriod, Deadline, TerminationGrace) mean "not passed by the scheduler".
 type TimeBudget struct {
 	MaxDuration, Push, Commit, Release, Startup, Margin, AcquireWait time.Duration

@@ -238,8 +238,8 @@ func orNone(s []string) string {
 // checkTypes compares the configured EventLogFile types with the types the org has files of.
 func (o Org) checkTypes(ctx context.Context) Result {
 	e := o.EventLogFile
-	// One query per interval: an aggregate over EventLogFile without a filter under-reports
-	// (reference/salesforce.md §2.9).
+	// One query per interval: an aggregate over EventLogFile without a filter on Interval
+	// under-reports (docs/architecture.md, "Salesforce facts").
 	produced := map[string]map[string]int64{} // interval -> type -> files
 	names := map[string]string{}              // lower -> as the org spells it
 	for _, iv := range []string{"Hourly", "Daily"} {

@@ -26,7 +26,7 @@ import (
 // random step (abandoned without release, as a SIGKILL would), some losing store
 // acknowledgements — over the real store protocol, the store-embedded lease, the in-memory
 // backend and the strict simulated Loki, in fake time, and then checks the invariants of
-// reference/lease-store.md §4 over the whole document history (scenario 55).
+// docs/testing.md over the whole document history (scenario 55).
 func TestCrashSimulation(t *testing.T) {
 	const maxPushEntries = 120
 	runs := 150 * testenv.Iterations(3)

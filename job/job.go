@@ -1,4 +1,4 @@
-// Package job is one sf2loki invocation (SPEC.md §3): read the checkpoint document, acquire the
+// Package job is one sf2loki invocation (docs/architecture.md, "One invocation"): read the checkpoint document, acquire the
 // lease, claim the document with the new epoch, pull one bounded batch from the sources fairly,
 // push it to Loki, commit after each push the contiguous pushed prefix of every key through the
 // epoch-conditioned writer, release, and report. run-once, schedule, demo and backfill all call

@@ -8,7 +8,7 @@ import (
 // Outcome names how an invocation ended. The CLI maps each to an exit code in one table.
 type Outcome string
 
-// Outcomes of an invocation (SPEC.md §3).
+// Outcomes of an invocation (docs/fencing.md, "What each outcome means").
 const (
 	OutcomeOK           Outcome = "ok"           // shipped, or nothing new
 	OutcomeBusy         Outcome = "busy"         // a live holder has the lease; nothing written

@@ -21,7 +21,7 @@ func cfg() lease.Config {
 	return lease.Config{Duration: l, Skew: time.Second, Poll: time.Second, Host: "h", Invocation: "i", Logger: leasetest.Quiet}.WithDefaults()
 }
 
-// Every rule of §3.9, on a fake record, under synctest's clock.
+// Every rule of the takeover rule (docs/fencing.md), on a fake record, under synctest's clock.
 func TestTakeoverRule(t *testing.T) {
 	errRead := fmt.Errorf("%w: api down", store.ErrUnavailable)
 	for _, tc := range []struct {

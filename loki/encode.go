@@ -35,7 +35,7 @@ func (e Encoding) String() string {
 	return "protobuf"
 }
 
-// Field numbers of logproto.PushRequest and its messages (reference/loki.md §1.3).
+// Field numbers of logproto.PushRequest and its messages (docs/architecture.md, "Loki facts").
 const (
 	fieldPushStreams   protowire.Number = 1 // PushRequest.streams
 	fieldStreamLabels  protowire.Number = 1 // StreamAdapter.labels

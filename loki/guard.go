@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// allowedLabelNames is the fixed stream-label allowlist (SPEC §2): anything
+// allowedLabelNames is the fixed stream-label allowlist (docs/configuration.md): anything
 // else belongs in structured metadata or the line, to keep stream cardinality
 // low.
 var allowedLabelNames = []string{"environment", "event_type", "job", "org", "service_name", "sf_org_id", "source"}

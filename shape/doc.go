@@ -1,4 +1,4 @@
-// Package shape turns source records into Loki entries, the same way for every source (SPEC §2):
+// Package shape turns source records into Loki entries, the same way for every source:
 //
 //  1. transforms, in the configured order: hash (salted SHA-256), mask (email and IP aware),
 //     drop_field, regex_replace, drop_row (glob matches, named rules);

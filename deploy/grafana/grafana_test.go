@@ -189,7 +189,7 @@ func TestCoversTheJobSignals(t *testing.T) {
 			t.Errorf("alert %s is missing", name)
 		}
 	}
-	// Durable facts only (D19): the age alert must survive the job not pushing any more.
+	// Durable facts only (docs/metrics.md): the age alert must survive the job not pushing any more.
 	if !strings.Contains(ex["SF2LokiNoSuccessfulRun"], "max_over_time(sf2loki_last_success_timestamp_seconds") {
 		t.Error("SF2LokiNoSuccessfulRun must read the last success time through max_over_time")
 	}

@@ -40,7 +40,7 @@ func (m Measure) AllocsPerRow() float64 { return float64(m.Mallocs) / float64(m.
 // AllocBytesPerRow is heap bytes allocated per row.
 func (m Measure) AllocBytesPerRow() float64 { return float64(m.Alloc) / float64(m.Rows) }
 
-// Ceiling is THE ceiling of SPEC.md §9, defined once, here: the bytes of an EventLogFile through
+// Ceiling is THE ceiling of docs/performance.md, defined once, here: the bytes of an EventLogFile through
 // CSV parse + shaping + encode + snappy in one process, with no network and no checkpointing.
 // It runs the product's own code: eventlogfile.ReadEntries (the source's CSV reader, header and
 // timestamp handling and shaping plan) and loki.Client.Push (guard, line cap, grouping, request

@@ -30,7 +30,7 @@ import (
 	"github.com/sf2loki/sf2loki/config"
 )
 
-// Targets of SPEC.md §9.
+// Targets (docs/performance.md, "Targets").
 const (
 	targetCeilingRatio = 0.5
 	targetPeakRSS      = 100 << 20
@@ -61,7 +61,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (configurations, state, profiles)")
 	flag.StringVar(&o.profileDir, "profile", "", "write pprof CPU profiles of the first end-to-end run of each size and of the ceiling here")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this file")
-	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a SPEC.md §9 target is missed")
+	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target of docs/performance.md is missed")
 	quick := flag.Bool("quick", false, "small sizes and few runs (a smoke test of the harness)")
 	flag.Func("runonce-env", "KEY=VALUE added to the environment of the run-once processes only (repeatable), e.g. GOMEMLIMIT=48MiB", func(v string) error {
 		if !strings.Contains(v, "=") {

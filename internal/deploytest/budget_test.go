@@ -145,7 +145,7 @@ func parseSeconds(t testing.TB, what, v string) time.Duration {
 	return d
 }
 
-// budgetViolations checks every invariant of reference/lease-store.md §3.8 that the rendered
+// budgetViolations checks every invariant of the time budget (docs/fencing.md) that the rendered
 // CronJob and the group's configuration determine, and returns the broken ones.
 func budgetViolations(cj *batchv1.CronJob, cfg *config.Config, period time.Duration) []string {
 	var bad []string
@@ -210,7 +210,7 @@ func failsJobOn(job batchv1.JobSpec, code int32) bool {
 // TestRenderedTimeBudget is the acceptance check of the time budget: for the default values
 // (and every other tested combination) it reads activeDeadlineSeconds, the grace period, the
 // schedule and the lease settings from the render, computes the schedule's real shortest gap,
-// checks every invariant of §3.8 on those numbers, and loads the rendered configuration with
+// checks every invariant of the time budget (docs/fencing.md) on those numbers, and loads the rendered configuration with
 // the CronJob's environment through config.Load (which checks them again), expecting no error.
 func TestRenderedTimeBudget(t *testing.T) {
 	for _, c := range renderCases {

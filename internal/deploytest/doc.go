@@ -4,7 +4,7 @@
 //
 // The tests render the chart with the real helm binary (lint, golden renders, render-time
 // failures, the hardening and the least-privilege RBAC of every render), check the time-budget
-// invariants of reference/lease-store.md §3.8 on the rendered numbers and through config.Load,
+// invariants of the time budget (docs/fencing.md) on the rendered numbers and through config.Load,
 // create every rendered object on a real kube-apiserver (TestE2E*), authenticate as the chart's
 // ServiceAccount to prove its Role, run two job groups as concurrent `sf2loki run-once --job`
 // processes against the simulated org, run the Dockerfile's build stage as a script and verify

@@ -37,7 +37,7 @@ func plainManifests(t testing.TB) manifests {
 
 // TestPlainManifests holds the manifests for people without Helm to the chart's standards:
 // hardened pods, the token mounted only into the job, a Role of exactly the job's operations on
-// the names its configuration uses, and the time budget of §3.8 with config.Load accepting the
+// the names its configuration uses, and the time budget (docs/fencing.md) with config.Load accepting the
 // configuration and the CronJob's environment.
 func TestPlainManifests(t *testing.T) {
 	m := plainManifests(t)

@@ -1,6 +1,6 @@
 // Package testenv is sf2loki's real-server test harness.
 //
-// It builds the pinned real servers and tools of SPEC.md §8 once into a cache outside the
+// It builds the pinned real servers and tools of docs/testing.md once into a cache outside the
 // repository (EnsureTool), and starts them on loopback with random ports for end-to-end tests:
 // VictoriaLogs as the Loki receiver (StartVictoriaLogs), versitygw as the S3 store
 // (StartVersitygw), kube-apiserver on etcd with token authentication and RBAC (StartKube,

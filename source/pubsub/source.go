@@ -1,7 +1,7 @@
 // Package pubsub is the Pub/Sub API source: Real-Time Event Monitoring streams
 // (/event/LoginEventStream, /event/ApiAnomalyEvent, ...), custom platform events
 // (/event/Order_Event__e) and Change Data Capture channels (/data/AccountChangeEvent) read as a
-// bounded pull per run (SPEC.md §2).
+// bounded pull per run.
 //
 // Each topic is one checkpoint key, pubsub:<topic>, whose cursor holds the replay id to resume
 // after (see Cursor). A run resumes there with CUSTOM, keeps at most num_requested (≤ 100)

@@ -1,7 +1,7 @@
 {{/*
 What the chart derives from the sf2loki configuration: the effective configuration, the job
 groups with their lease and ConfigMap names (exactly as config.ForJob derives them), the RBAC
-they need, and the time budget of reference/lease-store.md §3.8 in seconds.
+they need, and the time budget (docs/fencing.md, "The time budget") in seconds.
 */}}
 
 {{/*
@@ -243,7 +243,7 @@ another cluster through a kubeconfig.
 {{/*
 sf2loki.budget: the time budget of one group in whole seconds, as JSON: {deadline (A,
 activeDeadlineSeconds), grace (G, terminationGracePeriodSeconds), period (S), startingDeadline}.
-Fails the render when an invariant of reference/lease-store.md §3.8 cannot hold.
+Fails the render when an invariant of the time budget (docs/fencing.md) cannot hold.
 Input: dict "root" "group".
 */}}
 {{- define "sf2loki.budget" -}}

@@ -24,7 +24,7 @@ import (
 // PushPath is the only path the receiver serves.
 const PushPath = "/loki/api/v1/push"
 
-// Loki's default limits (reference/loki.md §4), used for zero Options fields.
+// Loki's default limits (docs/architecture.md, "Loki facts"), used for zero Options fields.
 const (
 	DefaultMaxRecvBytes           = 100 << 20
 	DefaultMaxLineBytes           = 256 << 10

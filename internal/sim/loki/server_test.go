@@ -17,7 +17,7 @@ import (
 )
 
 // The tests build request bodies by hand from the field numbers in
-// reference/loki.md, independently of the client package.
+// docs/architecture.md ("Loki facts"), independently of the client package.
 
 type pe struct {
 	ts   time.Time

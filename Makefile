@@ -52,6 +52,7 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(STATIC) $(GO) vet ./...
 	"$$($(TOOLS) path golangci-lint)" run ./...
+	$(STATIC) $(GO) test -count=1 ./internal/layering/ # dependencies point one way (docs/architecture.md)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

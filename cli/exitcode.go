@@ -7,7 +7,8 @@ import (
 	"github.com/sf2loki/sf2loki/job"
 )
 
-// Exit codes: the one table (SPEC.md §3). Every outcome and error class maps here and nowhere else.
+// Exit codes: the one table (docs/fencing.md, "What each outcome means"). Every outcome maps to a
+// code here and nowhere else; errors become outcomes in job.OutcomeOf.
 const (
 	ExitOK          = 0 // ok, nothing new, budget_paused, dry_run; busy and fenced unless --strict-exit-codes
 	ExitInternal    = 1 // internal error
@@ -55,9 +56,10 @@ func exitCode(err error) int {
 	return ExitInternal
 }
 
-// outcomeExit is the exit code of a run outcome (SPEC.md §3). busy and fenced are normal events
+// outcomeExit is the exit code of a run outcome. busy and fenced are normal events
 // of a scheduled job and exit 0 unless strict exit codes are asked for.
 func outcomeExit(o job.Outcome, strict bool) int {
+	//exhaustive:enforce
 	switch o {
 	case job.OutcomeOK, job.OutcomeBudgetPaused, job.OutcomeDryRun:
 		return ExitOK
@@ -79,6 +81,8 @@ func outcomeExit(o job.Outcome, strict bool) int {
 		return ExitIntegrity
 	case job.OutcomeConfig:
 		return ExitConfig
+	case job.OutcomeInternal:
+		return ExitInternal
 	}
-	return ExitInternal
+	return ExitInternal // an outcome this table does not know: a bug
 }

@@ -99,7 +99,7 @@ type Loki struct {
 	Labels            map[string]string `yaml:"labels" desc:"Static stream labels added to every entry (allowlisted names only)."`
 	ExtraLabels       []string          `yaml:"extra_labels" desc:"Label names allowed beyond the fixed allowlist job, service_name, source, event_type, sf_org_id, environment, org."`
 	OnPermanentReject string            `yaml:"on_permanent_reject" default:"drop" enum:"drop|freeze" desc:"Entries the receiver rejects for good: drop (count, dead-letter, advance) or freeze the key."`
-	DeadLetterPath    string            `yaml:"dead_letter_path" desc:"File that receives dropped entries as JSON lines (optional)."`
+	DeadLetterPath    string            `yaml:"dead_letter_path" desc:"File that receives dropped entries as JSON lines, or s3://bucket/prefix/ for one object per entry (optional)."`
 }
 
 // State configures the checkpoint document.

@@ -144,7 +144,9 @@ func Reference() []byte {
 	b.WriteString("underscore; list entries by index, e.g. `SF2LOKI_ORGS__0__NAME`); the environment wins over the file.\n")
 	b.WriteString("A secret key also accepts `<key>_file` (the file's content; a missing, unreadable or empty file is\n")
 	b.WriteString("an error). `${NAME}` in a value is replaced by the environment variable NAME (unset is an error;\n")
-	b.WriteString("`$${` writes a literal `${`). Durations use Go syntax (`30s`, `5m`, `1h30m`); sizes take `KiB`,\n")
+	b.WriteString("`$${` writes a literal `${`). As an AWS Lambda function, `${secretsmanager:<secret>}`,\n")
+	b.WriteString("`${secretsmanager:<secret>#<field>}` and `${ssm:<parameter>}` read AWS Secrets Manager and SSM\n")
+	b.WriteString("Parameter Store (docs/running.md). Durations use Go syntax (`30s`, `5m`, `1h30m`); sizes take `KiB`,\n")
 	b.WriteString("`MiB`, `GiB` (or `KB`, `MB`, `GB`). `sf2loki config example` prints a complete annotated file and\n")
 	b.WriteString("`sf2loki config schema` a JSON Schema for editors.\n")
 	for _, f := range schema() {

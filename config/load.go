@@ -54,6 +54,9 @@ type LoadOptions struct {
 	Environ []string
 	// ReadFile reads secret files and the config file; nil means os.ReadFile.
 	ReadFile func(string) ([]byte, error)
+	// Reference resolves ${scheme:ref}, a name with a colon, which no environment variable has
+	// (the Lambda mode's ${secretsmanager:...} and ${ssm:...}); nil makes such a name an error.
+	Reference func(ref string) (string, error)
 }
 
 // Load reads, interpolates, decodes, overrides, resolves secrets and validates a configuration.
@@ -65,7 +68,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	if opts.ReadFile == nil {
 		opts.ReadFile = os.ReadFile
 	}
-	l := &loader{env: envMap(opts.Environ), readFile: opts.ReadFile, secretFiles: map[string]secretRef{}}
+	l := &loader{env: envMap(opts.Environ), readFile: opts.ReadFile, reference: opts.Reference, secretFiles: map[string]secretRef{}}
 	cfg := Defaults()
 	root := reflect.ValueOf(cfg).Elem()
 
@@ -97,6 +100,7 @@ type secretRef struct {
 type loader struct {
 	env         map[string]string
 	readFile    func(string) ([]byte, error)
+	reference   func(string) (string, error)
 	errs        Errors
 	secretFiles map[string]secretRef // by secret key path
 }
@@ -209,7 +213,7 @@ func (l *loader) scalar(n *yaml.Node, path string) (string, bool) {
 		l.errs.add(path, "expected a single value, got %s", nodeKind(n))
 		return "", false
 	}
-	s, err := interpolate(n.Value, l.env)
+	s, err := interpolate(n.Value, l.env, l.reference)
 	if err != nil {
 		l.errs.add(path, "%v", err)
 		return "", false
@@ -282,8 +286,9 @@ func (l *loader) decodeField(n *yaml.Node, v reflect.Value, f *field, path strin
 	}
 }
 
-// interpolate replaces ${NAME} with the environment variable NAME; "$${" stays a literal "${".
-func interpolate(s string, env map[string]string) (string, error) {
+// interpolate replaces ${NAME} with the environment variable NAME and ${scheme:ref} with what
+// reference resolves; "$${" stays a literal "${".
+func interpolate(s string, env map[string]string, reference func(string) (string, error)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -306,6 +311,16 @@ func interpolate(s string, env map[string]string) (string, error) {
 		}
 		name := s[i+2 : i+end]
 		val, ok := env[name]
+		if strings.Contains(name, ":") {
+			if reference == nil {
+				return "", fmt.Errorf("${%s} is a secret reference, resolved only when sf2loki runs as an AWS Lambda function", name)
+			}
+			v, err := reference(name)
+			if err != nil {
+				return "", err
+			}
+			val, ok = v, true
+		}
 		if !ok {
 			return "", fmt.Errorf("environment variable %s is not set (used as ${%s}); set it or write the value", name, name)
 		}

@@ -28,10 +28,11 @@ const (
 	ToolEtcd          = toolcache.ToolEtcd
 	ToolHelm          = toolcache.ToolHelm
 	ToolGolangciLint  = toolcache.ToolGolangciLint
+	ToolLambdaRIE     = toolcache.ToolLambdaRIE
 )
 
 // EnsureTool returns the absolute path of the named tool ("victoria-logs", "versitygw",
-// "kube-apiserver", "etcd", "helm", "golangci-lint"), building it once into the cache outside
+// "kube-apiserver", "etcd", "helm", "golangci-lint", "aws-lambda-rie"), building it once into the cache outside
 // the repository when it is missing (see package toolcache). Concurrent calls, also from other
 // test binaries, build a tool at most once; a failed build is not retried within the process.
 func EnsureTool(ctx context.Context, name string) (string, error) {

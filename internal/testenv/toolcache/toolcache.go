@@ -34,6 +34,7 @@ const (
 	ToolEtcd          = "etcd"
 	ToolHelm          = "helm"
 	ToolGolangciLint  = "golangci-lint"
+	ToolLambdaRIE     = "aws-lambda-rie"
 )
 
 // Pinned versions of the tools built from the Go module proxy.
@@ -44,6 +45,9 @@ const (
 	kubeStagingVersion  = "v0.34.2"
 	helmVersion         = "v3.22.0"
 	golangciLintVersion = "v2.15.0"
+	// lambdaRIEVersion is the AWS Lambda Runtime Interface Emulator; its module publishes no
+	// tags the proxy serves, so it is pinned by pseudo-version.
+	lambdaRIEVersion = "v0.0.0-20261030222936-bef5c4ba774d"
 )
 
 // ErrUnknownTool is returned for a tool name Ensure does not know.
@@ -80,6 +84,8 @@ func pinnedTools() []toolSpec {
 				return golangciLintVersion + "-" + goMinor(goVersion)
 			},
 			build: goInstall("github.com/golangci/golangci-lint/v2/cmd/golangci-lint@" + golangciLintVersion)},
+		{name: ToolLambdaRIE, version: lambdaRIEVersion,
+			build: goInstall("github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@" + lambdaRIEVersion)},
 	}
 }
 

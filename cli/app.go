@@ -19,7 +19,7 @@ import (
 // Main runs the command line with args (args[0] is the program name) and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	app := NewApp(stdout, stderr)
-	err := app.Run(args)
+	err := app.Run(lambdaArgs(args))
 	code := exitCode(err)
 	if err != nil {
 		var ee *ExitError
@@ -50,6 +50,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 			stateCommand(),
 			leaseCommand(),
 			backfillCommand(),
+			lambdaCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // Main decides the code and prints once
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -159,12 +159,13 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 	}
 }
 
-// buildInvocation builds everything one invocation needs.
-func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) (*invocationParts, error) {
+// buildInvocation builds everything one invocation needs. A non-nil warm keeps the store
+// backend, the Loki client and the Salesforce clients across invocations (see warmClients).
+func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *warmClients) (*invocationParts, error) {
 	inv := lease.NewInvocation()
 	log = log.With("invocation", inv)
 	p := &invocationParts{opts: jobOptions(cfg, inv, log)}
-	st, err := buildStore(ctx, cfg, log)
+	st, err := warm.store(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -182,12 +183,17 @@ func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	}
 	lo := lokiOptions(cfg.Sink.Loki, log)
 	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
-	sink, err := loki.New(lo)
+	sink, err := warm.lokiClient(lo)
 	if err != nil {
 		return nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
 	}
 	p.deps.Sink = sink
-	if path := cfg.Sink.Loki.DeadLetterPath; path != "" {
+	if w, err := openS3DeadLetter(ctx, cfg, inv, warm); err != nil || w != nil {
+		if err != nil {
+			return nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
+		}
+		p.opts.DeadLetter = w
+	} else if path := cfg.Sink.Loki.DeadLetterPath; path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
@@ -199,7 +205,7 @@ func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		if !org.Sources.Enabled() {
 			continue
 		}
-		client, err := salesforce.New(salesforceOptions(org.Salesforce, log.With("org", org.Name)))
+		client, err := warm.salesforceClient(org.Path, salesforceOptions(org.Salesforce, log.With("org", org.Name)))
 		if err != nil {
 			p.close()
 			return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)

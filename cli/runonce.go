@@ -104,6 +104,7 @@ type invocationFlags struct {
 	dryRun    bool
 	dryRunOut io.Writer
 	metrics   *processMetrics // nil: no metrics
+	warm      *warmClients    // nil: every client built for this invocation alone
 }
 
 // warnStartup logs configuration advice once per process.
@@ -122,7 +123,7 @@ func warnStartup(cfg *config.Config, log *slog.Logger) {
 // as a run report with the matching outcome, so every run ends with one report.
 func runInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, f invocationFlags) *job.Report {
 	start := time.Now()
-	parts, err := buildInvocation(ctx, cfg, log)
+	parts, err := buildInvocation(ctx, cfg, log, f.warm)
 	if err != nil {
 		log.Error("cannot start the invocation", "err", err)
 		rep := &job.Report{Outcome: job.OutcomeOf(err, false), Error: err.Error(), StartedAt: start.UTC(), Duration: job.Millis(time.Since(start))}

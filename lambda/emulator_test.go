@@ -63,8 +63,9 @@ type world struct {
 	s3     *testenv.S3
 	bucket string
 	dir    string
-	// extra YAML appended to the configuration, and what the salesforce section says.
+	// what the salesforce and sink.loki sections say besides the URLs, and extra YAML appended.
 	salesforce string
+	lokiAuth   string
 	extra      string
 	mu         sync.Mutex
 	inserted   int
@@ -72,13 +73,13 @@ type world struct {
 
 const stateKey = "sf2loki/state.json"
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, recv ...simloki.Options) *world {
 	t.Helper()
 	w := &world{t: t, dir: t.TempDir()}
 	w.s3 = testenv.StartVersitygw(t)
 	w.bucket = w.s3.NewBucket(t)
 	w.org = sftest.Start(t, simsf.Options{})
-	w.recv = simloki.Start(t, simloki.Options{})
+	w.recv = simloki.Start(t, append(recv, simloki.Options{})[0])
 	key := filepath.Join(w.dir, "jwt.key")
 	if err := os.WriteFile(key, sftest.Key().KeyPEM, 0o600); err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ sink:
   loki:
     url: %s
     timeout: 2s
-state:
+%sstate:
   store: s3
   s3:
     bucket: %s
@@ -130,7 +131,7 @@ run:
   margin: 1s
 log:
   level: debug
-%s`, w.org.URL, w.salesforce, w.recv.PushURL(), w.bucket, stateKey, w.s3.Endpoint, w.s3.Region, w.s3.AccessKey, w.s3.SecretKey, w.extra)
+%s`, w.org.URL, w.salesforce, w.recv.PushURL(), w.lokiAuth, w.bucket, stateKey, w.s3.Endpoint, w.s3.Region, w.s3.AccessKey, w.s3.SecretKey, w.extra)
 	path := filepath.Join(w.dir, name)
 	if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
 		w.t.Fatal(err)

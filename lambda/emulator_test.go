@@ -430,3 +430,60 @@ func lastReport(t *testing.T, f *testenv.LambdaRIE) job.Report {
 	t.Fatalf("the function printed no run report\n%s", tail(f))
 	return job.Report{}
 }
+
+// The configuration read from an S3 object, and entries the receiver refuses for good written as
+// dead-letter objects to S3 before their cursor moves on.
+func TestConfigurationFromS3AndDeadLettersToS3(t *testing.T) {
+	w := newWorld(t, simloki.Options{RejectOldSamplesMaxAge: 30 * time.Minute})
+	w.lokiAuth = fmt.Sprintf("    dead_letter_path: s3://%s/dead-letters/\n", w.bucket)
+	local := w.config("sf2loki.yaml")
+	body, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.s3.Client().PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(w.bucket), Key: aws.String("config/sf2loki.yaml"),
+		Body: bytes.NewReader(body)}); err != nil {
+		t.Fatal(err)
+	}
+	f := testenv.StartLambdaRIE(t, bootstrap(t), 60*time.Second, []string{bootstrapEnv + "=1",
+		"SF2LOKI_CONFIG=s3://" + w.bucket + "/config/sf2loki.yaml", "AWS_ENDPOINT_URL_S3=" + w.s3.Endpoint,
+		"AWS_ACCESS_KEY_ID=" + w.s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + w.s3.SecretKey, "AWS_REGION=" + w.s3.Region})
+
+	// Ten rows 50 minutes old (beyond the receiver's 30 minutes) and five fresh ones.
+	now := time.Now().UTC()
+	var old []simsf.Record
+	for k := range 10 {
+		old = append(old, simsf.Record{"LoginTime": now.Add(-50*time.Minute + time.Duration(k)*time.Second), "UserId": "005000000000001AAA",
+			"LoginType": "Application", "Status": "Success", "SourceIp": "192.0.2.1"})
+	}
+	if _, err := w.org.Insert("LoginHistory", old...); err != nil {
+		t.Fatal(err)
+	}
+	w.insertLogins(5)
+	rep, inv := invoke(t, f)
+	if rep == nil || rep.Outcome != job.OutcomeOK {
+		t.Fatalf("%s %s\n%s", inv.ErrorType, inv.Body, tail(f))
+	}
+	var dropped int64
+	for _, n := range rep.Dropped {
+		dropped += n
+	}
+	list, err := w.s3.Client().ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String(w.bucket), Prefix: aws.String("dead-letters/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != 10 || len(list.Contents) != 10 || w.recv.Count() != 5 {
+		t.Fatalf("dropped %d, %d dead-letter objects, %d entries at the receiver; want 10, 10 and 5", dropped, len(list.Contents), w.recv.Count())
+	}
+	out, err := w.s3.Client().GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(w.bucket), Key: list.Contents[0].Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	var dl struct {
+		Key, Reason, Line string
+	}
+	if err := json.NewDecoder(out.Body).Decode(&dl); err != nil || dl.Key != "soql:LoginHistory" || !strings.Contains(dl.Line, "192.0.2.1") {
+		t.Fatalf("dead letter %+v, %v", dl, err)
+	}
+}

@@ -79,3 +79,20 @@ func TestMedian(t *testing.T) {
 		t.Fatalf("median %+v", m)
 	}
 }
+
+func TestSmallestLambdaMemory(t *testing.T) {
+	for _, c := range []struct {
+		peak int64
+		want int64
+	}{
+		{60 << 20, 128},
+		{102 << 20, 128}, // 80% of 128 MiB is 102.4 MiB
+		{103 << 20, 256},
+		{400 << 20, 512},
+		{2 << 30, 0},
+	} {
+		if got := smallestLambdaMemory(c.peak); got != c.want {
+			t.Errorf("smallestLambdaMemory(%d MiB) = %d, want %d", c.peak>>20, got, c.want)
+		}
+	}
+}

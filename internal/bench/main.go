@@ -49,6 +49,8 @@ type options struct {
 	markdown    string
 	strict      bool
 	runOnceEnv  []string
+	lambda      bool
+	bin         string // the sf2loki binary, the Lambda rows' bootstrap
 }
 
 func main() {
@@ -62,6 +64,7 @@ func main() {
 	flag.StringVar(&o.profileDir, "profile", "", "write pprof CPU profiles of the first end-to-end run of each size and of the ceiling here")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this file")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target of docs/performance.md is missed")
+	flag.BoolVar(&o.lambda, "lambda", true, "also measure the Lambda mode through the Runtime Interface Emulator (cold start, no-op, the largest file's peak RSS)")
 	quick := flag.Bool("quick", false, "small sizes and few runs (a smoke test of the harness)")
 	flag.Func("runonce-env", "KEY=VALUE added to the environment of the run-once processes only (repeatable), e.g. GOMEMLIMIT=48MiB", func(v string) error {
 		if !strings.Contains(v, "=") {
@@ -164,9 +167,11 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 	if err != nil {
 		return false, err
 	}
+	o.bin = bin
 
-	var rows []row
+	var rows, lambdaRows []row
 	var rssLargest Measure
+	var lambdaRSS int64
 	var ratios []float64
 	for _, size := range o.sizes {
 		reps := o.repeat
@@ -183,6 +188,10 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 			row{name: "run-once: EventLogFile API " + formatSize(size), m: e2e.m, ratio: ratio, throughput: true,
 				hasAPI: true, apiPer10k: e2e.apiPer10k, apiDetail: e2e.apiDetail})
 		rssLargest = e2e.m
+		if e2e.lambda.Rows > 0 {
+			lambdaRows = append(lambdaRows, row{name: "lambda: EventLogFile API " + formatSize(size) + " (one invocation, emulator)", m: e2e.lambda, throughput: true})
+			lambdaRSS = e2e.lambda.PeakRSS
+		}
 	}
 	soql, err := soqlScenario(ctx, o, dir, probe)
 	if err != nil {
@@ -198,6 +207,23 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 		rows = append(rows, row{name: fmt.Sprintf("nothing to do: %s (median of %d)", n.name, o.noopRuns), m: n.m, noopWall: n.wall})
 	}
 	noop := noops[0]
+	var lambdaVerdicts []string
+	if o.lambda {
+		lam, err := lambdaNoopScenario(ctx, o, dir)
+		if err != nil {
+			return false, err
+		}
+		rows = append(rows, row{name: fmt.Sprintf("lambda: bootstrap cold-start init (emulator, median of %d)", lam.runs), noopWall: lam.init},
+			row{name: fmt.Sprintf("lambda: first invocation, nothing to do (median of %d)", lam.runs), noopWall: lam.cold},
+			row{name: fmt.Sprintf("lambda: warm invocation, nothing to do (median of %d)", lam.runs), noopWall: lam.warm})
+		rows = append(rows, lambdaRows...)
+		lambdaVerdicts = append(lambdaVerdicts, verdict(&missed, lam.init <= targetLambdaInit, "Lambda bootstrap cold-start init ≤ 100 ms: %.1f ms", ms(lam.init)))
+		if lambdaRSS > 0 {
+			mb := smallestLambdaMemory(lambdaRSS)
+			lambdaVerdicts = append(lambdaVerdicts, fmt.Sprintf("INFO  Lambda: peak RSS %.1f MiB shipping a %s EventLogFile in one invocation: the smallest memory size holding it with %.0f%% headroom is %d MB",
+				float64(lambdaRSS)/(1<<20), formatSize(o.sizes[len(o.sizes)-1]), 100*(1-lambdaHeadroom), mb))
+		}
+	}
 
 	header := fmt.Sprintf("sf2loki bench — %s %s/%s, %d CPUs, load average %s at the start, %s", runtime.Version(), runtime.GOOS, runtime.GOARCH,
 		runtime.NumCPU(), loadAverage, time.Now().UTC().Format("2006-01-02"))
@@ -213,6 +239,7 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 		verdicts = append(verdicts, fmt.Sprintf("peak RSS target (≤ 100 MiB for 1 GiB) not measured: largest file %s", formatSize(largest)))
 	}
 	verdicts = append(verdicts, verdict(&missed, noop.wall <= targetNoopWall, "run-once with nothing to do (%s) ≤ 50 ms: %.1f ms", noop.name, ms(noop.wall)))
+	verdicts = append(verdicts, lambdaVerdicts...)
 	printTable(out, header, rows, verdicts)
 	if o.markdown != "" {
 		f, err := os.Create(o.markdown)
@@ -246,6 +273,7 @@ type e2eResult struct {
 	m         Measure
 	apiPer10k float64
 	apiDetail string
+	lambda    Measure // the same file in one Lambda invocation (the largest size only)
 }
 
 // eventLogFileScenario ships one API EventLogFile of about size bytes with run-once --drain,
@@ -289,7 +317,13 @@ func eventLogFileScenario(ctx context.Context, o options, dir, probe string, siz
 		m.Bytes = srv.CSVBytes
 		runs, api = append(runs, m), a
 	}
-	return median(ceilings), e2eResult{m: median(runs), apiPer10k: api.apiPer10k, apiDetail: api.apiDetail}, nil
+	res := e2eResult{m: median(runs), apiPer10k: api.apiPer10k, apiDetail: api.apiDetail}
+	if o.lambda && size == o.sizes[len(o.sizes)-1] {
+		if res.lambda, err = lambdaELF(ctx, o, srv, name, ceilings[0].Rows); err != nil {
+			return Measure{}, e2eResult{}, err
+		}
+	}
+	return median(ceilings), res, nil
 }
 
 // soqlScenario ships o.soqlRows LoginHistory rows, all within one hour, with run-once --drain

@@ -487,3 +487,39 @@ func TestConfigurationFromS3AndDeadLettersToS3(t *testing.T) {
 		t.Fatalf("dead letter %+v, %v", dl, err)
 	}
 }
+
+// The environment may be frozen right after the response: every invocation pushes its metrics
+// (OTLP/HTTP) before it answers, though the periodic push is an hour away.
+func TestMetricsArePushedBeforeTheResponse(t *testing.T) {
+	w := newWorld(t)
+	var mu sync.Mutex
+	pushes := 0
+	otlp := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/metrics" && r.Method == http.MethodPost {
+			mu.Lock()
+			pushes++
+			mu.Unlock()
+		}
+		rw.WriteHeader(http.StatusOK)
+	})}
+	ln, err := newLoopbackListener()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = otlp.Serve(ln) }()
+	t.Cleanup(func() { _ = otlp.Close() })
+	w.extra = fmt.Sprintf("metrics:\n  otlp:\n    endpoint: http://%s/v1/metrics\n    interval: 1h\n", ln.Addr())
+	f := w.function(w.config("sf2loki.yaml"), 60*time.Second)
+	for i := 1; i <= 3; i++ {
+		w.insertLogins(3)
+		if rep, inv := invoke(t, f); rep == nil || rep.Outcome != job.OutcomeOK {
+			t.Fatalf("invocation %d: %s %s", i, inv.ErrorType, inv.Body)
+		}
+		mu.Lock()
+		n := pushes
+		mu.Unlock()
+		if n < i {
+			t.Fatalf("after %d invocations the OTLP receiver had %d pushes: a response came before its metrics", i, n)
+		}
+	}
+}

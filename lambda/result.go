@@ -27,9 +27,12 @@ const ErrorTypePrefix = "sf2loki."
 // scheduled run, and so are budget_paused and dry_run, which exit 0 from the command line too;
 // anything else is a function error, so that Lambda sends it to the on-failure destination.
 func Succeeded(o job.Outcome) bool {
+	//exhaustive:enforce
 	switch o {
 	case job.OutcomeOK, job.OutcomeBusy, job.OutcomeFenced, job.OutcomeBudgetPaused, job.OutcomeDryRun:
 		return true
+	case job.OutcomeUnavailable, job.OutcomePartial, job.OutcomeIntegrity, job.OutcomeConfig, job.OutcomeInternal:
+		return false
 	}
 	return false
 }

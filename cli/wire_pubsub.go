@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"encoding/base64"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 
 	"github.com/sf2loki/sf2loki/loki"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
@@ -48,9 +45,7 @@ func pubSubSource(env orgEnv, sh *shape.Shaper) (source.Source, error) {
 		Topics: c.Topics, MaxEvents: c.MaxEvents, NumRequested: c.NumRequested, Idle: c.Idle.D(),
 		RefreshAfter: refresh, AgeWarning: c.AgeWarning.D(), ReplayLost: pubsub.ReplayLost(c.ReplayLost), Start: pubsub.Start(c.Start),
 		SkipDiscovered: func(topic string) bool { return slices.Contains(owned, sh.Category(topic)) },
-		NewShaper: func(topic, eventType string) pubsub.Shaper {
-			return &pubSubShaper{plan: sh.Plan(shape.Schema{Source: pubsub.Name, Type: eventType, Labels: labels}), typ: eventType}
-		},
+		Shaper:         sh, Labels: labels,
 		Closer: client, Log: env.Log, Now: env.Now,
 	})
 	if err != nil {
@@ -58,68 +53,4 @@ func pubSubSource(env orgEnv, sh *shape.Shaper) (source.Source, error) {
 		return nil, fmt.Errorf("%w the pubsub source (%s.pubsub): %w", errWiring, path, err)
 	}
 	return src, nil
-}
-
-// pubSubShaper applies the shape section to decoded Pub/Sub events: the same transforms,
-// sampling and routing as every source, on the event's fields. A nested record (CDC's
-// ChangeEventHeader, a compound address) is flattened into dotted names
-// (ChangeEventHeader.changeType), as SOQL relationship fields are; an array or map is one field
-// holding its JSON text. The sampling key is the event's id (stable across replays).
-type pubSubShaper struct {
-	plan *shape.Plan
-	typ  string
-	rec  shape.Record
-	num  []byte
-}
-
-func (p *pubSubShaper) Shape(ev *pubsub.Event) (loki.Entry, string) {
-	p.rec.Reset()
-	p.rec.Type, p.rec.Time = p.typ, ev.Time
-	if ev.ID != "" {
-		p.rec.ID = append(p.rec.ID, ev.ID...)
-	} else {
-		p.rec.ID = base64.StdEncoding.AppendEncode(p.rec.ID, ev.ReplayID)
-	}
-	p.appendFields("", ev.Fields)
-	return p.plan.Shape(&p.rec)
-}
-
-func (p *pubSubShaper) appendFields(prefix string, fs sfpubsub.Fields) {
-	for _, f := range fs {
-		name := prefix + f.Name
-		switch v := f.Value.(type) {
-		case nil:
-			p.rec.Append(name, shape.Null, nil)
-		case bool:
-			p.rec.AppendString(name, shape.Bool, strconv.FormatBool(v))
-		case int32:
-			p.num = strconv.AppendInt(p.num[:0], int64(v), 10)
-			p.rec.Append(name, shape.Number, p.num)
-		case int64:
-			p.num = strconv.AppendInt(p.num[:0], v, 10)
-			p.rec.Append(name, shape.Number, p.num)
-		case float32:
-			p.appendFloat(name, float64(v), 32)
-		case float64:
-			p.appendFloat(name, v, 64)
-		case string:
-			p.rec.AppendString(name, shape.String, v)
-		case []byte:
-			p.rec.AppendString(name, shape.String, base64.StdEncoding.EncodeToString(v))
-		case sfpubsub.Fields:
-			p.appendFields(name+".", v)
-		default: // an array or a map: its JSON text
-			p.num = sfpubsub.AppendJSONValue(p.num[:0], v)
-			p.rec.Append(name, shape.String, p.num)
-		}
-	}
-}
-
-func (p *pubSubShaper) appendFloat(name string, f float64, bits int) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		p.rec.AppendString(name, shape.String, strconv.FormatFloat(f, 'g', -1, bits))
-		return
-	}
-	p.num = strconv.AppendFloat(p.num[:0], f, 'g', -1, bits)
-	p.rec.Append(name, shape.Number, p.num)
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
 )
 
@@ -101,9 +102,9 @@ type Options struct {
 	ReplayLost ReplayLost
 	// Start is where a topic without a stored position starts (default StartEarliest).
 	Start Start
-	// NewShaper makes the shaper of one topic for a run (nil: DefaultShaper with Labels).
-	NewShaper func(topic, eventType string) Shaper
-	// Labels are extra stream labels of the default shaper (sf_org_id, org).
+	// Shaper shapes every topic's events (nil: no transforms, the default routing).
+	Shaper *shape.Shaper
+	// Labels are extra stream labels of every entry (sf_org_id, org).
 	Labels []loki.Label
 	// SkipDiscovered, when set, leaves out topics "*" discovered for which it returns true (the
 	// categories another source ships).
@@ -226,6 +227,13 @@ func New(c Client, disc Discoverer, opts Options) (*Source, error) {
 	}
 	if disc == nil && slices.Contains(opts.Topics, Wildcard) {
 		return nil, fmt.Errorf("pubsub: Topics: %q needs a Discoverer (describeGlobal)", Wildcard)
+	}
+	if opts.Shaper == nil {
+		sh, err := shape.New(shape.Options{})
+		if err != nil {
+			return nil, err
+		}
+		opts.Shaper = sh
 	}
 	return &Source{c: c, disc: disc, opts: opts.withDefaults()}, nil
 }

@@ -16,9 +16,9 @@ import (
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
-	"github.com/sf2loki/sf2loki/loki"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source/pubsub"
 )
 
@@ -329,11 +329,13 @@ func TestUndecodableAndShapedOutEventsAdvanceTheCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := e.publishLogins(t, 1, 2)
-	drop := shaperFunc(func(ev *pubsub.Event) (bool, string) {
-		v, _ := ev.Fields.Get("EventIdentifier")
-		return v == "ev-00000002", "drop_row:test"
-	})
-	p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, NewShaper: drop.factory}), nil)
+	drop, err := shape.New(shape.Options{Transforms: []shape.Transform{
+		{Op: shape.OpDropRow, Name: "test", Match: map[string]string{"EventIdentifier": "ev-00000002"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: time.Second, Shaper: drop}), nil)
 	recs := p.records[loginKey]
 	if len(recs) != 4 {
 		t.Fatalf("%d records, want 4", len(recs))
@@ -350,25 +352,6 @@ func TestUndecodableAndShapedOutEventsAdvanceTheCursor(t *testing.T) {
 	if p.counts["undecodable"] != 1 {
 		t.Fatalf("counts %v", p.counts)
 	}
-}
-
-// shaperFunc drops the events it matches and ships the rest with the default shaper.
-type shaperFunc func(ev *pubsub.Event) (drop bool, reason string)
-
-func (f shaperFunc) factory(_, eventType string) pubsub.Shaper {
-	return &dropShaper{f: f, next: pubsub.DefaultShaper(eventType)}
-}
-
-type dropShaper struct {
-	f    shaperFunc
-	next pubsub.Shaper
-}
-
-func (d *dropShaper) Shape(ev *pubsub.Event) (e loki.Entry, skip string) {
-	if drop, reason := d.f(ev); drop {
-		return loki.Entry{}, reason
-	}
-	return d.next.Shape(ev)
 }
 
 func TestCursors(t *testing.T) {

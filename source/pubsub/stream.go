@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
 )
 
@@ -33,25 +36,74 @@ type Event struct {
 	TimeField string
 }
 
-// Shaper turns an event into a Loki entry, or names why it is dropped (sampled, drop_row:...).
-// One Shaper serves one topic in one run, from one goroutine.
-type Shaper interface {
-	Shape(ev *Event) (e loki.Entry, skip string)
+// shaper applies the shape section to a topic's decoded events: the same transforms, sampling
+// and routing as every source, on the event's fields. A nested record (CDC's
+// ChangeEventHeader, a compound address) is flattened into dotted names
+// (ChangeEventHeader.changeType), as SOQL relationship fields are; an array or map is one field
+// holding its JSON text. The sampling key is the event's id (stable across replays). One shaper
+// serves one topic in one run, from one goroutine.
+type shaper struct {
+	plan *shape.Plan
+	typ  string
+	rec  shape.Record
+	num  []byte
 }
 
-// DefaultShaper writes the whole record as the line (fields in schema order) with the labels
-// job and service_name (sf2loki), source (pubsub), event_type and labels.
-func DefaultShaper(eventType string, labels ...loki.Label) Shaper {
-	base := []loki.Label{{Name: "job", Value: "sf2loki"}, {Name: "service_name", Value: "sf2loki"}, {Name: "source", Value: Name}, {Name: "event_type", Value: eventType}}
-	return &defaultShaper{labels: loki.NewLabels(append(base, labels...)...)}
+func newShaper(sh *shape.Shaper, eventType string, labels []loki.Label) *shaper {
+	return &shaper{plan: sh.Plan(shape.Schema{Source: Name, Type: eventType, Labels: labels}), typ: eventType}
 }
 
-type defaultShaper struct {
-	labels loki.Labels
+// Shape turns an event into a Loki entry, or names why it is dropped (sampled, drop_row:...).
+func (p *shaper) Shape(ev *Event) (loki.Entry, string) {
+	p.rec.Reset()
+	p.rec.Type, p.rec.Time = p.typ, ev.Time
+	if ev.ID != "" {
+		p.rec.ID = append(p.rec.ID, ev.ID...)
+	} else {
+		p.rec.ID = base64.StdEncoding.AppendEncode(p.rec.ID, ev.ReplayID)
+	}
+	p.appendFields("", ev.Fields)
+	return p.plan.Shape(&p.rec)
 }
 
-func (d *defaultShaper) Shape(ev *Event) (loki.Entry, string) {
-	return loki.Entry{Timestamp: ev.Time, Labels: d.labels, Line: string(ev.Fields.AppendJSON(nil))}, ""
+func (p *shaper) appendFields(prefix string, fs sfpubsub.Fields) {
+	for _, f := range fs {
+		name := prefix + f.Name
+		switch v := f.Value.(type) {
+		case nil:
+			p.rec.Append(name, shape.Null, nil)
+		case bool:
+			p.rec.AppendString(name, shape.Bool, strconv.FormatBool(v))
+		case int32:
+			p.num = strconv.AppendInt(p.num[:0], int64(v), 10)
+			p.rec.Append(name, shape.Number, p.num)
+		case int64:
+			p.num = strconv.AppendInt(p.num[:0], v, 10)
+			p.rec.Append(name, shape.Number, p.num)
+		case float32:
+			p.appendFloat(name, float64(v), 32)
+		case float64:
+			p.appendFloat(name, v, 64)
+		case string:
+			p.rec.AppendString(name, shape.String, v)
+		case []byte:
+			p.rec.AppendString(name, shape.String, base64.StdEncoding.EncodeToString(v))
+		case sfpubsub.Fields:
+			p.appendFields(name+".", v)
+		default: // an array or a map: its JSON text
+			p.num = sfpubsub.AppendJSONValue(p.num[:0], v)
+			p.rec.Append(name, shape.String, p.num)
+		}
+	}
+}
+
+func (p *shaper) appendFloat(name string, f float64, bits int) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		p.rec.AppendString(name, shape.String, strconv.FormatFloat(f, 'g', -1, bits))
+		return
+	}
+	p.num = strconv.AppendFloat(p.num[:0], f, 'g', -1, bits)
+	p.rec.Append(name, shape.Number, p.num)
 }
 
 // stream is one topic's bounded pull.
@@ -70,7 +122,7 @@ type stream struct {
 
 	sub      *sfpubsub.Subscription
 	openErr  error
-	shaper   Shaper
+	shaper   *shaper
 	fellBack bool
 	closed   bool
 	lastAt   time.Time
@@ -106,11 +158,7 @@ func (st *stream) open(ctx context.Context, req sfpubsub.SubscribeRequest) error
 	st.lastAt = st.cur.LastEventAt
 	if st.shaper == nil {
 		typ := EventType(st.topic)
-		if f := st.src.opts.NewShaper; f != nil {
-			st.shaper = f(st.topic, typ)
-		} else {
-			st.shaper = DefaultShaper(typ, st.src.opts.Labels...)
-		}
+		st.shaper = newShaper(st.src.opts.Shaper, typ, st.src.opts.Labels)
 	}
 	if req.WaitForKeepalive {
 		st.log.Info("the stored replay id has not advanced for refresh_after; waiting for a keepalive to refresh it", "age", st.rep.ReplayAge.Round(time.Second))

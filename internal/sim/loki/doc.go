@@ -7,6 +7,11 @@
 // Retry-After, 5xx, 413 above a size, 260, partial 400s, disallowed structured
 // metadata, slow answers, and accepted requests whose response is lost).
 //
+// A 400 answer carries Loki's body, which is not a complete account of what
+// failed: the distributor's validation errors grouped by message, or, when the
+// ingester refused entries (too_far_behind), only the last failing stream's
+// error naming at most Options.MaxReturnedErrors of its entries.
+//
 // Importers alias it simloki. It deliberately shares no code with package
 // github.com/sf2loki/sf2loki/loki, so a bug in the client's encoder cannot be
 // mirrored by the receiver's decoder.

@@ -37,6 +37,7 @@ const (
 	DefaultMaxMetadataBytes       = 64 << 10
 	DefaultMaxMetadataEntries     = 128
 	DefaultEmptyPushStatus        = http.StatusUnprocessableEntity
+	DefaultMaxReturnedErrors      = 10
 	noAuthTenant                  = "fake"
 )
 
@@ -88,6 +89,10 @@ type Options struct {
 	// refused with 429 every time, as Loki does.
 	IngestionRateBytes  int
 	IngestionBurstBytes int
+	// MaxReturnedErrors caps the entries an ingester error names (Loki's
+	// ingester max_returned_stream_errors); default DefaultMaxReturnedErrors,
+	// negative means no cap. The count in the error is never capped.
+	MaxReturnedErrors int
 	// CountOnly keeps counts but not entries (long benchmarks and demos).
 	// Duplicates are then not detected.
 	CountOnly bool
@@ -112,6 +117,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxMetadataBytes, DefaultMaxMetadataBytes)
 	def(&o.MaxMetadataEntries, DefaultMaxMetadataEntries)
 	def(&o.EmptyPushStatus, DefaultEmptyPushStatus)
+	def(&o.MaxReturnedErrors, DefaultMaxReturnedErrors)
 	defD(&o.RejectOldSamplesMaxAge, DefaultRejectOldSamplesMaxAge)
 	defD(&o.CreationGracePeriod, DefaultCreationGracePeriod)
 	defD(&o.OutOfOrderWindow, DefaultOutOfOrderWindow)
@@ -430,7 +436,11 @@ type candidate struct {
 }
 
 // ingest validates like Loki's distributor (whole request first), applies the
-// rate limit, then stores like the ingester (order window, dedup).
+// rate limit, then stores like the ingester (order window, dedup), and answers
+// with Loki's body: when an ingester refused entries, only the last failing
+// stream's error, naming at most MaxReturnedErrors entries (the distributor's
+// validation errors are then not reported at all); otherwise the validation
+// errors grouped by message. Neither is a complete account of what failed.
 func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 	type parsed struct {
 		labels []Pair
@@ -446,9 +456,9 @@ func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
-	var errs []string
+	var valErrs groupedErrors
 	var cands []candidate
-	validated := 0
+	validated, refused := 0, 0
 	for i, st := range streams {
 		labels, reason, msg := s.checkStream(ps[i].labels)
 		canon := formatLabels(labels)
@@ -460,7 +470,8 @@ func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 			}
 			if r != "" {
 				s.rejected = append(s.rejected, Rejection{Entry: e, Reason: r, Message: m})
-				errs = append(errs, m)
+				valErrs.add(m)
+				refused++
 				continue
 			}
 			validated += len(e.Line) + metadataBytes(e.Metadata)
@@ -470,28 +481,104 @@ func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 	if len(cands) > 0 && !s.takeTokens(now, validated) {
 		// All or nothing: nothing stored, and the rejections above were not
 		// final either (the client will resend them).
-		s.rejected = s.rejected[:len(s.rejected)-len(errs)]
+		s.rejected = s.rejected[:len(s.rejected)-refused]
 		return textResponse(http.StatusTooManyRequests, "Ingestion rate limit exceeded for user %s (limit: %d bytes/sec) while attempting to ingest '%d' lines totaling '%d' bytes, reduce log volume or contact your Loki administrator to see if the limit can be increased",
 			tenant, s.opts.IngestionRateBytes, len(cands), validated), 0
 	}
 	accepted := 0
-	for _, c := range cands {
-		if r, m := s.store(c); r != "" {
-			s.rejected = append(s.rejected, Rejection{Entry: c.entry, Reason: r, Message: m})
-			errs = append(errs, m)
-			continue
+	var last *streamFailure
+	for lo := 0; lo < len(cands); {
+		hi := lo + 1
+		for hi < len(cands) && cands[hi].key == cands[lo].key {
+			hi++
 		}
-		accepted++
+		var f streamFailure
+		for _, c := range cands[lo:hi] {
+			if r, m := s.store(c); r != "" {
+				s.rejected = append(s.rejected, Rejection{Entry: c.entry, Reason: r, Message: m})
+				f.entries = append(f.entries, failedEntry{ts: c.entry.Timestamp, msg: m})
+				continue
+			}
+			accepted++
+		}
+		if len(f.entries) > 0 {
+			f.total, f.stream = hi-lo, cands[lo].entry.Stream
+			last = &f
+		}
+		lo = hi
 	}
 	s.accepted += accepted
-	if len(errs) > 0 {
-		return textResponse(http.StatusBadRequest, "%s", strings.Join(errs, "\n")), accepted
+	switch {
+	case last != nil:
+		return textResponse(http.StatusBadRequest, "%s", last.message(tenant, s.opts.MaxReturnedErrors)), accepted
+	case len(valErrs.order) > 0:
+		return textResponse(http.StatusBadRequest, "%s", valErrs.String()), accepted
 	}
 	status := http.StatusNoContent
 	if s.faults.successStatus != 0 {
 		status = s.faults.successStatus
 	}
 	return response{status: status, header: http.Header{}}, accepted
+}
+
+// groupedErrors is the distributor's account of validation errors: each
+// distinct message once, prefixed with its count when there is more than one
+// message or more than one occurrence, joined by "; " (Loki's order is a map's,
+// so callers cannot rely on it; here it is first occurrence).
+type groupedErrors struct {
+	order []string
+	count map[string]int
+}
+
+func (g *groupedErrors) add(msg string) {
+	if g.count == nil {
+		g.count = map[string]int{}
+	}
+	if g.count[msg] == 0 {
+		g.order = append(g.order, msg)
+	}
+	g.count[msg]++
+}
+
+func (g *groupedErrors) String() string {
+	var b strings.Builder
+	for i, m := range g.order {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if n := g.count[m]; len(g.order) > 1 || n > 1 {
+			fmt.Fprintf(&b, "%d errors like: ", n)
+		}
+		b.WriteString(m)
+	}
+	return b.String()
+}
+
+// streamFailure is the ingester's account of one stream's refused entries.
+type streamFailure struct {
+	stream  string
+	total   int
+	entries []failedEntry
+}
+
+type failedEntry struct {
+	ts  time.Time
+	msg string
+}
+
+// message renders the failure as Loki's ingester does: one line per refused
+// entry, at most limit of them (limit < 0: all), then the totals.
+func (f *streamFailure) message(tenant string, limit int) string {
+	var b strings.Builder
+	named := f.entries
+	if limit >= 0 && len(named) > limit {
+		named = named[:limit]
+	}
+	for _, e := range named {
+		fmt.Fprintf(&b, "entry with timestamp %s ignored, reason: '%s',\n", e.ts.UTC().String(), e.msg)
+	}
+	fmt.Fprintf(&b, "user '%s', total ignored: %d out of %d for stream: %s", tenant, len(f.entries), f.total, f.stream)
+	return b.String()
 }
 
 // checkStream drops empty-valued labels and applies the stream-level limits.
@@ -579,7 +666,7 @@ func (s *Server) store(c candidate) (reason, msg string) {
 	if w := s.opts.OutOfOrderWindow; w > 0 && !st.highest.IsZero() {
 		if oldest := st.highest.Add(-w); e.Timestamp.Before(oldest) {
 			return "too_far_behind", fmt.Sprintf("entry too far behind, entry timestamp is: %s, oldest acceptable timestamp is: %s",
-				e.Timestamp.UTC().Format(time.RFC3339Nano), oldest.UTC().Format(time.RFC3339Nano))
+				e.Timestamp.UTC().Format(time.RFC3339), oldest.UTC().Format(time.RFC3339))
 		}
 	}
 	if e.Timestamp.After(st.highest) {

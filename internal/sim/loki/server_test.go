@@ -274,6 +274,52 @@ func TestOutOfOrderWindowSpansRequests(t *testing.T) {
 	}
 }
 
+// TestErrorBodyIsLokisIncompleteAccount: the 400 body has Loki's shapes and caps. When the
+// ingester refused entries of several streams, only the last failing stream is named, with at
+// most MaxReturnedErrors of its entries, and the distributor's validation errors of the same
+// request are not mentioned at all; validation errors alone are grouped by message. A client
+// cannot learn from it which entries failed.
+func TestErrorBodyIsLokisIncompleteAccount(t *testing.T) {
+	s := New(Options{Now: fixedClock})
+	do(t, s, post(snap(protoPush(ps{`{job="a"}`, []pe{{ts: clockNow, line: "head a"}}}, ps{`{job="b"}`, []pe{{ts: clockNow, line: "head b"}}}))))
+	var lateA, lateB []pe
+	for i := range 12 {
+		lateA = append(lateA, pe{ts: clockNow.Add(-2*time.Hour + time.Duration(i)*time.Second), line: fmt.Sprint("a", i)})
+		lateB = append(lateB, pe{ts: clockNow.Add(-3*time.Hour + time.Duration(i)*time.Second), line: fmt.Sprint("b", i)})
+	}
+	lateB = append(lateB, pe{ts: clockNow, line: "b ok"})
+	w := do(t, s, post(snap(protoPush(
+		ps{`{job="a"}`, lateA},
+		ps{`{job="c"}`, []pe{{ts: clockNow.Add(time.Hour), line: "future"}}},
+		ps{`{job="b"}`, lateB},
+	))))
+	body := w.Body.String()
+	if w.Code != 400 || s.RejectedCount("too_far_behind") != 24 || s.RejectedCount("too_far_in_future") != 1 {
+		t.Fatalf("answer %d, rejected %+v", w.Code, s.Rejected())
+	}
+	if strings.Contains(body, `{job="a"}`) || strings.Contains(body, "too new") {
+		t.Fatalf("body names more than the last failing stream: %q", body)
+	}
+	if n := strings.Count(body, "ignored, reason: 'entry too far behind"); n != 10 {
+		t.Fatalf("body names %d entries, want the cap of 10: %q", n, body)
+	}
+	if !strings.HasSuffix(body, "user 'fake', total ignored: 12 out of 13 for stream: {job=\"b\"}\n") {
+		t.Fatalf("body %q: want Loki's ingester summary line", body)
+	}
+	first := lateB[0].ts.UTC()
+	if !strings.HasPrefix(body, "entry with timestamp "+first.String()+" ignored, reason: 'entry too far behind, entry timestamp is: "+first.Format(time.RFC3339)) {
+		t.Fatalf("body %q: want Loki's per-entry line", body)
+	}
+
+	// Validation errors alone are grouped by message.
+	same := pe{ts: clockNow.Add(-8 * 24 * time.Hour), line: "old"}
+	w = do(t, s, post(snap(protoPush(ps{`{job="d"}`, []pe{same, same, {ts: clockNow.Add(time.Hour), line: "new"}}}))))
+	if body := w.Body.String(); w.Code != 400 || !strings.HasPrefix(body, "2 errors like: entry for stream '{job=\"d\"}' has timestamp too old") ||
+		!strings.Contains(body, "; 1 errors like: entry for stream '{job=\"d\"}' has timestamp too new") {
+		t.Fatalf("answer %d %q", w.Code, body)
+	}
+}
+
 func TestExactDuplicatesAreCountedNotStored(t *testing.T) {
 	s := New(Options{Now: fixedClock})
 	body := snap(protoPush(ps{`{job="x"}`, []pe{{ts: clockNow, line: "a", md: []Pair{{"k", "1"}}}}}))

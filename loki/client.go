@@ -119,6 +119,9 @@ type Options struct {
 	MaxLineBytes int
 	// Labels configures the label guard applied to every entry's labels.
 	Labels LabelOptions
+	// Limits are the receiver's timestamp and structured-metadata limits,
+	// checked before sending; zero values are Loki's defaults.
+	Limits Limits
 	// Logger receives debug and warning logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the wall clock (used for HTTP-date Retry-After); nil means
@@ -235,6 +238,7 @@ func (o Options) resolve() (Options, error) {
 	defD(&o.MinBackoff, DefaultMinBackoff)
 	defD(&o.MaxBackoff, DefaultMaxBackoff)
 	defD(&o.MaxRetryAfter, DefaultMaxRetryAfter)
+	o.Limits = o.Limits.WithDefaults()
 	if o.TargetCompressedBytes < 0 || o.MaxRequestBytes < 0 || o.MaxEntriesPerRequest < 0 || o.SplitAfter429 < 0 {
 		return o, errors.New("size and count limits must not be negative")
 	}
@@ -396,6 +400,7 @@ func (p *push) run(send func(lo, hi int) error) error {
 // items sorted by stream, time and input position.
 func (p *push) prepare() {
 	s, o := p.s, &p.c.opts
+	now := o.Now()
 	for i := range p.entries {
 		e := &p.entries[i]
 		key := e.Labels.String()
@@ -406,11 +411,19 @@ func (p *push) prepare() {
 			s.index[key] = sid
 		}
 		if err := s.streams[sid].err; err != nil {
-			p.reject(i, ReasonInvalidLabels, 0, err.Error())
+			reason := ReasonInvalidLabels
+			if le, ok := err.(*LabelError); ok {
+				reason = le.Reason()
+			}
+			p.reject(i, reason, 0, err.Error())
 			continue
 		}
 		if e.Timestamp.IsZero() || e.Timestamp.Before(minTimestamp) || e.Timestamp.After(maxTimestamp) {
 			p.reject(i, ReasonInvalidTimestamp, 0, "timestamp "+e.Timestamp.String()+" is outside the Unix-nanosecond range")
+			continue
+		}
+		if reason, detail := o.Limits.Check(now, e); reason != "" {
+			p.reject(i, reason, 0, detail)
 			continue
 		}
 		line, cut := CapLine(e.Line, o.MaxLineBytes)

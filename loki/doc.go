@@ -10,6 +10,16 @@
 // entry, whether it was accepted, permanently rejected (with the reason) or not
 // delivered (retry later). What to do with a rejection is the caller's policy.
 //
+// Rules the client knows are checked before anything is sent: the label guard,
+// the line cap, and [Limits] (Loki's reject_old_samples_max_age,
+// creation_grace_period and structured-metadata limits). An entry that breaks
+// one is rejected with Status 0 and Loki's own reason name, so a predictable
+// rejection costs no request and makes no duplicate. A 400 the client could
+// not predict is split until the failing entry is alone; its reason is read
+// from that entry's own answer ([ClassifyRejection]), because the body of a
+// larger request is no account of which entries failed, and the entries sent
+// again meanwhile are counted in [Result].Resent.
+//
 // The protobuf encoding is written by hand with protowire and is
 // wire-compatible with Loki's logproto.PushRequest, including structured
 // metadata; nothing from github.com/grafana/loki is imported.

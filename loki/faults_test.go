@@ -177,7 +177,7 @@ func TestFaultTable(t *testing.T) {
 				srv.SetAllowStructuredMetadata(false)
 			},
 			check: func(t *testing.T, res Result, srv *simloki.Server, es []Entry, _ time.Duration) {
-				wantRejected(t, res, es, []int{0, 3, 6, 9}, ReasonBadRequest, http.StatusBadRequest, "disallowed")
+				wantRejected(t, res, es, []int{0, 3, 6, 9}, ReasonMetadataDisallowed, http.StatusBadRequest, "disallowed")
 				wantAcceptedExcept(t, res, srv, es, 0, 3, 6, 9)
 			},
 		},

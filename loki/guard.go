@@ -36,6 +36,16 @@ type LabelError struct {
 	Name string
 	// Problem says what is wrong, for humans.
 	Problem string
+	// reason is Loki's name for the problem (invalid_labels when empty).
+	reason Reason
+}
+
+// Reason is Loki's reason for refusing a stream with this problem.
+func (e *LabelError) Reason() Reason {
+	if e.reason == "" {
+		return ReasonInvalidLabels
+	}
+	return e.reason
 }
 
 // Error implements error.
@@ -97,7 +107,7 @@ func NewLabelGuard(opts LabelOptions) (*LabelGuard, error) {
 // UTF-8.
 func (g *LabelGuard) Check(l Labels) error {
 	if l.Len() == 0 {
-		return &LabelError{Problem: "at least one label with a non-empty value is required"}
+		return &LabelError{Problem: "at least one label with a non-empty value is required", reason: ReasonMissingLabels}
 	}
 	n := 0
 	for _, p := range l.pairs {
@@ -109,20 +119,24 @@ func (g *LabelGuard) Check(l Labels) error {
 		}
 	}
 	if n > MaxLabelNames {
-		return &LabelError{Problem: fmt.Sprintf("%d label names, at most %d allowed (service_name not counted)", n, MaxLabelNames)}
+		return &LabelError{Problem: fmt.Sprintf("%d label names, at most %d allowed (service_name not counted)", n, MaxLabelNames), reason: ReasonMaxLabelNames}
 	}
 	return nil
 }
 
 func (g *LabelGuard) checkPair(name, value string) error {
 	if p := nameProblem(name); p != "" {
-		return &LabelError{Name: name, Problem: p}
+		e := &LabelError{Name: name, Problem: p}
+		if len(name) > maxLabelNameBytes {
+			e.reason = ReasonLabelNameTooLong
+		}
+		return e
 	}
 	if _, ok := g.allowed[name]; !ok {
 		return &LabelError{Name: name, Problem: "not in the label allowlist (" + strings.Join(allowedLabelNames, ", ") + ", plus explicitly allowed extras); put it in structured metadata"}
 	}
 	if len(value) > g.maxValue {
-		return &LabelError{Name: name, Problem: fmt.Sprintf("value is %d bytes, at most %d allowed", len(value), g.maxValue)}
+		return &LabelError{Name: name, Problem: fmt.Sprintf("value is %d bytes, at most %d allowed", len(value), g.maxValue), reason: ReasonLabelValueTooLong}
 	}
 	if !utf8.ValidString(value) {
 		return &LabelError{Name: name, Problem: "value is not valid UTF-8"}

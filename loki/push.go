@@ -62,14 +62,20 @@ func (p *push) send(ctx context.Context, lo, hi int) error {
 		return nil
 	case vSplit:
 		if hi-lo == 1 {
-			reason := ReasonBadRequest
-			if a.status == http.StatusRequestEntityTooLarge {
-				reason = ReasonTooLarge
+			reason := ReasonTooLarge
+			if a.status == http.StatusBadRequest {
+				reason = ClassifyRejection(a.body)
 			}
 			p.reject(int(p.s.items[lo].idx), reason, a.status, a.body)
 			return nil
 		}
 		p.res.Splits++
+		if a.status == http.StatusBadRequest {
+			// Loki stored the valid entries of the request and its body does not
+			// say which failed: both halves go out again, and what was stored
+			// is sent twice (a receiver that does not deduplicate keeps both).
+			p.res.Resent += hi - lo
+		}
 		mid := lo + (hi-lo)/2
 		p.c.log.Debug("loki push: splitting request", "status", a.status, "entries", hi-lo)
 		if err := p.send(ctx, lo, mid); err != nil {

@@ -40,15 +40,18 @@ func (o Outcome) String() string {
 type Reason string
 
 const (
-	// ReasonInvalidLabels: the entry's stream labels failed the label guard;
-	// nothing was sent.
+	// ReasonInvalidLabels: the entry's stream labels failed the label guard
+	// (a name outside the allowlist or not a valid name, a value that is not
+	// UTF-8); nothing was sent. The guard names the other label problems by
+	// Loki's reasons (missing_labels, max_label_names_per_series,
+	// label_name_too_long, label_value_too_long).
 	ReasonInvalidLabels Reason = "invalid_labels"
 	// ReasonInvalidTimestamp: the timestamp is zero or outside the int64
 	// Unix-nanosecond range; nothing was sent.
 	ReasonInvalidTimestamp Reason = "invalid_timestamp"
 	// ReasonBadRequest: the receiver answered 400 for a request holding only
-	// this entry (too old, too far in the future, disallowed or too large
-	// structured metadata, …); the body says which.
+	// this entry, with a body that names none of Loki's reasons (a rule the
+	// client does not know); the detail quotes it.
 	ReasonBadRequest Reason = "bad_request"
 	// ReasonTooLarge: the receiver answered 413 for a request holding only
 	// this entry.
@@ -91,6 +94,11 @@ type Result struct {
 	Retries int
 	// Splits counts requests cut in halves after a 413, a 400 or repeated 429s.
 	Splits int
+	// Resent counts entries sent again after a 400 answered a request holding
+	// them. Loki stores the valid entries of such a request, so each may be
+	// stored twice at a receiver that does not drop exact duplicates. Only
+	// rejections the client could not predict cause them.
+	Resent int
 	// WireBytes sums the request body bytes over all attempts.
 	WireBytes int64
 	// EncodedBytes sums the uncompressed encoded size of the requests built.

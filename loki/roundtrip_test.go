@@ -149,7 +149,7 @@ func TestNanosecondTimestampsSurviveBothEncodings(t *testing.T) {
 	for _, enc := range []Encoding{EncodingProtobuf, EncodingJSON} {
 		t.Run(enc.String(), func(t *testing.T) {
 			srv := simloki.New(simloki.Options{RejectOldSamplesMaxAge: -1, CreationGracePeriod: -1, OutOfOrderWindow: -1})
-			c := newClient(t, srv, func(o *Options) { o.Encoding = enc })
+			c := newClient(t, srv, func(o *Options) { o.Encoding = enc; o.Limits = Limits{MaxAge: -1, CreationGracePeriod: -1} })
 			var es []Entry
 			for i, ts := range stamps {
 				es = append(es, Entry{Timestamp: ts, Labels: lbl("job", "ns"), Line: fmt.Sprint("l", i)})

@@ -34,7 +34,7 @@ func TestThroughJob(t *testing.T) {
 	addFile("Logout", 10, day.Add(-24*time.Hour), -3*time.Hour)
 
 	srv := simloki.New(simloki.Options{Now: e.clock.Now, OutOfOrderWindow: 72 * time.Hour})
-	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now,
 		MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestThroughJobUnderAnOrgPrefix(t *testing.T) {
 	day := epoch.Truncate(24 * time.Hour)
 	e.addFile(simsf.EventLogFileSpec{Rows: 40, LogDate: day.Add(-48 * time.Hour), CreatedDate: epoch.Add(-5 * time.Hour)})
 	srv := simloki.New(simloki.Options{Now: e.clock.Now, OutOfOrderWindow: 72 * time.Hour})
-	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Logger: slog.New(slog.DiscardHandler)})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestThroughJob(t *testing.T) {
 	eventIDs := eventIDs(t, e.org.Org, insertShuffled(t, e.org.Org, "LoginEvent", events, 22))
 
 	srv := simloki.New(simloki.Options{Now: e.clock.Now})
-	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now,
 		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxRetries: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,138 @@
+package loki
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+)
+
+// TestPredictableRejectionsNeverReachTheReceiver: one entry among 2 000 breaks a rule the
+// client knows (Loki's defaults on both sides). The client refuses it itself under Loki's
+// reason: the receiver never sees it, the push takes exactly the requests of the 1 999 good
+// entries alone, nothing is split or sent twice, and the receiver holds each good entry once.
+func TestPredictableRejectionsNeverReachTheReceiver(t *testing.T) {
+	const n, bad = 2000, 1234
+	cases := []struct {
+		name   string
+		reason Reason
+		limits Limits
+		srv    simloki.Options
+		spoil  func(e *Entry)
+	}{
+		{name: "older than max age", reason: ReasonTooOld,
+			spoil: func(e *Entry) { e.Timestamp = time.Now().Add(-8 * 24 * time.Hour) }},
+		{name: "newer than the grace period", reason: ReasonTooNew,
+			spoil: func(e *Entry) { e.Timestamp = time.Now().Add(time.Hour) }},
+		{name: "structured metadata too large", reason: ReasonMetadataTooLarge,
+			spoil: func(e *Entry) { e.Metadata = []Label{{Name: "big", Value: strings.Repeat("m", 70<<10)}} }},
+		{name: "too many structured metadata pairs", reason: ReasonMetadataTooMany,
+			spoil: func(e *Entry) {
+				e.Metadata = nil
+				for i := range 130 {
+					e.Metadata = append(e.Metadata, Label{Name: fmt.Sprint("k", i), Value: "v"})
+				}
+			}},
+		{name: "structured metadata on a receiver without it", reason: ReasonMetadataDisallowed,
+			limits: Limits{DisallowStructuredMetadata: true}, srv: simloki.Options{DisallowStructuredMetadata: true},
+			spoil: func(e *Entry) { e.Metadata = []Label{{Name: "user_id", Value: "005"}} }},
+		{name: "label value too long", reason: ReasonLabelValueTooLong,
+			spoil: func(e *Entry) { e.Labels = e.Labels.With(Label{Name: "event_type", Value: strings.Repeat("x", 3000)}) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			es := batch(n)
+			for i := range es {
+				es[i].Metadata = nil // the disallowed case: only the bad entry carries any
+			}
+			good := append(append([]Entry{}, es[:bad]...), es[bad+1:]...)
+			base := simloki.New(tc.srv)
+			want := newClient(t, base, func(o *Options) { o.Limits = tc.limits }).Push(context.Background(), good)
+			if !want.OK() {
+				t.Fatalf("baseline push: %+v", want.Rejected)
+			}
+
+			tc.spoil(&es[bad])
+			srv := simloki.New(tc.srv)
+			res := newClient(t, srv, func(o *Options) { o.Limits = tc.limits }).Push(context.Background(), es)
+			wantRejected(t, res, es, []int{bad}, tc.reason, 0, "")
+			wantAcceptedExcept(t, res, srv, es, bad)
+			if res.Requests != want.Requests || res.Splits != 0 || res.Resent != 0 {
+				t.Fatalf("%d requests (%d without the bad entry), %d splits, %d re-sent; want no extra request", res.Requests, want.Requests, res.Splits, res.Resent)
+			}
+			if srv.RejectedCount("") != 0 || len(srv.Duplicates()) != 0 {
+				t.Fatalf("the receiver refused %d entries and saw %d duplicates; want none", srv.RejectedCount(""), len(srv.Duplicates()))
+			}
+		})
+	}
+}
+
+// TestUnpredictableRejectionLosesNothing: the receiver enforces a rule the client does not
+// know (a 1 000-byte max_line_size). The 400 body is no account of which entry failed, so the
+// client splits: the bad entry is refused under the reason read from its own answer, every
+// other entry is stored, and the entries sent again (Loki had stored them the first time) are
+// counted.
+func TestUnpredictableRejectionLosesNothing(t *testing.T) {
+	const n, bad = 2000, 1234
+	srv := simloki.New(simloki.Options{MaxLineBytes: 1000})
+	es := batch(n)
+	es[bad].Line = strings.Repeat("x", 2000)
+	res := newClient(t, srv, nil).Push(context.Background(), es)
+	wantRejected(t, res, es, []int{bad}, ReasonLineTooLong, 400, "Max entry size")
+	wantAcceptedExcept(t, res, srv, es, bad)
+	dups := len(srv.Duplicates())
+	if dups == 0 || res.Resent < dups || res.Splits == 0 {
+		t.Fatalf("re-sent %d, splits %d, duplicates at the receiver %d: want the re-sends counted", res.Resent, res.Splits, dups)
+	}
+	t.Logf("1 unpredictable rejection in %d entries: %d requests, %d splits, %d entries re-sent, %d exact duplicates at the receiver",
+		n, res.Requests, res.Splits, res.Resent, dups)
+}
+
+// TestClassifyRejectionNamesLokisReasons reads the reason from the receiver's answer to one
+// entry, for each rule the receiver enforces (the client's own checks turned off).
+func TestClassifyRejectionNamesLokisReasons(t *testing.T) {
+	now := time.Now()
+	off := Limits{MaxAge: -1, CreationGracePeriod: -1, MaxMetadataBytes: -1, MaxMetadataEntries: -1}
+	entry := func(mod func(*Entry)) Entry {
+		e := Entry{Timestamp: now, Labels: lbl("job", "classify"), Line: "line"}
+		if mod != nil {
+			mod(&e)
+		}
+		return e
+	}
+	cases := []struct {
+		reason Reason
+		srv    simloki.Options
+		before []Entry
+		e      Entry
+	}{
+		{ReasonTooOld, simloki.Options{}, nil, entry(func(e *Entry) { e.Timestamp = now.Add(-8 * 24 * time.Hour) })},
+		{ReasonTooNew, simloki.Options{}, nil, entry(func(e *Entry) { e.Timestamp = now.Add(time.Hour) })},
+		{ReasonLineTooLong, simloki.Options{MaxLineBytes: 10}, nil, entry(func(e *Entry) { e.Line = "a line longer than ten bytes" })},
+		{ReasonMetadataDisallowed, simloki.Options{DisallowStructuredMetadata: true}, nil, entry(func(e *Entry) { e.Metadata = []Label{{Name: "a", Value: "b"}} })},
+		{ReasonMetadataTooLarge, simloki.Options{MaxMetadataBytes: 4}, nil, entry(func(e *Entry) { e.Metadata = []Label{{Name: "a", Value: "bcdef"}} })},
+		{ReasonMetadataTooMany, simloki.Options{MaxMetadataEntries: 1}, nil, entry(func(e *Entry) { e.Metadata = []Label{{Name: "a", Value: "b"}, {Name: "c", Value: "d"}} })},
+		{ReasonLabelValueTooLong, simloki.Options{MaxLabelValueBytes: 3}, nil, entry(nil)},
+		{ReasonTooFarBehind, simloki.Options{}, []Entry{entry(nil)}, entry(func(e *Entry) { e.Timestamp = now.Add(-2 * time.Hour) })},
+		{ReasonBadRequest, simloki.Options{}, nil, entry(func(e *Entry) { e.Line = "poison" })},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			srv := simloki.New(tc.srv)
+			srv.RejectEntries(func(e simloki.Entry) bool { return e.Line == "poison" }, "a_rule_the_client_does_not_know")
+			c := newClient(t, srv, func(o *Options) { o.Limits = off; o.MaxLineBytes = -1 })
+			if len(tc.before) > 0 {
+				if res := c.Push(context.Background(), tc.before); !res.OK() {
+					t.Fatalf("setup push: %+v", res)
+				}
+			}
+			res := c.Push(context.Background(), []Entry{tc.e})
+			if len(res.Rejected) != 1 || res.Rejected[0].Reason != tc.reason || res.Rejected[0].Status != 400 {
+				t.Fatalf("rejected %+v, want one 400 with reason %s", res.Rejected, tc.reason)
+			}
+		})
+	}
+}

@@ -78,28 +78,34 @@ type Sink struct {
 
 // Loki configures the Loki push client.
 type Loki struct {
-	URL               string            `yaml:"url" default:"http://localhost:3100/loki/api/v1/push" desc:"Full push URL."`
-	TenantID          string            `yaml:"tenant_id" desc:"X-Scope-OrgID header (multi-tenant Loki)."`
-	Username          string            `yaml:"username" desc:"Basic auth user."`
-	Password          Secret            `yaml:"password" desc:"Basic auth password; prefer password_file."`
-	BearerToken       Secret            `yaml:"bearer_token" desc:"Bearer token; prefer bearer_token_file."`
-	Headers           map[string]string `yaml:"headers" desc:"Extra HTTP headers on every push."`
-	TLS               TLS               `yaml:"tls" desc:"TLS settings for Loki."`
-	Timeout           Duration          `yaml:"timeout" default:"10s" desc:"Timeout of one push request."`
-	Encoding          string            `yaml:"encoding" default:"protobuf" enum:"protobuf|json" desc:"Wire encoding: protobuf+snappy, or JSON (debugging)."`
-	Gzip              bool              `yaml:"gzip" desc:"Gzip JSON bodies (encoding json only)."`
-	BatchTargetBytes  ByteSize          `yaml:"batch_target_bytes" default:"1MiB" desc:"Target compressed size of one push request."`
-	BatchMaxBytes     ByteSize          `yaml:"batch_max_bytes" default:"4MiB" desc:"Hard cap on the uncompressed size of one push request (Loki's default burst is 6 MiB)."`
-	BatchMaxEntries   int               `yaml:"batch_max_entries" default:"20000" min:"1" desc:"Maximum entries in one push request."`
-	MaxRetries        int               `yaml:"max_retries" default:"5" min:"0" desc:"Retries of one request (5xx, 429, transport errors) within the push timeout."`
-	MinBackoff        Duration          `yaml:"min_backoff" default:"500ms" desc:"First retry delay."`
-	MaxBackoff        Duration          `yaml:"max_backoff" default:"10s" desc:"Longest retry delay."`
-	LineMaxBytes      ByteSize          `yaml:"line_max_bytes" default:"256KiB" desc:"Longer lines are truncated on a UTF-8 boundary and marked in structured metadata."`
-	MaxAge            Duration          `yaml:"max_age" default:"168h" desc:"Oldest timestamp the receiver accepts (Loki reject_old_samples_max_age)."`
-	Labels            map[string]string `yaml:"labels" desc:"Static stream labels added to every entry (allowlisted names only)."`
-	ExtraLabels       []string          `yaml:"extra_labels" desc:"Label names allowed beyond the fixed allowlist job, service_name, source, event_type, sf_org_id, environment, org."`
-	OnPermanentReject string            `yaml:"on_permanent_reject" default:"drop" enum:"drop|freeze" desc:"Entries the receiver rejects for good: drop (count, dead-letter, advance) or freeze the key."`
-	DeadLetterPath    string            `yaml:"dead_letter_path" desc:"File that receives dropped entries as JSON lines, or s3://bucket/prefix/ for one object per entry (optional)."`
+	URL                string            `yaml:"url" default:"http://localhost:3100/loki/api/v1/push" desc:"Full push URL."`
+	TenantID           string            `yaml:"tenant_id" desc:"X-Scope-OrgID header (multi-tenant Loki)."`
+	Username           string            `yaml:"username" desc:"Basic auth user."`
+	Password           Secret            `yaml:"password" desc:"Basic auth password; prefer password_file."`
+	BearerToken        Secret            `yaml:"bearer_token" desc:"Bearer token; prefer bearer_token_file."`
+	Headers            map[string]string `yaml:"headers" desc:"Extra HTTP headers on every push."`
+	TLS                TLS               `yaml:"tls" desc:"TLS settings for Loki."`
+	Timeout            Duration          `yaml:"timeout" default:"10s" desc:"Timeout of one push request."`
+	Encoding           string            `yaml:"encoding" default:"protobuf" enum:"protobuf|json" desc:"Wire encoding: protobuf+snappy, or JSON (debugging)."`
+	Gzip               bool              `yaml:"gzip" desc:"Gzip JSON bodies (encoding json only)."`
+	BatchTargetBytes   ByteSize          `yaml:"batch_target_bytes" default:"1MiB" desc:"Target compressed size of one push request."`
+	BatchMaxBytes      ByteSize          `yaml:"batch_max_bytes" default:"4MiB" desc:"Hard cap on the uncompressed size of one push request (Loki's default burst is 6 MiB)."`
+	BatchMaxEntries    int               `yaml:"batch_max_entries" default:"20000" min:"1" desc:"Maximum entries in one push request."`
+	MaxRetries         int               `yaml:"max_retries" default:"5" min:"0" desc:"Retries of one request (5xx, 429, transport errors) within the push timeout."`
+	MinBackoff         Duration          `yaml:"min_backoff" default:"500ms" desc:"First retry delay."`
+	MaxBackoff         Duration          `yaml:"max_backoff" default:"10s" desc:"Longest retry delay."`
+	LineMaxBytes       ByteSize          `yaml:"line_max_bytes" default:"256KiB" desc:"Longer lines are truncated on a UTF-8 boundary and marked in structured metadata."`
+	MaxAge             Duration          `yaml:"max_age" default:"168h" desc:"Oldest timestamp the receiver accepts (Loki reject_old_samples_max_age); sf2loki doctor measures it."`
+	OutOfOrderWindow   Duration          `yaml:"out_of_order_window" default:"1h" desc:"How far behind its stream's newest entry the receiver accepts an entry (Loki: half of the ingester's max_chunk_age); sf2loki doctor measures it. See docs/ordering.md."`
+	CreationGrace      Duration          `yaml:"creation_grace_period" default:"10m" desc:"How far in the future the receiver accepts a timestamp (Loki creation_grace_period)."`
+	Restamp            bool              `yaml:"restamp" default:"true" desc:"An entry the receiver would refuse for its timestamp (older than max_age, beyond creation_grace_period, or more than out_of_order_window behind its stream's newest entry) is shipped with a timestamp the receiver accepts and its own time in structured metadata event_time. false: such entries follow on_permanent_reject. See docs/ordering.md."`
+	StructuredMetadata bool              `yaml:"allow_structured_metadata" default:"true" desc:"The receiver stores structured metadata (Loki 3 allow_structured_metadata); false: entries carrying any are refused before sending, and restamp cannot keep the event time."`
+	MetadataMaxBytes   ByteSize          `yaml:"metadata_max_bytes" default:"64KiB" desc:"Largest structured metadata of one entry the receiver accepts, names and values summed (Loki max_structured_metadata_size)."`
+	MetadataMaxEntries int               `yaml:"metadata_max_entries" default:"128" min:"1" desc:"Most structured metadata pairs of one entry the receiver accepts (Loki max_structured_metadata_entries_count)."`
+	Labels             map[string]string `yaml:"labels" desc:"Static stream labels added to every entry (allowlisted names only)."`
+	ExtraLabels        []string          `yaml:"extra_labels" desc:"Label names allowed beyond the fixed allowlist job, service_name, source, event_type, sf_org_id, environment, org."`
+	OnPermanentReject  string            `yaml:"on_permanent_reject" default:"drop" enum:"drop|freeze" desc:"Entries the receiver rejects for good: drop (count, dead-letter, advance) or freeze the key."`
+	DeadLetterPath     string            `yaml:"dead_letter_path" desc:"File that receives dropped entries as JSON lines, or s3://bucket/prefix/ for one object per entry (optional)."`
 }
 
 // State configures the checkpoint document.

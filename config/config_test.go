@@ -229,3 +229,24 @@ func TestReferenceNamesEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderingLimitsAreChecked: the receiver's limits the ordering design relies on must make
+// sense together — an entry stamped now must never be too far behind a stream whose newest
+// entry is as far in the future as the receiver allows.
+func TestOrderingLimitsAreChecked(t *testing.T) {
+	for _, tc := range []struct{ yaml, path string }{
+		{"sink:\n  loki:\n    out_of_order_window: 5m\n", "sink.loki.creation_grace_period"},
+		{"sink:\n  loki:\n    max_age: 0s\n", "sink.loki.max_age"},
+		{"sink:\n  loki:\n    metadata_max_entries: 0\n", "sink.loki.metadata_max_entries"},
+	} {
+		_, err := load(t, tc.yaml)
+		var errs Errors
+		if !errors.As(err, &errs) || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%q: error %v, want one naming %s", tc.yaml, err, tc.path)
+		}
+	}
+	cfg := mustLoad(t, "sink:\n  loki:\n    out_of_order_window: 2h\n    restamp: false\n")
+	if l := cfg.Sink.Loki; l.OutOfOrderWindow.D() != 2*time.Hour || l.Restamp || !l.StructuredMetadata || l.CreationGrace.D() != 10*time.Minute {
+		t.Fatalf("loaded %+v", l)
+	}
+}

@@ -209,6 +209,20 @@ func (c *Config) validateSink(errs *Errors) {
 	if l.Timeout == 0 {
 		errs.add("sink.loki.timeout", "must be positive")
 	}
+	if l.MaxAge <= 0 {
+		errs.add("sink.loki.max_age", "must be positive")
+	}
+	if l.OutOfOrderWindow <= 0 {
+		errs.add("sink.loki.out_of_order_window", "must be positive")
+	}
+	if l.CreationGrace <= 0 {
+		errs.add("sink.loki.creation_grace_period", "must be positive")
+	} else if l.OutOfOrderWindow > 0 && l.CreationGrace >= l.OutOfOrderWindow {
+		errs.add("sink.loki.creation_grace_period", "%s is not below out_of_order_window %s: an entry stamped now could be too far behind a stream whose newest entry is in the future", l.CreationGrace, l.OutOfOrderWindow)
+	}
+	if l.MetadataMaxBytes <= 0 {
+		errs.add("sink.loki.metadata_max_bytes", "must be positive")
+	}
 	for _, n := range l.ExtraLabels {
 		if !labelNameRE.MatchString(n) {
 			errs.add("sink.loki.extra_labels", "%q is not a valid Loki label name", n)

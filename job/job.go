@@ -132,6 +132,8 @@ type Options struct {
 	DeadLetter io.Writer
 	// Egress caps lines/s, bytes/s and the daily byte budget (zero = no caps).
 	Egress EgressOptions
+	// Ordering keeps every entry inside the receiver's timestamp rules (docs/ordering.md).
+	Ordering OrderingOptions
 	// Invocation is this run's id (random when empty).
 	Invocation string
 	// Hook is called at each Step (tests inject crashes there). Nil in production.

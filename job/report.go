@@ -54,11 +54,17 @@ type Report struct {
 	Sources     map[string]*SourceReport `json:"sources"`
 	Cursors     map[string]CursorChange  `json:"cursors,omitempty"`
 	Dropped     map[string]int64         `json:"dropped,omitempty"`
-	Frozen      []FrozenKey              `json:"frozen,omitempty"`
-	Events      map[string]int64         `json:"events,omitempty"`
-	Egress      *EgressReport            `json:"egress,omitempty"`
-	Errors      []string                 `json:"errors,omitempty"`
-	Notes       []string                 `json:"notes,omitempty"`
+	// Restamped counts entries shipped with another timestamp than their own (kept in structured
+	// metadata event_time), by Loki's reason for the refusal the move avoided.
+	Restamped map[string]int64 `json:"restamped,omitempty"`
+	// Resent counts entries the Loki client sent again after a 400 it could not predict (each
+	// possibly stored twice at a receiver that keeps exact duplicates).
+	Resent int64            `json:"resent,omitempty"`
+	Frozen []FrozenKey      `json:"frozen,omitempty"`
+	Events map[string]int64 `json:"events,omitempty"`
+	Egress *EgressReport    `json:"egress,omitempty"`
+	Errors []string         `json:"errors,omitempty"`
+	Notes  []string         `json:"notes,omitempty"`
 }
 
 // SourceReport is one source's share of a run (sources of several orgs are reported apart).

@@ -53,6 +53,7 @@ type run struct {
 	budgetPaused bool  // the daily budget is spent (BudgetPause)
 	rateStopped  error // the rate caps left no time for the next push
 	egress       *egress
+	order        *orderer
 	interrupted  bool // the caller's context was canceled (SIGTERM/SIGINT)
 	budgetHit    bool
 	caughtUp     bool
@@ -136,6 +137,11 @@ func (r *run) invoke(ctx context.Context) {
 		}
 		r.egress = newEgress(e, r.opts.Now, stored)
 	}
+	var counters map[string]store.Counter
+	if cs, ok := sess.(CounterSession); ok {
+		counters = cs.Counters()
+	}
+	r.order = newOrderer(r.opts.Ordering, counters)
 
 	// intake stops on the caller's cancellation (signals), the intake deadline, lease loss, a
 	// budget, or a failure; pushes are aborted only by the caller or lease loss.
@@ -194,74 +200,40 @@ func (r *run) invoke(ctx context.Context) {
 // pushAndCommit pushes one batch and commits what it settled. It returns false when the run
 // must stop pulling.
 func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
-	// Filtered in place (the batch is not used again), entries sized once: no regrowing per push.
+	// Filtered in place: the batch is not used again.
 	items := b.items[:0]
-	entries := make([]loki.Entry, 0, b.entries)
 	for _, it := range b.items {
-		if it.ks.frozen {
-			continue // pulled before its key froze: never pushed, never committed
-		}
-		items = append(items, it)
-		if !it.rec.Skip {
-			it.rec.Entry.Ref = uint64(len(entries))
-			entries = append(entries, it.rec.Entry)
+		if !it.ks.frozen { // pulled before its key froze: never pushed, never committed
+			items = append(items, it)
 		}
 	}
 	if len(items) == 0 {
 		return true
 	}
+	// Timestamps are decided first: a re-stamp adds the event time, which the budget counts.
+	plan := r.order.plan(r.opts.Now(), items)
 	stop := false
 	if r.egress != nil {
 		if cut := r.egress.admit(items); cut < len(items) {
-			items, entries, stop = r.overBudget(items, cut)
+			items, stop = r.overBudget(items, cut)
 		}
 	}
-	var res loki.Result
-	rejected := map[int]loki.Rejection{}
-	if len(entries) > 0 {
-		pushCtx, cancel := context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
-			r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
-		if r.egress != nil {
-			var n int64
-			for i := range entries {
-				n += entryBytes(&entries[i])
-			}
-			if err := r.egress.wait(pushCtx, len(entries), n); err != nil {
-				cancel()
-				r.rateStopped = err
-				return false
-			}
-		}
-		t0 := time.Now()
-		res = r.deps.Sink.Push(pushCtx, entries)
-		cancel()
-		if r.opts.Observer != nil {
-			r.opts.Observer.Pushed(entries, &res, time.Since(t0))
-		}
-		r.hook(StepAfterPush)
-		for _, rej := range res.Rejected {
-			rejected[rej.Index] = rej
-		}
-		if r.egress != nil {
-			r.egress.accepted(entries, res.Outcomes)
-		}
-		if len(res.Accepted) > 0 {
-			r.rep.Pushes++
-			r.shipped = true
-		}
+	sh, ok := r.ship(pushBase, items, plan)
+	if !ok {
+		return false
 	}
-	s := r.settle(items, res.Outcomes, rejected, r.dispose)
+	s := r.settle(items, sh.outcomes, sh.rejected, r.dispose)
 	for _, ks := range r.touched(items) {
-		if len(res.Accepted) > 0 {
+		if sh.accepted > 0 {
 			r.sourceReport(ks).Pushes++
 		}
 	}
 	r.rep.Records += s.accepted
 	r.rep.Bytes += s.bytes
-	ok := !stop
-	if len(res.NotDelivered) > 0 {
-		r.pushErr = res.Err
-		r.log.Warn("push failed: the affected keys are frozen for this run and intake stops", "not_delivered", len(res.NotDelivered), "err", res.Err)
+	ok = !stop
+	if sh.err != nil {
+		r.pushErr = sh.err
+		r.log.Warn("push failed: the affected keys are frozen for this run and intake stops", "err", sh.err)
 		ok = false
 	}
 	if len(s.updates) > 0 && !r.commit(ctx, s.updates) {
@@ -272,32 +244,24 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 
 // overBudget applies the budget policy to items beyond cut: pause pushes only the prefix and
 // stops intake; drop turns the rest into skipped records counted as dropped "budget".
-func (r *run) overBudget(items []item, cut int) ([]item, []loki.Entry, bool) {
+func (r *run) overBudget(items []item, cut int) ([]item, bool) {
 	if r.opts.Egress.OnBudget == BudgetPause {
 		if !r.budgetPaused {
 			r.log.Warn("the daily egress budget is spent: pausing until the next UTC day", "budget_bytes", r.opts.Egress.DailyBytes)
 		}
 		r.budgetPaused = true
-		items = items[:cut]
-	} else {
-		for i := cut; i < len(items); i++ {
-			if !items[i].rec.Skip {
-				items[i].rec.Skip, items[i].rec.SkipReason = true, "budget"
-				if r.rep.Dropped == nil {
-					r.rep.Dropped = map[string]int64{}
-				}
-				r.rep.Dropped["budget"]++
-			}
-		}
+		return items[:cut], true
 	}
-	var entries []loki.Entry
-	for i := range items {
+	for i := cut; i < len(items); i++ {
 		if !items[i].rec.Skip {
-			items[i].rec.Entry.Ref = uint64(len(entries))
-			entries = append(entries, items[i].rec.Entry)
+			items[i].rec.Skip, items[i].rec.SkipReason = true, "budget"
+			if r.rep.Dropped == nil {
+				r.rep.Dropped = map[string]int64{}
+			}
+			r.rep.Dropped["budget"]++
 		}
 	}
-	return items, entries, r.budgetPaused
+	return items, false
 }
 
 // touched returns the distinct keys of items, in order.
@@ -339,9 +303,21 @@ func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bo
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CommitReserve)
 	t0 := time.Now()
 	var err error
-	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
-		err = r.sess.(CounterSession).CommitChange(cctx, store.Change{Set: updates,
-			Counters: map[string]store.Counter{EgressCounter: r.egress.counter()}})
+	if cs, ok := r.sess.(CounterSession); ok {
+		// The stream heads and the day's egress travel with the cursors they belong to.
+		c := store.Change{Set: updates}
+		var heads map[string]store.Counter
+		heads, c.DeleteCounters = r.order.change(r.opts.Now())
+		if len(heads) > 0 || (r.egress != nil && r.opts.Egress.DailyBytes > 0) {
+			c.Counters = heads
+			if c.Counters == nil {
+				c.Counters = map[string]store.Counter{}
+			}
+			if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
+				c.Counters[EgressCounter] = r.egress.counter()
+			}
+		}
+		err = cs.CommitChange(cctx, c)
 	} else {
 		err = r.sess.Commit(cctx, updates)
 	}
@@ -360,6 +336,7 @@ func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bo
 	}
 	r.rep.Commits++
 	r.committedAll()
+	r.order.heads.committed()
 	if r.egress != nil {
 		r.egress.committed()
 		if r.egress.overWarn() {

@@ -27,6 +27,11 @@ type Numbered struct {
 	Totals map[string]int
 	// Base is the timestamp of record 0; record n is Base + n ms.
 	Base time.Time
+	// Stamp, when set, gives the timestamp of record n of key instead (records out of time
+	// order: late files, backfills).
+	Stamp func(key string, n int) time.Time
+	// NoMetadata leaves out the structured metadata field n (a receiver without it).
+	NoMetadata bool
 	// LineBytes pads each line to at least this size.
 	LineBytes int
 	// FailAt makes Next of key return an error instead of record n.
@@ -166,11 +171,18 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 	if pad := st.src.LineBytes - len(line); pad > 0 {
 		line = line[:len(line)-1] + `,"pad":"` + strings.Repeat("x", max(0, pad-9)) + `"}`
 	}
+	ts := st.src.Base.Add(time.Duration(n) * time.Millisecond)
+	if st.src.Stamp != nil {
+		ts = st.src.Stamp(st.key, n)
+	}
 	rec.Entry = loki.Entry{
-		Timestamp: st.src.Base.Add(time.Duration(n) * time.Millisecond),
+		Timestamp: ts,
 		Labels:    loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: st.src.Name()}, loki.Label{Name: "event_type", Value: st.key}),
 		Line:      line,
 		Metadata:  []loki.Label{{Name: "n", Value: strconv.Itoa(n)}},
+	}
+	if st.src.NoMetadata {
+		rec.Entry.Metadata = nil
 	}
 	return rec, nil
 }

@@ -1,0 +1,126 @@
+package job
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/store"
+)
+
+func TestStreamIDKeysByDestination(t *testing.T) {
+	l := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "event_type", Value: "Login"})
+	if got := StreamID("", l); got != `{event_type="Login", job="sf2loki"}` {
+		t.Fatalf("StreamID = %q", got)
+	}
+	if StreamID("eu", l) == StreamID("us", l) || StreamID("eu", l) == StreamID("", l) {
+		t.Fatal("one stream at two destinations must have two heads")
+	}
+}
+
+// TestHeadsLedger: heads load from the document's counters, only rise, and the commit writes
+// exactly what changed; forgotten heads are deleted from the document.
+func TestHeadsLedger(t *testing.T) {
+	h := loadHeads(map[string]store.Counter{
+		HeadCounterPrefix + "a": {Value: 100},
+		HeadCounterPrefix + "b": {Value: 200},
+		"egress_bytes":          {Value: 7, Window: "2026-06-30"},
+	}, 10)
+	if ns, ok := h.get("a"); !ok || ns != 100 {
+		t.Fatalf("a = %d %v", ns, ok)
+	}
+	if _, ok := h.get("egress_bytes"); ok {
+		t.Fatal("a counter that is not a head was loaded as one")
+	}
+	h.raise("a", 50) // lower: no change
+	h.raise("b", 250)
+	h.raise("c", 300)
+	set, del := h.change()
+	if len(del) != 0 || len(set) != 2 || set[HeadCounterPrefix+"b"].Value != 250 || set[HeadCounterPrefix+"c"].Value != 300 {
+		t.Fatalf("change: set %v del %v", set, del)
+	}
+	h.committed()
+	if set, del := h.change(); len(set) != 0 || len(del) != 0 {
+		t.Fatalf("after commit: set %v del %v", set, del)
+	}
+}
+
+// TestHeadsPruneExpiredThenOldest: heads that can no longer refuse anything go first; above
+// the bound, the oldest heads are forgotten and deleted from the document.
+func TestHeadsPruneExpiredThenOldest(t *testing.T) {
+	stored := map[string]store.Counter{}
+	for i, id := range []string{"expired", "s1", "s2", "s3", "s4"} {
+		stored[HeadCounterPrefix+id] = store.Counter{Value: int64(i * 100)}
+	}
+	h := loadHeads(stored, 2)
+	h.raise("s5", 500)
+	h.prune(0) // "expired" has head 0
+	set, del := h.change()
+	if !slices.Equal(del, []string{HeadCounterPrefix + "expired", HeadCounterPrefix + "s1", HeadCounterPrefix + "s2", HeadCounterPrefix + "s3"}) {
+		t.Fatalf("deleted %v", del)
+	}
+	if len(set) != 1 || set[HeadCounterPrefix+"s5"].Value != 500 {
+		t.Fatalf("set %v", set)
+	}
+	if _, ok := h.get("s4"); !ok || len(h.ns) != 2 {
+		t.Fatalf("kept %v, want s4 and s5", h.ns)
+	}
+}
+
+// TestDecide covers each rule with Loki's defaults: 7 days max age, 10 minutes grace, a 1 hour
+// window (re-stamped when more than 45 minutes behind the head).
+func TestDecide(t *testing.T) {
+	d := newOrderer(OrderingOptions{}, nil)
+	now := time.Date(2026, 6, 30, 14, 37, 0, 0, time.UTC)
+	head := now.Add(-30 * time.Minute)
+	cases := []struct {
+		name   string
+		t      time.Time
+		known  bool
+		want   time.Time
+		reason loki.Reason
+	}{
+		{"new stream, recent", now.Add(-3 * time.Hour), false, now.Add(-3 * time.Hour), ""},
+		{"inside the window", head.Add(-40 * time.Minute), true, head.Add(-40 * time.Minute), ""},
+		{"ahead of the head", head.Add(time.Minute), true, head.Add(time.Minute), ""},
+		{"near the window's edge", head.Add(-50 * time.Minute), true, head, restampBehind},
+		{"hours behind", head.Add(-3 * time.Hour), true, head, restampBehind},
+		{"older than max age", now.Add(-8 * 24 * time.Hour), false, time.Date(2026, 6, 23, 16, 0, 0, 0, time.UTC), restampOld},
+		{"older than max age, head newer than the target", now.Add(-8 * 24 * time.Hour), true, head, restampOld},
+		{"in the last hour of max age", now.Add(-7*24*time.Hour + 30*time.Minute), false, time.Date(2026, 6, 23, 16, 0, 0, 0, time.UTC), restampOld},
+		{"beyond the grace period", now.Add(11 * time.Minute), true, now, restampNew},
+		{"inside the grace period", now.Add(9 * time.Minute), true, now.Add(9 * time.Minute), ""},
+	}
+	for _, tc := range cases {
+		got, reason := d.decide(now, tc.t, head.UnixNano(), tc.known)
+		if !got.Equal(tc.want) || reason != tc.reason {
+			t.Errorf("%s: %s %q, want %s %q", tc.name, got, reason, tc.want, tc.reason)
+		}
+		if reason == "" {
+			continue
+		}
+		// Whatever moved lands where Loki accepts it, even against a receiver whose head is
+		// up to 45 minutes above the one the job knows.
+		if got.Before(now.Add(-d.lim.MaxAge)) || got.After(now.Add(d.lim.CreationGracePeriod)) ||
+			(tc.known && got.Before(head.Add(45*time.Minute-d.lim.OutOfOrderWindow))) {
+			t.Errorf("%s: %s is outside what the receiver accepts", tc.name, got)
+		}
+	}
+}
+
+// TestRestampKeepsTheFirstEventTime: a re-stamp adds event_time once, without touching the
+// entry's metadata slice (shared with the source), and a second move keeps the true time.
+func TestRestampKeepsTheFirstEventTime(t *testing.T) {
+	orig := time.Date(2026, 6, 30, 10, 0, 0, 123, time.UTC)
+	md := []loki.Label{{Name: "user_id", Value: "005"}}
+	e := loki.Entry{Timestamp: orig, Metadata: md[:1:1]}
+	restamp(&e, orig.Add(3*time.Hour))
+	restamp(&e, orig.Add(5*time.Hour))
+	if !e.Timestamp.Equal(orig.Add(5*time.Hour)) || len(e.Metadata) != 2 || e.Metadata[1] != (loki.Label{Name: EventTimeMetadata, Value: "2026-06-30T10:00:00.000000123Z"}) {
+		t.Fatalf("entry %+v", e)
+	}
+	if len(md) != 1 {
+		t.Fatal("the source's metadata slice was changed")
+	}
+}

@@ -1,0 +1,182 @@
+package job
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// EventTimeMetadata is the structured-metadata field that keeps an entry's own time when the
+// entry is shipped with another timestamp (docs/ordering.md). RFC 3339 with nanoseconds, UTC.
+const EventTimeMetadata = "event_time"
+
+// TimestampPolicy says what happens to an entry the receiver would refuse for its timestamp.
+type TimestampPolicy int
+
+const (
+	// Restamp ships the entry with a timestamp the receiver accepts and keeps its own time in
+	// structured metadata (EventTimeMetadata).
+	Restamp TimestampPolicy = iota
+	// RejectLate refuses the entry before pushing it, under Loki's reason; OnPermanentReject
+	// then drops or freezes it.
+	RejectLate
+)
+
+// OrderingOptions configure how entries are kept inside the receiver's timestamp rules.
+type OrderingOptions struct {
+	// Limits are the receiver's limits (zero fields: Loki's defaults). MaxAge,
+	// CreationGracePeriod and OutOfOrderWindow decide which entries move;
+	// DisallowStructuredMetadata makes a move impossible (the event time could not be kept).
+	Limits loki.Limits
+	// Policy is Restamp (default) or RejectLate.
+	Policy TimestampPolicy
+	// Destination names the receiver the heads are kept for ("" for the job's only sink).
+	Destination string
+	// MaxStreamHeads bounds the heads kept in the checkpoint document (DefaultMaxStreamHeads).
+	MaxStreamHeads int
+}
+
+// orderer decides, for each entry of a push, the timestamp it is shipped with, from the
+// receiver's rules and the heads of its stream. The decision is a pure function of the entry,
+// the committed head and the clock's hour, so a push replayed after a crash re-stamps the same
+// entries the same way (except entries from the future, stamped with the clock).
+type orderer struct {
+	o     OrderingOptions
+	lim   loki.Limits
+	heads *heads
+}
+
+// Restamp reasons: Loki's reasons for the refusals a re-stamp avoids.
+const (
+	restampBehind = loki.ReasonTooFarBehind
+	restampOld    = loki.ReasonTooOld
+	restampNew    = loki.ReasonTooNew
+)
+
+func newOrderer(o OrderingOptions, stored map[string]store.Counter) *orderer {
+	return &orderer{o: o, lim: o.Limits.WithDefaults(), heads: loadHeads(stored, o.MaxStreamHeads)}
+}
+
+// margin is how far inside the window an entry must be to ship unchanged: a head that is a
+// little too low (the receiver stored more than was committed before a crash) then still
+// leaves room.
+func (d *orderer) margin() time.Duration { return min(d.lim.OutOfOrderWindow/4, 15*time.Minute) }
+
+// ageSafety is how far inside the maximum age an entry must be to ship unchanged, so that it
+// is still young enough when the push reaches the receiver.
+func (d *orderer) ageSafety() time.Duration { return min(d.lim.MaxAge/4, time.Hour) }
+
+// ageTarget is the timestamp an entry too old for the receiver is given: well inside the
+// maximum age, and the same for every decision within one clock hour.
+func (d *orderer) ageTarget(now time.Time) time.Time {
+	if d.lim.MaxAge <= 3*time.Hour {
+		return now
+	}
+	return now.Truncate(time.Hour).Add(2*time.Hour - d.lim.MaxAge)
+}
+
+// decide returns the timestamp to ship an entry of time t with, given its stream's head, and
+// Loki's reason for the move ("" when t is kept).
+func (d *orderer) decide(now, t time.Time, head int64, known bool) (time.Time, loki.Reason) {
+	h := time.Unix(0, head)
+	switch {
+	case d.lim.MaxAge > 0 && t.Before(now.Add(d.ageSafety()-d.lim.MaxAge)):
+		target := d.ageTarget(now)
+		if known && h.After(target) {
+			target = h
+		}
+		return target, restampOld
+	case d.lim.CreationGracePeriod > 0 && t.After(now.Add(d.lim.CreationGracePeriod)):
+		target := now
+		if known && h.After(target) {
+			target = h
+		}
+		return target, restampNew
+	case known && d.lim.OutOfOrderWindow > 0 && t.Before(h.Add(d.margin()-d.lim.OutOfOrderWindow)):
+		// The head itself: as far from the window's edge as possible, so a head that is lower
+		// than what the receiver holds is still covered by up to a whole window.
+		return h, restampBehind
+	}
+	return t, ""
+}
+
+// planned is what the orderer did to one entry before the push.
+type planned struct {
+	moved    loki.Reason     // the entry was re-stamped for this reason
+	rejected *loki.Rejection // the entry is refused before the push (RejectLate, or no metadata)
+}
+
+// plan decides every entry of a push and re-stamps in place those that must move. The result
+// is parallel to items (skips have nothing planned); nil when nothing moves.
+func (d *orderer) plan(now time.Time, items []item) []planned {
+	var out []planned
+	for i := range items {
+		if items[i].rec.Skip {
+			continue
+		}
+		e := &items[i].rec.Entry
+		head, known := d.heads.get(StreamID(d.o.Destination, e.Labels))
+		ts, reason := d.decide(now, e.Timestamp, head, known)
+		if reason == "" {
+			continue
+		}
+		if out == nil {
+			out = make([]planned, len(items))
+		}
+		if d.o.Policy == RejectLate || d.lim.DisallowStructuredMetadata {
+			detail := "timestamp " + e.Timestamp.UTC().Format(time.RFC3339Nano) + " is refused by the receiver's rules"
+			if reason == restampBehind {
+				detail += " (more than sink.loki.out_of_order_window behind its stream's newest entry, " + time.Unix(0, head).UTC().Format(time.RFC3339Nano) + ")"
+			}
+			if d.o.Policy == Restamp {
+				detail += "; it is not re-stamped because the receiver does not accept structured metadata to keep its time"
+			}
+			out[i].rejected = &loki.Rejection{Reason: reason, Detail: detail}
+			continue
+		}
+		restamp(e, ts)
+		out[i].moved = reason
+	}
+	return out
+}
+
+// restamp ships e at ts and keeps its own time in structured metadata, unless an earlier
+// re-stamp already kept it (a dead letter replayed, an entry moved twice).
+func restamp(e *loki.Entry, ts time.Time) {
+	if !slices.ContainsFunc(e.Metadata, func(m loki.Label) bool { return m.Name == EventTimeMetadata }) {
+		md := make([]loki.Label, len(e.Metadata), len(e.Metadata)+1)
+		copy(md, e.Metadata)
+		e.Metadata = append(md, loki.Label{Name: EventTimeMetadata, Value: e.Timestamp.UTC().Format(time.RFC3339Nano)})
+	}
+	e.Timestamp = ts
+}
+
+// pushed raises the heads of the streams the push may have written to: entries accepted, and
+// entries whose fate is unknown (sent without an answer).
+func (d *orderer) pushed(es []loki.Entry, outcomes []loki.Outcome) {
+	for i := range es {
+		if i < len(outcomes) && outcomes[i] != loki.Rejected {
+			d.heads.raise(StreamID(d.o.Destination, es[i].Labels), es[i].Timestamp.UnixNano())
+		}
+	}
+}
+
+// retryable reports a rejection the orderer can cure by pushing the entry again with another
+// timestamp: the receiver (not the client) refused it for its timestamp, which the job did
+// not predict (a head it did not know, limits stricter than configured).
+func (d *orderer) retryable(rej loki.Rejection) bool {
+	return rej.Status != 0 && rej.Reason.Restampable() && d.o.Policy == Restamp && !d.lim.DisallowStructuredMetadata
+}
+
+// change is the heads' part of the next commit; expired heads and, above the bound, the oldest
+// are forgotten first.
+func (d *orderer) change(now time.Time) (map[string]store.Counter, []string) {
+	if d.lim.MaxAge > 0 {
+		d.heads.prune(now.Add(d.lim.OutOfOrderWindow - d.lim.MaxAge).UnixNano())
+	} else {
+		d.heads.prune(0)
+	}
+	return d.heads.change()
+}

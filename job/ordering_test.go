@@ -1,0 +1,265 @@
+package job_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source/sourcetest"
+)
+
+// hourly returns a source whose key k yields, for each hour offset in hours[k] in turn, 60
+// records one minute apart starting at base + offset hours (a late file for an older hour is
+// an offset below one already shipped), with the first shipped[k] hours available.
+func hourly(base time.Time, hours map[string][]int, shipped map[string]int) *sourcetest.Numbered {
+	totals := map[string]int{}
+	for k, hs := range hours {
+		totals[k] = 60 * len(hs)
+		if n, ok := shipped[k]; ok {
+			totals[k] = 60 * n
+		}
+	}
+	return &sourcetest.Numbered{Totals: totals, Stamp: func(k string, n int) time.Time {
+		i := n - 1
+		return base.Add(time.Duration(hours[k][i/60])*time.Hour + time.Duration(i%60)*time.Minute)
+	}}
+}
+
+// eventTimes checks that every entry the receiver holds is at its own time, or carries its own
+// time in event_time and was moved forward; it returns how many were moved.
+func eventTimes(t *testing.T, srv *simloki.Server, stamp func(k string, n int) time.Time) int {
+	t.Helper()
+	moved := 0
+	for _, e := range srv.Entries() {
+		k, n, _ := sourcetest.ParseLine(e.Line)
+		own := stamp(k, n)
+		et := e.MetadataValue(job.EventTimeMetadata)
+		switch {
+		case et == "" && !e.Timestamp.Equal(own):
+			t.Fatalf("%s #%d at %s without event_time, its own time is %s", k, n, e.Timestamp, own)
+		case et != "":
+			if et != own.UTC().Format(time.RFC3339Nano) || !e.Timestamp.After(own) {
+				t.Fatalf("%s #%d at %s with event_time %q, its own time is %s", k, n, e.Timestamp, et, own)
+			}
+			moved++
+		}
+	}
+	return moved
+}
+
+// TestLateHoursAfterNewerOnesReachTheReceiver: hours 0-3 of a stream are shipped, then in a
+// later run late files for hours 3, 2 and then 0 (an older hour after a newer one: the
+// case a separate "late" stream alone cannot take, since it has its own head). Against Loki's
+// default limits every record arrives exactly once and nothing is refused: the late rows more
+// than the window behind the stream's head, known from the checkpoint document, are shipped at
+// the head with their own time in event_time.
+func TestLateHoursAfterNewerOnesReachTheReceiver(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	srv, sink := receiver(t, simloki.Options{})
+	coord := jobtest.New()
+	src := hourly(base, map[string][]int{"Login": {0, 1, 2, 3, 3, 2, 0}}, map[string]int{"Login": 4})
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}
+	if rep := job.Run(context.Background(), deps, baseOptions()); rep.Outcome != job.OutcomeOK {
+		t.Fatalf("live run: %s %s", rep.Outcome, rep.Error)
+	}
+	heads := headCounters(t, coord)
+	stream := `{event_type="Login", job="sf2loki", source="numbered"}`
+	if want := base.Add(3*time.Hour + 59*time.Minute).UnixNano(); heads[stream] != want {
+		t.Fatalf("document heads %v, want %s at %d", heads, stream, want)
+	}
+
+	// The late files appear; the next run (a new process: it knows the head from the
+	// document only) ships them.
+	src.SetTotal("Login", 420)
+	rep := job.Run(context.Background(), deps, baseOptions())
+	if rep.Outcome != job.OutcomeOK || rep.Records != 180 {
+		t.Fatalf("late run: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
+	}
+	if n := srv.RejectedCount(""); n != 0 {
+		t.Fatalf("the receiver refused %d entries (%+v)", n, srv.Rejected()[0])
+	}
+	// The late rows of hour 3 more than 45 minutes behind the head (3:59) move, as do all of
+	// hours 2 and 0; 3:14 to 3:59 keep their time.
+	moved := eventTimes(t, srv, src.Stamp)
+	if rep.Restamped["too_far_behind"] != int64(moved) || moved != 14+60+60 {
+		t.Fatalf("restamped %v, %d entries carry event_time; want 134", rep.Restamped, moved)
+	}
+	assertExactlyOnce(t, delivered(t, srv), map[string]int{"Login": 420})
+}
+
+// headCounters returns the stream heads stored in the document, by stream id.
+func headCounters(t *testing.T, coord *jobtest.Coordinator) map[string]int64 {
+	t.Helper()
+	snap, err := coord.Store.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for name, c := range snap.Doc.Counters {
+		if id, ok := strings.CutPrefix(name, job.HeadCounterPrefix); ok {
+			out[id] = c.Value
+		}
+	}
+	return out
+}
+
+// TestAnUnknownNewerHeadCostsARequestNotAnEntry: the receiver holds a newer entry than the
+// job committed (a push whose commit was lost in a crash, a head forgotten beyond the bound):
+// the late rows are refused too_far_behind, pushed again stamped with the clock, and none is
+// lost or dropped.
+func TestAnUnknownNewerHeadCostsARequestNotAnEntry(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	srv, sink := receiver(t, simloki.Options{})
+	// What the crashed run pushed: an entry 4 hours ahead, never committed.
+	other, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
+	if res := other.Push(context.Background(), []loki.Entry{{Timestamp: base.Add(4 * time.Hour), Labels: labels, Line: `{"key":"Login","n":0}`}}); !res.OK() {
+		t.Fatal(res.Err)
+	}
+	src := hourly(base, map[string][]int{"Login": {0, 1}}, nil)
+	totals := src.Totals
+	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
+	if rep.Outcome != job.OutcomeOK || len(rep.Dropped) != 0 {
+		t.Fatalf("%s %s, dropped %v", rep.Outcome, rep.Error, rep.Dropped)
+	}
+	// Every refused entry (counted once however often the splits sent it) was pushed again.
+	refused := map[string]bool{}
+	for _, r := range srv.Rejected() {
+		if r.Reason != "too_far_behind" {
+			t.Fatalf("refused %+v", r)
+		}
+		refused[r.Line] = true
+	}
+	if len(refused) == 0 || rep.Restamped["too_far_behind"] != int64(len(refused)) {
+		t.Fatalf("receiver refused %d entries, report restamped %v: want every refusal pushed again", len(refused), rep.Restamped)
+	}
+	t.Logf("%d entries refused for an unknown head: %d requests in all, %d entries re-sent", len(refused), len(srv.Requests()), rep.Resent)
+	got := delivered(t, srv)
+	delete(got["Login"], 0)
+	assertExactlyOnce(t, got, totals)
+	eventTimes(t, srv, func(k string, n int) time.Time {
+		if n == 0 {
+			return base.Add(4 * time.Hour)
+		}
+		return src.Stamp(k, n)
+	})
+}
+
+// TestStreamHeadsAreBounded: the document keeps at most MaxStreamHeads heads, the newest.
+func TestStreamHeadsAreBounded(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	_, sink := receiver(t, simloki.Options{})
+	coord := jobtest.New()
+	src := hourly(base, map[string][]int{"a": {0}, "b": {1}, "c": {2}, "d": {3}, "e": {4}}, nil)
+	opts := baseOptions()
+	opts.Ordering.MaxStreamHeads = 3
+	if rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts); rep.Outcome != job.OutcomeOK {
+		t.Fatalf("%s %s", rep.Outcome, rep.Error)
+	}
+	heads := headCounters(t, coord)
+	if len(heads) != 3 {
+		t.Fatalf("%d heads stored, want 3: %v", len(heads), heads)
+	}
+	for id := range heads {
+		if !strings.Contains(id, `"c"`) && !strings.Contains(id, `"d"`) && !strings.Contains(id, `"e"`) {
+			t.Fatalf("kept %s; want the three newest heads", id)
+		}
+	}
+}
+
+// TestRejectLateDropsUnderLokisReason: with the RejectLate policy, the late rows never reach
+// the receiver: they are dropped under too_far_behind, counted, and written to the dead letter.
+func TestRejectLateDropsUnderLokisReason(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	srv, sink := receiver(t, simloki.Options{})
+	src := hourly(base, map[string][]int{"Login": {3, 0}}, nil)
+	var dl bytes.Buffer
+	opts := baseOptions()
+	opts.Ordering.Policy, opts.DeadLetter, opts.PushEntries = job.RejectLate, &dl, 60
+	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
+	if rep.Outcome != job.OutcomeOK || rep.Dropped["too_far_behind"] != 60 || len(rep.Restamped) != 0 {
+		t.Fatalf("%s %s, dropped %v, restamped %v", rep.Outcome, rep.Error, rep.Dropped, rep.Restamped)
+	}
+	if srv.Count() != 60 || srv.RejectedCount("") != 0 {
+		t.Fatalf("receiver holds %d and refused %d; want hour 3's 60 and no refusal", srv.Count(), srv.RejectedCount(""))
+	}
+	lines := 0
+	for sc := bufio.NewScanner(&dl); sc.Scan(); lines++ {
+		var v struct{ Reason string }
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil || v.Reason != "too_far_behind" {
+			t.Fatalf("dead letter %s (%v)", sc.Text(), err)
+		}
+	}
+	if lines != 60 {
+		t.Fatalf("%d dead letters, want 60", lines)
+	}
+}
+
+// TestOneEntryOlderThanMaxAge: one entry among 2 000 is older than the receiver's max age.
+// Loki never sees it as it is: by default it is shipped re-stamped with its own time in
+// event_time; on a receiver without structured metadata it is dropped under
+// greater_than_max_sample_age. Either way the push takes no extra request and makes no
+// duplicate.
+func TestOneEntryOlderThanMaxAge(t *testing.T) {
+	base := time.Now().Add(-time.Hour)
+	const n, old = 2000, 777
+	stamp := func(_ string, i int) time.Time {
+		if i == old {
+			return base.Add(-8 * 24 * time.Hour)
+		}
+		return base.Add(time.Duration(i) * time.Millisecond)
+	}
+	run := func(t *testing.T, stamp func(string, int) time.Time, noMetadata bool) (*simloki.Server, *job.Report) {
+		srv := simloki.New(simloki.Options{DisallowStructuredMetadata: noMetadata})
+		lim := loki.Limits{DisallowStructuredMetadata: noMetadata}
+		sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Limits: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := &sourcetest.Numbered{Totals: map[string]int{"a": n}, Stamp: stamp, NoMetadata: noMetadata}
+		opts := baseOptions()
+		opts.Ordering.Limits = lim
+		deps := job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}
+		rep := job.Run(context.Background(), deps, opts)
+		if rep.Outcome != job.OutcomeOK {
+			t.Fatalf("%s %s", rep.Outcome, rep.Error)
+		}
+		return srv, rep
+	}
+	young := func(_ string, i int) time.Time { return base.Add(time.Duration(i) * time.Millisecond) }
+	for _, noMetadata := range []bool{false, true} {
+		name := map[bool]string{false: "restamped", true: "dropped without structured metadata"}[noMetadata]
+		t.Run(name, func(t *testing.T) {
+			baseline, _ := run(t, young, noMetadata)
+			srv, rep := run(t, stamp, noMetadata)
+			if got, want := len(srv.Requests()), len(baseline.Requests()); got != want {
+				t.Fatalf("%d requests, %d for %d entries without the old one", got, want, n)
+			}
+			if srv.RejectedCount("") != 0 || len(srv.Duplicates()) != 0 || rep.Resent != 0 {
+				t.Fatalf("receiver refused %d, saw %d duplicates; %d re-sent", srv.RejectedCount(""), len(srv.Duplicates()), rep.Resent)
+			}
+			got := delivered(t, srv)
+			if noMetadata {
+				if rep.Dropped["greater_than_max_sample_age"] != 1 || srv.Count() != n-1 || got["a"][old] != 0 {
+					t.Fatalf("dropped %v, receiver holds %d", rep.Dropped, srv.Count())
+				}
+				return
+			}
+			assertExactlyOnce(t, got, map[string]int{"a": n})
+			if rep.Restamped["greater_than_max_sample_age"] != 1 || eventTimes(t, srv, stamp) != 1 {
+				t.Fatalf("restamped %v", rep.Restamped)
+			}
+		})
+	}
+}

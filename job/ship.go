@@ -1,0 +1,151 @@
+package job
+
+import (
+	"context"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+)
+
+// shipment is what pushing the entries of one batch produced, per entry-carrying item (skips
+// excluded, in item order): the index space settle reads outcomes in.
+type shipment struct {
+	outcomes []loki.Outcome
+	rejected map[int]loki.Rejection
+	accepted int
+	err      error // why entries were not delivered
+}
+
+// ship pushes the entries of items as the orderer planned them (plan is parallel to items, or
+// nil), raises the stream heads, and pushes again, re-stamped, the entries the receiver refused
+// for a timestamp the job did not predict. It returns false when the egress rate caps left no
+// time for the push.
+func (r *run) ship(pushBase context.Context, items []item, plan []planned) (shipment, bool) {
+	var ptrs []*loki.Entry
+	entries := make([]loki.Entry, 0, len(items))
+	slots := make([]int, 0, len(items)) // entries index -> slot
+	sh := shipment{rejected: map[int]loki.Rejection{}}
+	for i := range items {
+		if items[i].rec.Skip {
+			continue
+		}
+		n := len(ptrs)
+		ptrs = append(ptrs, &items[i].rec.Entry)
+		sh.outcomes = append(sh.outcomes, loki.NotDelivered)
+		if plan != nil {
+			switch p := plan[i]; {
+			case p.rejected != nil:
+				rej := *p.rejected
+				rej.Index, rej.Ref = n, uint64(n)
+				sh.outcomes[n], sh.rejected[n] = loki.Rejected, rej
+				continue
+			case p.moved != "":
+				r.restamped(p.moved)
+			}
+		}
+		en := items[i].rec.Entry
+		en.Ref = uint64(len(entries))
+		entries = append(entries, en)
+		slots = append(slots, n)
+	}
+	if len(entries) == 0 {
+		return sh, true
+	}
+	res, ok := r.push(pushBase, entries)
+	if !ok {
+		return sh, false
+	}
+	sh.merge(&res, slots)
+
+	// A refusal for the timestamp that the heads did not predict (the receiver holds a newer
+	// entry than was committed, or its limits are stricter than configured): the entry was not
+	// stored, so it is pushed again stamped with the clock, which every timestamp rule accepts.
+	var again []loki.Entry
+	var againSlots []int
+	for _, rej := range res.Rejected {
+		if !r.order.retryable(rej) {
+			continue
+		}
+		n := slots[rej.Index]
+		restamp(ptrs[n], r.opts.Now())
+		r.restamped(rej.Reason)
+		en := *ptrs[n]
+		en.Ref = uint64(len(again))
+		again = append(again, en)
+		againSlots = append(againSlots, n)
+		delete(sh.rejected, n)
+	}
+	if len(again) > 0 {
+		r.log.Warn("the receiver refused entries for their timestamp although the stream heads predicted none: pushing them again, re-stamped",
+			"entries", len(again), "reason", res.Rejected[0].Reason)
+		res2, ok := r.push(pushBase, again)
+		if !ok {
+			// The first push is settled all the same; these entries wait for the next run.
+			for _, n := range againSlots {
+				sh.outcomes[n] = loki.NotDelivered
+			}
+			sh.err = r.rateStopped
+			return sh, true
+		}
+		sh.merge(&res2, againSlots)
+	}
+	return sh, true
+}
+
+// merge records a push's result for the items at slots (slots[i] is entry i's item slot).
+func (sh *shipment) merge(res *loki.Result, slots []int) {
+	for i, o := range res.Outcomes {
+		sh.outcomes[slots[i]] = o
+	}
+	for _, rej := range res.Rejected {
+		sh.rejected[slots[rej.Index]] = rej
+	}
+	sh.accepted += len(res.Accepted)
+	if len(res.NotDelivered) > 0 {
+		sh.err = res.Err
+	}
+}
+
+// push sends entries (Ref = index) within the push reserve and the egress rate caps, reports
+// the push to the observer and the egress budget, and raises the stream heads. It returns
+// false when the rate caps left no time.
+func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result, bool) {
+	pushCtx, cancel := context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
+		r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
+	defer cancel()
+	if r.egress != nil {
+		var n int64
+		for i := range entries {
+			n += entryBytes(&entries[i])
+		}
+		if err := r.egress.wait(pushCtx, len(entries), n); err != nil {
+			r.rateStopped = err
+			return loki.Result{}, false
+		}
+	}
+	t0 := time.Now()
+	res := r.deps.Sink.Push(pushCtx, entries)
+	if r.opts.Observer != nil {
+		r.opts.Observer.Pushed(entries, &res, time.Since(t0))
+	}
+	r.hook(StepAfterPush)
+	if r.egress != nil {
+		r.egress.accepted(entries, res.Outcomes)
+	}
+	r.order.pushed(entries, res.Outcomes)
+	r.rep.Resent += int64(res.Resent)
+	if len(res.Accepted) > 0 {
+		r.rep.Pushes++
+		r.shipped = true
+	}
+	return res, true
+}
+
+// restamped counts an entry shipped with another timestamp, by Loki's reason for the refusal
+// the new timestamp avoids.
+func (r *run) restamped(reason loki.Reason) {
+	if r.rep.Restamped == nil {
+		r.rep.Restamped = map[string]int64{}
+	}
+	r.rep.Restamped[string(reason)]++
+}

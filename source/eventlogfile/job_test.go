@@ -33,7 +33,7 @@ func TestThroughJob(t *testing.T) {
 	addFile("API", 900, day.Add(-24*time.Hour), -3*time.Hour)
 	addFile("Logout", 10, day.Add(-24*time.Hour), -3*time.Hour)
 
-	srv := simloki.New(simloki.Options{Now: e.clock.Now, OutOfOrderWindow: 72 * time.Hour})
+	srv := simloki.New(simloki.Options{Now: e.clock.Now})
 	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now,
 		MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -113,7 +113,7 @@ func TestThroughJobUnderAnOrgPrefix(t *testing.T) {
 	e := newEnv(t, simsf.Options{})
 	day := epoch.Truncate(24 * time.Hour)
 	e.addFile(simsf.EventLogFileSpec{Rows: 40, LogDate: day.Add(-48 * time.Hour), CreatedDate: epoch.Add(-5 * time.Hour)})
-	srv := simloki.New(simloki.Options{Now: e.clock.Now, OutOfOrderWindow: 72 * time.Hour})
+	srv := simloki.New(simloki.Options{Now: e.clock.Now})
 	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

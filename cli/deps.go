@@ -122,8 +122,14 @@ func lokiOptions(l config.Loki, log *slog.Logger) loki.Options {
 		TargetCompressedBytes: int(l.BatchTargetBytes), MaxRequestBytes: int(l.BatchMaxBytes),
 		MaxEntriesPerRequest: l.BatchMaxEntries, MaxRetries: l.MaxRetries,
 		MinBackoff: l.MinBackoff.D(), MaxBackoff: l.MaxBackoff.D(), MaxLineBytes: int(l.LineMaxBytes),
-		Labels: loki.LabelOptions{ExtraAllowed: l.ExtraLabels}, Logger: log,
+		Labels: loki.LabelOptions{ExtraAllowed: l.ExtraLabels}, Limits: lokiLimits(l), Logger: log, Now: testNow,
 	}
+}
+
+// lokiLimits are the receiver's limits the client and the job predict rejections with.
+func lokiLimits(l config.Loki) loki.Limits {
+	return loki.Limits{MaxAge: l.MaxAge.D(), CreationGracePeriod: l.CreationGrace.D(), OutOfOrderWindow: l.OutOfOrderWindow.D(),
+		DisallowStructuredMetadata: !l.StructuredMetadata, MaxMetadataBytes: int(l.MetadataMaxBytes), MaxMetadataEntries: l.MetadataMaxEntries}
 }
 
 // salesforceOptions maps one org's salesforce section onto the client's options.
@@ -148,6 +154,10 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 	if cfg.Sink.Loki.OnPermanentReject == "freeze" {
 		policy = job.RejectFreeze
 	}
+	timestamps := job.Restamp
+	if !cfg.Sink.Loki.Restamp {
+		timestamps = job.RejectLate
+	}
 	return job.Options{
 		MaxRecords: cfg.Batch.MaxRecords, MaxBytes: cfg.Batch.MaxBytes.Int(),
 		MaxDuration: cfg.Run.MaxDuration.D(), PushReserve: cfg.Run.PushTimeout.D(),
@@ -156,6 +166,7 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 		Egress: job.EgressOptions{LinesPerSecond: cfg.Egress.LinesPerSecond, BytesPerSecond: float64(cfg.Egress.BytesPerSecond),
 			DailyBytes: cfg.Egress.DailyBytes.Int(), OnBudget: budget, WarnFraction: cfg.Egress.WarnFraction},
 		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook, Now: testNow,
+		Ordering: job.OrderingOptions{Limits: lokiLimits(cfg.Sink.Loki), Policy: timestamps},
 	}
 }
 

@@ -140,7 +140,7 @@ func (r *runRecorder) Pushed(entries []loki.Entry, res *loki.Result, took time.D
 		retries[retryStatus(res)] = res.Retries
 	}
 	r.m.RecordPush(ctx, obs.PushFacts{Lease: r.lease, Took: took, Result: result, Requests: res.Requests,
-		Splits: res.Splits, Truncated: res.Truncated, RetriesByStatus: retries, WireBytes: res.WireBytes,
+		Splits: res.Splits, Resent: res.Resent, Truncated: res.Truncated, RetriesByStatus: retries, WireBytes: res.WireBytes,
 		EncodedBytes: res.EncodedBytes})
 
 	r.mu.Lock()
@@ -223,8 +223,9 @@ func (r *runRecorder) Committed(took time.Duration, err error) {
 var (
 	zeroOutcomes = []job.Outcome{job.OutcomeOK, job.OutcomeBusy, job.OutcomeFenced, job.OutcomeUnavailable,
 		job.OutcomePartial, job.OutcomeIntegrity, job.OutcomeConfig, job.OutcomeInternal, job.OutcomeBudgetPaused}
-	zeroRejections = []loki.Reason{loki.ReasonInvalidLabels, loki.ReasonInvalidTimestamp, loki.ReasonBadRequest, loki.ReasonTooLarge}
-	zeroDrops      = []string{string(loki.ReasonInvalidLabels), string(loki.ReasonInvalidTimestamp), string(loki.ReasonBadRequest), string(loki.ReasonTooLarge), "budget"}
+	zeroRejections = []loki.Reason{loki.ReasonInvalidLabels, loki.ReasonBadRequest, loki.ReasonTooFarBehind, loki.ReasonTooOld, loki.ReasonLineTooLong}
+	zeroDrops      = append(reasonNames(loki.Reasons()), "budget")
+	zeroRestamps   = []loki.Reason{loki.ReasonTooFarBehind, loki.ReasonTooOld, loki.ReasonTooNew}
 )
 
 // finish records an invocation's report. rec is nil when the invocation could not be built;
@@ -261,6 +262,9 @@ func (pm *processMetrics) finish(cfg *config.Config, rec *runRecorder, rep *job.
 		if !slices.Contains(zeroDrops, r) {
 			m.AddDropped(ctx, lease, r, n)
 		}
+	}
+	for _, r := range zeroRestamps {
+		m.AddRestamped(ctx, lease, string(r), rep.Restamped[string(r)])
 	}
 	for key, c := range rep.Cursors {
 		if t, ok := cursorTime(c.After); ok {
@@ -442,4 +446,12 @@ func cursorTime(raw json.RawMessage) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+func reasonNames(rs []loki.Reason) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
 }

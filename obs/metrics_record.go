@@ -24,13 +24,13 @@ type instruments struct {
 	cursorTime                          metric.Float64Gauge
 	frozenKeys                          metric.Int64Gauge
 	ingested, shipped, shippedBytes     metric.Int64Counter
-	rejected, dropped                   metric.Int64Counter
+	rejected, dropped, restamped        metric.Int64Counter
 	sampledOut, filtered, skipped       metric.Int64Counter
 	uncommitted                         metric.Int64Counter
 	lag                                 metric.Float64Histogram
 	pushes                              metric.Int64Counter
 	pushDuration                        metric.Float64Histogram
-	requests, retries, splits           metric.Int64Counter
+	requests, retries, splits, resent   metric.Int64Counter
 	pushedBytes, encodedBytes, truncate metric.Int64Counter
 	budgetUsed, budgetLimit             metric.Int64Gauge
 	apiCalls                            metric.Int64Counter
@@ -123,6 +123,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		shippedBytes:    b.counter("sf2loki_records_shipped_bytes"),
 		rejected:        b.counter("sf2loki_records_rejected"),
 		dropped:         b.counter("sf2loki_records_dropped"),
+		restamped:       b.counter("sf2loki_records_restamped"),
 		sampledOut:      b.counter("sf2loki_records_sampled_out"),
 		filtered:        b.counter("sf2loki_records_filtered"),
 		skipped:         b.counter("sf2loki_records_skipped"),
@@ -133,6 +134,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		requests:        b.counter("sf2loki_loki_requests"),
 		retries:         b.counter("sf2loki_loki_retries"),
 		splits:          b.counter("sf2loki_loki_splits"),
+		resent:          b.counter("sf2loki_loki_resent_entries"),
 		pushedBytes:     b.counter("sf2loki_loki_pushed_bytes"),
 		encodedBytes:    b.counter("sf2loki_loki_encoded_bytes"),
 		truncate:        b.counter("sf2loki_loki_truncated_lines"),
@@ -313,6 +315,15 @@ func (m *Metrics) AddDropped(ctx context.Context, lease, reason string, n int64)
 	m.dropped.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelReason, reason)))
 }
 
+// AddRestamped adds entries shipped with another timestamp, by Loki's reason for the refusal
+// the move avoided.
+func (m *Metrics) AddRestamped(ctx context.Context, lease, reason string, n int64) {
+	if m == nil {
+		return
+	}
+	m.restamped.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelReason, reason)))
+}
+
 // LagRecorder records ingest lags of one stream; its Observe is cheap enough for every entry.
 type LagRecorder struct {
 	h    metric.Float64Histogram
@@ -342,10 +353,10 @@ type PushFacts struct {
 	// Result is ResultOK, ResultPartial (some entries rejected) or ResultFailed (some not
 	// delivered).
 	Result string
-	// Requests, Splits and Truncated are the client's counts; RetriesByStatus counts retries
-	// by status class ("429", "5xx", "transport").
-	Requests, Splits, Truncated int
-	RetriesByStatus             map[string]int
+	// Requests, Splits, Resent and Truncated are the client's counts; RetriesByStatus counts
+	// retries by status class ("429", "5xx", "transport").
+	Requests, Splits, Resent, Truncated int
+	RetriesByStatus                     map[string]int
 	// WireBytes are the request bytes sent (all attempts); EncodedBytes the uncompressed size.
 	WireBytes, EncodedBytes int64
 }
@@ -360,6 +371,7 @@ func (m *Metrics) RecordPush(ctx context.Context, f PushFacts) {
 	m.pushDuration.Record(ctx, f.Took.Seconds(), lease)
 	m.requests.Add(ctx, int64(f.Requests), lease)
 	m.splits.Add(ctx, int64(f.Splits), lease)
+	m.resent.Add(ctx, int64(f.Resent), lease)
 	m.truncate.Add(ctx, int64(f.Truncated), lease)
 	m.pushedBytes.Add(ctx, f.WireBytes, lease)
 	m.encodedBytes.Add(ctx, f.EncodedBytes, lease)

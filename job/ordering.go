@@ -170,6 +170,28 @@ func (d *orderer) retryable(rej loki.Rejection) bool {
 	return rej.Status != 0 && rej.Reason.Restampable() && d.o.Policy == Restamp && !d.lim.DisallowStructuredMetadata
 }
 
+// retryStamp is the timestamp to push a refused entry again with. When the receiver stated its
+// cutoff, a little above it: inside its window without raising the stream's head far (a head
+// raised to the clock would move every later entry of the stream). Otherwise the clock, which
+// every timestamp rule accepts.
+func (d *orderer) retryStamp(now time.Time, rej loki.Rejection) time.Time {
+	if rej.Reason == loki.ReasonTooNew {
+		return now
+	}
+	from, ok := loki.OldestAcceptable(rej.Detail)
+	if !ok {
+		return now
+	}
+	room := d.margin()
+	if rej.Reason == loki.ReasonTooOld {
+		room = d.ageSafety()
+	}
+	if t := from.Add(room); t.Before(now) {
+		return t
+	}
+	return now
+}
+
 // change is the heads' part of the next commit; expired heads and, above the bound, the oldest
 // are forgotten first.
 func (d *orderer) change(now time.Time) (map[string]store.Counter, []string) {

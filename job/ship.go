@@ -59,7 +59,7 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 
 	// A refusal for the timestamp that the heads did not predict (the receiver holds a newer
 	// entry than was committed, or its limits are stricter than configured): the entry was not
-	// stored, so it is pushed again stamped with the clock, which every timestamp rule accepts.
+	// stored, so it is pushed again with a timestamp the receiver accepts.
 	var again []loki.Entry
 	var againSlots []int
 	for _, rej := range res.Rejected {
@@ -67,7 +67,7 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 			continue
 		}
 		n := slots[rej.Index]
-		restamp(ptrs[n], r.opts.Now())
+		restamp(ptrs[n], r.order.retryStamp(r.opts.Now(), rej))
 		r.restamped(rej.Reason)
 		en := *ptrs[n]
 		en.Ref = uint64(len(again))

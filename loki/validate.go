@@ -178,3 +178,26 @@ func ClassifyRejection(body string) Reason {
 func (r Reason) Restampable() bool {
 	return r == ReasonTooOld || r == ReasonTooNew || r == ReasonTooFarBehind || r == ReasonOutOfOrder
 }
+
+// OldestAcceptable reads the cutoff Loki states when it refuses an entry as too old or too far
+// behind ("... oldest acceptable timestamp is: 2026-06-30T10:00:00Z"), from the answer to a
+// request that held that entry alone. The receiver accepts entries from that time on (to the
+// second). ok is false when the detail states none.
+func OldestAcceptable(detail string) (time.Time, bool) {
+	const marker = "oldest acceptable timestamp is: "
+	i := strings.LastIndex(detail, marker)
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := detail[i+len(marker):]
+	if j := strings.IndexAny(rest, "',\n"); j >= 0 {
+		rest = rest[:j]
+	}
+	rest = strings.TrimSpace(rest)
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999 -0700 MST"} {
+		if t, err := time.Parse(layout, rest); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}

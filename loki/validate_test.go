@@ -136,3 +136,25 @@ func TestClassifyRejectionNamesLokisReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestOldestAcceptableReadsLokisCutoff: the cutoff of Loki's ingester and distributor messages,
+// and none from a body that states none.
+func TestOldestAcceptableReadsLokisCutoff(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"entry with timestamp 2026-10-07 01:35:32.405 +0000 UTC ignored, reason: 'entry too far behind, entry timestamp is: 2026-10-07T01:35:32Z, oldest acceptable timestamp is: 2026-10-07T03:23:59Z',\nuser 'x', total ignored: 1 out of 1 for stream: {a=\"b\"}", "2026-10-07T03:23:59Z"},
+		{"entry for stream '{a=\"b\"}' has timestamp too old: 2026-01-01T00:00:00Z, oldest acceptable timestamp is: 2026-06-23T12:00:00.5Z", "2026-06-23T12:00:00.5Z"},
+		{"poisoned", ""},
+	} {
+		body, want := tc.body, tc.want
+		got, ok := OldestAcceptable(body)
+		if want == "" {
+			if ok {
+				t.Errorf("%q: got %s, want none", body, got)
+			}
+			continue
+		}
+		if w, _ := time.Parse(time.RFC3339Nano, want); !ok || !got.Equal(w) {
+			t.Errorf("%q: got %s %v, want %s", body, got, ok, want)
+		}
+	}
+}

@@ -161,9 +161,23 @@ func TestBackfillKilledAndRestarted(t *testing.T) {
 	// Every row at least once; duplicates only from the push in flight at the kill.
 	want := len(types) * hours * rowsPerFile
 	seen := map[string]bool{}
+	repeats := map[string]bool{} // a refused entry may be counted once per attempt of the client
 	for _, e := range rcv.Entries() {
 		if e.Label("source") != "eventlogfile" || e.Label("event_type") == "Logout" {
 			continue
+		}
+		if et := e.MetadataValue(cli.EventTimeMetadata); et != "" {
+			// Pushed again at another time after the receiver refused it as too far behind the
+			// held push's newest entry: a repeat of that push, its own time kept.
+			own, err := time.Parse(time.RFC3339Nano, et)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Timestamp = own
+			if !held[entryKey(e)] {
+				t.Fatalf("a re-stamped entry that was not in the push in flight at the kill: %s", entryKey(e))
+			}
+			repeats[entryKey(e)] = true
 		}
 		seen[entryKey(e)] = true
 	}
@@ -171,9 +185,9 @@ func TestBackfillKilledAndRestarted(t *testing.T) {
 		t.Fatalf("%d distinct rows reached the receiver, want %d (first run %d entries, then %d)", len(seen), want, mid, sum.RowsShipped)
 	}
 	// The receiver stores an exact duplicate once and counts it, as Loki does; a repeat older
-	// than its stream's out-of-order window is refused as too_far_behind instead. Either way,
-	// only entries of the push in flight at the kill may come twice.
-	repeats := map[string]bool{} // a refused entry may be counted once per attempt of the client
+	// than its stream's out-of-order window is refused as too_far_behind, and then pushed again
+	// re-stamped (the client cannot know the refused entry had been stored). Either way, only
+	// entries of the push in flight at the kill may come twice.
 	for _, e := range rcv.Duplicates() {
 		if e.Label("event_type") == "Logout" {
 			continue
@@ -192,7 +206,7 @@ func TestBackfillKilledAndRestarted(t *testing.T) {
 	if len(repeats) != len(held) {
 		t.Fatalf("%d distinct entries came again, want the %d of the push that was never committed", len(repeats), len(held))
 	}
-	t.Logf("%d rows; the killed push held %d, repeated as %d duplicates and %d too-far-behind refusals; restart shipped %d",
+	t.Logf("%d rows; the killed push held %d, repeated as %d duplicates and %d too-far-behind refusals (then re-stamped); restart shipped %d",
 		want, len(held), len(rcv.Duplicates()), len(rcv.Rejected()), sum.RowsShipped)
 
 	// The live document did not change, and the live job is not fenced by the backfill.

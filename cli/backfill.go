@@ -35,8 +35,13 @@ import (
 const backfillSuffix = "-backfill"
 
 // EventTimeMetadata is the structured-metadata field that keeps a row's event time when a
-// backfill ships at ingest time (--ingest-time).
-const EventTimeMetadata = "event_time"
+// backfill ships at ingest time (--ingest-time), as the job does for every re-stamped entry.
+const EventTimeMetadata = job.EventTimeMetadata
+
+// BackfillLabel is the stream label of backfilled entries (--own-streams): the backfill's own
+// streams have their own heads, so its rows, hours or days behind what the live job shipped,
+// are never refused as too far behind (docs/ordering.md).
+var BackfillLabel = loki.Label{Name: "backfill", Value: "true"}
 
 // backfillConfig returns the configuration of the backfill's own document and lease, like a
 // job group's: lease "<name>-backfill", document "<path>-backfill<ext>" (file), "<key>-backfill<ext>"
@@ -72,7 +77,8 @@ func backfillCommand() *cli.Command {
 		Description: "Ships the rows whose event time is in [--since, --until) through the same claim and commit protocol as\n" +
 			"run-once (a commit after every push), with its own checkpoint document and lease (<name>-backfill), so it\n" +
 			"never touches the live cursors nor fences the live job. Interrupted, the same command resumes at the next\n" +
-			"unshipped row. Transforms apply; sampling does not. Prints a JSON summary on stdout.\n" +
+			"unshipped row. Transforms apply; sampling does not. Rows go to streams of their own, labelled backfill=\"true\"\n" +
+			"(--own-streams). Prints a JSON summary on stdout.\n" +
 			"Rows older than sink.loki.max_age are refused by Loki: for such a window choose --ingest-time (timestamp\n" +
 			"= now, the event time kept in structured metadata " + EventTimeMetadata + ") or --event-time (the receiver accepts them).",
 		Flags: []cli.Flag{
@@ -83,6 +89,7 @@ func backfillCommand() *cli.Command {
 			&cli.StringFlag{Name: "org", Usage: "only this org (orgs[].name)"},
 			&cli.BoolFlag{Name: "ingest-time", Usage: "stamp entries with the time they are shipped; the event time goes to structured metadata " + EventTimeMetadata},
 			&cli.BoolFlag{Name: "event-time", Usage: "keep the event time as the entry timestamp even beyond sink.loki.max_age"},
+			&cli.BoolFlag{Name: "own-streams", Value: true, Usage: "ship into streams of their own, labelled backfill=\"true\" (false: into the live job's streams, where rows behind what the live job shipped are re-stamped)"},
 			&cli.DurationFlag{Name: "max-duration", Value: 6 * time.Hour, Usage: "stop after this long (run the command again to continue)"},
 			&cli.DurationFlag{Name: "wait", Usage: "how long to wait for another backfill holding the backfill lease"},
 			&cli.DurationFlag{Name: "progress-interval", Value: 30 * time.Second, Usage: "how often progress is logged when stderr is not a terminal"},
@@ -106,6 +113,7 @@ type backfillPlan struct {
 	since, until time.Time
 	interval     string
 	ingestTime   bool
+	ownStreams   bool
 	orgs         []backfillOrg
 }
 
@@ -141,7 +149,7 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 	if !since.Before(until) {
 		return nil, exitf(ExitConfig, "--since %s must be before --until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
-	p := &backfillPlan{since: since, until: until, interval: c.String("interval"), ingestTime: c.Bool("ingest-time")}
+	p := &backfillPlan{since: since, until: until, interval: c.String("interval"), ingestTime: c.Bool("ingest-time"), ownStreams: c.Bool("own-streams")}
 	switch p.interval {
 	case "", eventlogfile.IntervalHourly, eventlogfile.IntervalDaily:
 	default:
@@ -368,7 +376,7 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 			return deps, nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
 		}
 		src := &windowSource{inner: inner, prefix: plan.keyPrefix(), since: plan.since, until: plan.until,
-			stopAfter: plan.scanUntil(), ingestTime: plan.ingestTime, prog: prog}
+			stopAfter: plan.scanUntil(), ingestTime: plan.ingestTime, ownStreams: plan.ownStreams, prog: prog}
 		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: src, APICalls: apiCalls(inner)})
 	}
 	return deps, nil, nil
@@ -384,6 +392,7 @@ type windowSource struct {
 	since, until time.Time
 	stopAfter    time.Time
 	ingestTime   bool
+	ownStreams   bool
 	prog         *backfillProgress
 }
 
@@ -414,6 +423,7 @@ type windowStream struct {
 	src      *windowSource
 	cov      *atomic.Int64 // event time (unix ns) covered so far, for progress
 	lastFile string
+	labels   map[string]loki.Labels // live label set -> the backfill's (--own-streams)
 }
 
 func (s *windowStream) Key() string  { return s.src.prefix + s.inner.Key() }
@@ -458,6 +468,9 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 	if t.UnixNano() > s.cov.Load() {
 		s.cov.Store(t.UnixNano())
 	}
+	if s.src.ownStreams {
+		rec.Entry.Labels = s.own(rec.Entry.Labels)
+	}
 	if s.src.ingestTime {
 		md := make([]loki.Label, 0, len(rec.Entry.Metadata)+1)
 		md = append(md, rec.Entry.Metadata...)
@@ -466,6 +479,20 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 		rec.Entry.Timestamp = time.Now()
 	}
 	return rec, nil
+}
+
+// own returns the backfill's label set for a live one, built once per stream.
+func (s *windowStream) own(l loki.Labels) loki.Labels {
+	if s.labels == nil {
+		s.labels = map[string]loki.Labels{}
+	}
+	key := l.String()
+	out, ok := s.labels[key]
+	if !ok {
+		out = l.With(BackfillLabel)
+		s.labels[key] = out
+	}
+	return out
 }
 
 // backfillProgress counts what the backfill read and shipped, and shows it.

@@ -11,11 +11,12 @@ import (
 // allowedLabelNames is the fixed stream-label allowlist (docs/configuration.md): anything
 // else belongs in structured metadata or the line, to keep stream cardinality
 // low.
-var allowedLabelNames = []string{"environment", "event_type", "job", "org", "service_name", "sf_org_id", "source"}
+var allowedLabelNames = []string{"backfill", "environment", "event_type", "job", "org", "service_name", "sf_org_id", "source"}
 
 // reservedStaticLabels carry per-entry identity; as static labels they would
-// stamp every entry with one value and collapse all streams into one.
-var reservedStaticLabels = []string{"event_type", "source"}
+// stamp every entry with one value and collapse all streams into one. backfill
+// is set by sf2loki backfill on its own streams (bounded: one value).
+var reservedStaticLabels = []string{"backfill", "event_type", "source"}
 
 const (
 	// MaxLabelNames is the most labels a stream may carry, not counting

@@ -1,0 +1,109 @@
+package opstest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+)
+
+// TestBackfillWhileRunOnceRunsEveryMinute: a backfill of the previous 3 days runs while the
+// live job's run-once runs again and again (new hourly files keep arriving), both shipping the
+// same event types to the strict receiver with Loki's default limits. The backfilled rows are
+// days behind what the live job shipped to its streams; they go to streams of their own
+// (backfill="true"), so the receiver refuses none of them as too far behind, and every row of
+// every file reaches it exactly once.
+func TestBackfillWhileRunOnceRunsEveryMinute(t *testing.T) {
+	const rows = 3
+	types := []string{"Login", "API"}
+	o := startOrg(t, simsf.AllPermissions())
+	now := time.Now().UTC()
+	liveFrom := now.Truncate(time.Hour).Add(-5 * time.Hour) // the live job's first hour
+	until := liveFrom.Add(-2 * time.Hour)                   // the backfill window ends here...
+	since := until.Add(-72 * time.Hour)                     // ...and starts 3 days before
+	o.addFiles(t, types, until, 72, rows)
+	o.addFiles(t, types, liveFrom.Add(3*time.Hour), 3, rows) // the live hours already written
+	rcv := startLoki(t, simloki.Options{})
+	s := setup{org: o, loki: rcv.PushURL(), types: types}
+	cfg := s.write(t)
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The live job looks back only as far as its own hours.
+	b = []byte(strings.Replace(string(b), "lookback: 72h", "lookback: "+now.Sub(liveFrom).Round(time.Minute).String(), 1))
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	firstRun(t, cfg)
+
+	var out, errOut bytes.Buffer
+	bf := child(context.Background(), t, &out, &errOut, "--config", cfg, "backfill", "--since", since.Format(time.RFC3339),
+		"--until", until.Format(time.RFC3339), "--progress-interval", "1h", "--wait", "30s")
+	done := make(chan error, 1)
+	go func() { done <- bf.Wait() }()
+	live, liveHours := 1, 3
+	for next := liveFrom.Add(3 * time.Hour); ; next = next.Add(time.Hour) {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("backfill: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+			}
+		default:
+			// The next hour's files are written, and the live job runs again.
+			if next.Add(70 * time.Minute).Before(time.Now()) {
+				o.addFiles(t, types, next.Add(time.Hour), 1, rows)
+				liveHours++
+			}
+			if r := run("--config", cfg, "run-once"); r.code != 0 {
+				t.Fatalf("live run %d: %s", live, r)
+			}
+			live++
+			continue
+		}
+		break
+	}
+	if r := run("--config", cfg, "run-once"); r.code != 0 { // the hours written last
+		t.Fatalf("final live run: %s", r)
+	}
+	if !strings.Contains(out.String(), `"outcome":"ok"`) || !strings.Contains(out.String(), `"caught_up":true`) {
+		t.Fatalf("backfill summary:\n%s\n%s", out.String(), errOut.String())
+	}
+
+	if n := rcv.RejectedCount(""); n != 0 {
+		t.Fatalf("the receiver refused %d entries, first %+v", n, rcv.Rejected()[0])
+	}
+	perLine := map[string]int{}
+	backfilled, lived := 0, 0
+	for _, e := range rcv.Entries() {
+		perLine[e.Line]++
+		if e.Label("backfill") == "true" {
+			backfilled++
+			if e.Timestamp.Before(since) || !e.Timestamp.Before(until) || e.MetadataValue("event_time") != "" {
+				t.Fatalf("backfilled entry at %s (event_time %q): want its own time, inside the window", e.Timestamp, e.MetadataValue("event_time"))
+			}
+		} else {
+			lived++
+			if e.Timestamp.Before(liveFrom) {
+				t.Fatalf("a live entry at %s, before the live hours", e.Timestamp)
+			}
+		}
+	}
+	for line, n := range perLine {
+		if n != 1 {
+			t.Fatalf("row delivered %d times: %s", n, line)
+		}
+	}
+	if want := len(types) * 72 * rows; backfilled != want {
+		t.Fatalf("%d backfilled rows, want %d", backfilled, want)
+	}
+	if want := len(types) * liveHours * rows; lived != want {
+		t.Fatalf("%d live rows, want %d", lived, want)
+	}
+	t.Logf("%d backfilled and %d live rows, %d live runs during the backfill, none refused", backfilled, lived, live)
+}

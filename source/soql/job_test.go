@@ -93,3 +93,70 @@ func TestThroughJob(t *testing.T) {
 		t.Fatalf("%d entries pushed over all runs, want %d (a duplicate was pushed)", pushed, want)
 	}
 }
+
+// TestLateProbeRowsBehindTheStreamHead: the late probe finds rows 90 minutes older than the
+// newest entry already shipped to their stream (inserted after the run that passed their
+// timestamp). Against Loki's default limits (a 1 h window) none is refused: they are shipped at
+// the stream's head with their own time in event_time, and every row arrives exactly once.
+func TestLateProbeRowsBehindTheStreamHead(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	var rows []simsf.Record
+	for i := range 120 {
+		rows = append(rows, loginRow(epoch.Add(-2*time.Hour+time.Duration(i)*time.Minute), i))
+	}
+	ids := insertShuffled(t, e.org.Org, "LoginHistory", rows, 5)
+	srv := simloki.New(simloki.Options{Now: e.clock.Now})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := jobtest.New()
+	run := func() *job.Report {
+		src, err := soql.New(soql.Options{Client: e.client(t), Now: e.clock.Now, Objects: []soql.Object{{Name: "LoginHistory", Lookback: 3 * time.Hour}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Sink: sink, Bindings: []job.Binding{{Source: src}}},
+			job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
+				ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now})
+		if rep.Outcome != job.OutcomeOK {
+			t.Fatalf("outcome %s: %s %v", rep.Outcome, rep.Error, rep.Errors)
+		}
+		return rep
+	}
+	run()
+	// The head is the last row, at -1m. Rows at -91m and later, visible only now, have Ids
+	// above every Id read: the probe finds them.
+	var late []simsf.Record
+	for i := range 5 {
+		late = append(late, loginRow(epoch.Add(-91*time.Minute+time.Duration(i)*time.Second), 1000+i))
+	}
+	lateIDs, err := e.org.Insert("LoginHistory", late...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	rep := run()
+	if rep.Records != 5 || rep.Events["soql.late_rows"] != 5 || rep.Restamped["too_far_behind"] != 5 {
+		t.Fatalf("second run: %d records, events %v, restamped %v", rep.Records, rep.Events, rep.Restamped)
+	}
+	if n := srv.RejectedCount(""); n != 0 {
+		t.Fatalf("the receiver refused %d entries: %+v", n, srv.Rejected()[0])
+	}
+	got := map[string]int{}
+	for _, en := range srv.Entries() {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(en.Line), &m); err != nil {
+			t.Fatal(err)
+		}
+		got[m["Id"].(string)]++
+		if et := en.MetadataValue(job.EventTimeMetadata); et != "" && (m["LoginTime"] == nil || !en.Timestamp.Equal(epoch.Add(-time.Minute))) {
+			t.Fatalf("re-stamped entry at %s (event_time %s): want the stream's head", en.Timestamp, et)
+		}
+	}
+	for _, id := range append(ids, lateIDs...) {
+		if got[id] != 1 {
+			t.Fatalf("LoginHistory %s received %d times", id, got[id])
+		}
+	}
+}

@@ -51,6 +51,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 			leaseCommand(),
 			backfillCommand(),
 			lambdaCommand(),
+			deadLetterCommand(),
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // Main decides the code and prints once
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -15,6 +15,7 @@ import (
 	leasestore "github.com/sf2loki/sf2loki/lease/store"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/store"
 	"github.com/sf2loki/sf2loki/store/configmap"
 	"github.com/sf2loki/sf2loki/store/file"
@@ -173,44 +174,9 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 // buildInvocation builds everything one invocation needs. A non-nil warm keeps the store
 // backend, the Loki client and the Salesforce clients across invocations (see warmClients).
 func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *warmClients) (*invocationParts, error) {
-	inv := lease.NewInvocation()
-	log = log.With("invocation", inv)
-	p := &invocationParts{opts: jobOptions(cfg, inv, log)}
-	st, err := warm.store(ctx, cfg, log)
+	p, sh, log, err := buildCore(ctx, cfg, log, warm)
 	if err != nil {
 		return nil, err
-	}
-	l, err := buildLease(ctx, cfg, st, inv, log)
-	if err != nil {
-		return nil, err
-	}
-	p.deps.Coordinator = &job.LeaseCoordinator{Lease: l, Store: st, Options: lease.SessionOptions{
-		Wait: cfg.Lease.AcquireWait.D(), RenewEvery: cfg.Lease.RenewInterval.D(),
-		ReleaseTimeout: cfg.Run.ReleaseTimeout.D(), Logger: log,
-	}}
-	sh, err := buildShaper(cfg)
-	if err != nil {
-		return nil, err
-	}
-	lo := lokiOptions(cfg.Sink.Loki, log)
-	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
-	sink, err := warm.lokiClient(lo)
-	if err != nil {
-		return nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
-	}
-	p.deps.Sink = sink
-	if w, err := openS3DeadLetter(ctx, cfg, inv, warm); err != nil || w != nil {
-		if err != nil {
-			return nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
-		}
-		p.opts.DeadLetter = w
-	} else if path := cfg.Sink.Loki.DeadLetterPath; path != "" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
-		}
-		p.closers = append(p.closers, f)
-		p.opts.DeadLetter = f
 	}
 	for _, org := range cfg.OrgList() {
 		if !org.Sources.Enabled() {
@@ -232,6 +198,52 @@ func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, 
 	}
 	markLegacyFallback(p.deps.Bindings)
 	return p, nil
+}
+
+// buildCore builds what every invocation under the configuration's lease needs, whatever it
+// ships: the coordinator (store and lease), the shaper, the Loki client and the dead letter.
+// The logger it returns names the invocation. warm may be nil (see buildInvocation).
+func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *warmClients) (*invocationParts, *shape.Shaper, *slog.Logger, error) {
+	inv := lease.NewInvocation()
+	log = log.With("invocation", inv)
+	p := &invocationParts{opts: jobOptions(cfg, inv, log)}
+	st, err := warm.store(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err := buildLease(ctx, cfg, st, inv, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p.deps.Coordinator = &job.LeaseCoordinator{Lease: l, Store: st, Options: lease.SessionOptions{
+		Wait: cfg.Lease.AcquireWait.D(), RenewEvery: cfg.Lease.RenewInterval.D(),
+		ReleaseTimeout: cfg.Run.ReleaseTimeout.D(), Logger: log,
+	}}
+	sh, err := buildShaper(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
+	sink, err := warm.lokiClient(lo)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
+	}
+	p.deps.Sink = sink
+	if w, err := openS3DeadLetter(ctx, cfg, inv, warm); err != nil || w != nil {
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
+		}
+		p.opts.DeadLetter = w
+	} else if path := cfg.Sink.Loki.DeadLetterPath; path != "" {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
+		}
+		p.closers = append(p.closers, f)
+		p.opts.DeadLetter = f
+	}
+	return p, sh, log, nil
 }
 
 // markLegacyFallback lets the first org of a multi-org configuration read unprefixed keys

@@ -8,9 +8,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
-	"time"
 
-	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/source"
 )
 
@@ -220,35 +218,3 @@ func (r *run) sourceReportByBinding(i int) *SourceReport {
 }
 
 func (r *run) sourceReport(ks *keyState) *SourceReport { return r.sourceReportByBinding(ks.binding) }
-
-// deadLetter is one dropped entry as written to the dead-letter file.
-type deadLetter struct {
-	Time      time.Time         `json:"time"`
-	Key       string            `json:"key"`
-	Reason    loki.Reason       `json:"reason"`
-	Status    int               `json:"status,omitempty"`
-	Detail    string            `json:"detail,omitempty"`
-	Timestamp time.Time         `json:"timestamp"`
-	Labels    string            `json:"labels"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	Line      string            `json:"line"`
-}
-
-func writeDeadLetter(w io.Writer, it item, rej loki.Rejection) error {
-	dl := deadLetter{
-		Time: time.Now().UTC(), Key: it.ks.key, Reason: rej.Reason, Status: rej.Status, Detail: rej.Detail,
-		Timestamp: it.rec.Entry.Timestamp, Labels: it.rec.Entry.Labels.String(), Line: it.rec.Entry.Line,
-	}
-	if len(it.rec.Entry.Metadata) > 0 {
-		dl.Metadata = map[string]string{}
-		for _, m := range it.rec.Entry.Metadata {
-			dl.Metadata[m.Name] = m.Value
-		}
-	}
-	b, err := json.Marshal(dl)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
-}

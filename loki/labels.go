@@ -2,8 +2,10 @@ package loki
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Label is one name/value pair: a stream label or a structured-metadata field.
@@ -124,4 +126,41 @@ func formatLabels(ps []Label) string {
 	}
 	buf = append(buf, '}')
 	return string(buf)
+}
+
+// ParseLabels reads a label set in the canonical form String writes (names unquoted, values
+// Go-quoted, pairs separated by commas, in braces), in any order and spacing. It is the
+// inverse of String for the dead-letter file.
+func ParseLabels(s string) (Labels, error) {
+	t := strings.TrimSpace(s)
+	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
+		return Labels{}, fmt.Errorf("labels %q: not enclosed in braces", s)
+	}
+	t = strings.TrimSpace(t[1 : len(t)-1])
+	var pairs []Label
+	for t != "" {
+		name, rest, ok := strings.Cut(t, "=")
+		name = strings.TrimSpace(name)
+		if !ok || nameProblem(name) != "" {
+			return Labels{}, fmt.Errorf("labels %q: expected name=\"value\" at %q", s, t)
+		}
+		rest = strings.TrimSpace(rest)
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil || q[0] != '"' {
+			return Labels{}, fmt.Errorf("labels %q: the value of %s is not double-quoted", s, name)
+		}
+		v, err := strconv.Unquote(q)
+		if err != nil {
+			return Labels{}, fmt.Errorf("labels %q: the value of %s: %w", s, name, err)
+		}
+		pairs = append(pairs, Label{Name: name, Value: v})
+		t = strings.TrimSpace(rest[len(q):])
+		if t != "" {
+			if t[0] != ',' {
+				return Labels{}, fmt.Errorf("labels %q: expected a comma after the value of %s", s, name)
+			}
+			t = strings.TrimSpace(t[1:])
+		}
+	}
+	return NewLabels(pairs...), nil
 }

@@ -122,3 +122,21 @@ func TestValidateStaticLabels(t *testing.T) {
 		t.Errorf("explicitly allowed extra: %v", err)
 	}
 }
+
+func TestParseLabelsInvertsString(t *testing.T) {
+	for _, l := range []Labels{
+		NewLabels(),
+		lbl("job", "sf2loki"),
+		lbl("event_type", `Quote"Back\slash é日, x="y"`, "job", "sf2loki", "source", "eventlogfile"),
+	} {
+		got, err := ParseLabels(l.String())
+		if err != nil || got.String() != l.String() {
+			t.Fatalf("ParseLabels(%s) = %s, %v", l, got, err)
+		}
+	}
+	for _, bad := range []string{"", "job=x", `{job=x}`, `{job="x" source="y"}`, `{1job="x"}`, `{job="x}`} {
+		if _, err := ParseLabels(bad); err == nil {
+			t.Errorf("ParseLabels(%q) accepted", bad)
+		}
+	}
+}

@@ -107,3 +107,66 @@ func TestBackfillWhileRunOnceRunsEveryMinute(t *testing.T) {
 	}
 	t.Logf("%d backfilled and %d live rows, %d live runs during the backfill, none refused", backfilled, lived, live)
 }
+
+// TestDeadLetterReplayAfterTheLimitIsRaised: the receiver's max_line_size is below the lines
+// (a limit the configuration does not know), so run-once drops every row under line_too_long
+// into the dead-letter file. A replay before the limit is raised ships nothing and reports the
+// rows refused again (appended to the file); once the limit is raised, a replay ships every row
+// exactly once, and a further replay has nothing left to ship.
+func TestDeadLetterReplayAfterTheLimitIsRaised(t *testing.T) {
+	const rows = 5
+	o := startOrg(t, simsf.AllPermissions())
+	end := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	o.addFiles(t, []string{"Login"}, end, 3, rows)
+	rcv := startLoki(t, simloki.Options{MaxLineBytes: 100})
+	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
+	cfg := s.write(t)
+	dead := t.TempDir() + "/dead.jsonl"
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "    max_retries: 1\n    min_backoff", "    max_retries: 1\n    dead_letter_path: "+dead+"\n    min_backoff", 1))
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run("--config", cfg, "run-once")
+	if r.code != 0 || !strings.Contains(r.stdout, `"dropped":{"line_too_long":15}`) || rcv.Count() != 0 {
+		t.Fatalf("run-once: want 15 rows dropped under line_too_long and none stored (%d): %s", rcv.Count(), r)
+	}
+	lines := func() int {
+		b, err := os.ReadFile(dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "\n")
+	}
+	if n := lines(); n != 15 {
+		t.Fatalf("%d dead letters, want 15", n)
+	}
+
+	r = run("--config", cfg, "deadletter", "replay", dead)
+	if r.code != 0 || !strings.Contains(r.stderr, "0 entries shipped, 15 refused again (line_too_long 15)") || rcv.Count() != 0 {
+		t.Fatalf("replay before the limit is raised: %s", r)
+	}
+	if n := lines(); n != 30 {
+		t.Fatalf("%d dead letters after the refused replay, want 30", n)
+	}
+
+	refused := rcv.RejectedCount("")
+	rcv.SetMaxLineBytes(256 << 10)
+	r = run("--config", cfg, "deadletter", "replay", dead)
+	if r.code != 0 || !strings.Contains(r.stderr, "15 entries shipped, 0 refused again") {
+		t.Fatalf("replay after the limit was raised: %s", r)
+	}
+	perLine := map[string]int{}
+	for _, e := range rcv.Entries() {
+		perLine[e.Line]++
+	}
+	if len(perLine) != 15 || rcv.Count() != 15 || rcv.RejectedCount("") != refused {
+		t.Fatalf("receiver holds %d entries (%d distinct), refused %d more: want the 15 rows once", rcv.Count(), len(perLine), rcv.RejectedCount("")-refused)
+	}
+	if r := run("--config", cfg, "deadletter", "replay", dead); r.code != 0 || !strings.Contains(r.stderr, "0 entries shipped, 0 refused again") || rcv.Count() != 15 {
+		t.Fatalf("replaying a replayed file: %s", r)
+	}
+}

@@ -17,6 +17,7 @@ type faults struct {
 	latency       time.Duration
 	drops         int
 	successStatus int
+	maxLine       int
 }
 
 type forced struct {
@@ -168,4 +169,12 @@ func (s *Server) SetSuccessStatus(status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults.successStatus = status
+}
+
+// SetMaxLineBytes changes max_line_size while the receiver serves (an operator raising or
+// lowering the limit); n <= 0 restores Options.MaxLineBytes.
+func (s *Server) SetMaxLineBytes(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults.maxLine = n
 }

@@ -633,8 +633,12 @@ func (s *Server) checkEntry(now time.Time, e *Entry) (reason, msg string) {
 	if o.CreationGracePeriod > 0 && e.Timestamp.After(now.Add(o.CreationGracePeriod)) {
 		return "too_far_in_future", fmt.Sprintf("entry for stream '%s' has timestamp too new: %s", e.Stream, e.Timestamp.UTC().Format(time.RFC3339Nano))
 	}
-	if o.MaxLineBytes > 0 && len(e.Line) > o.MaxLineBytes {
-		return "line_too_long", fmt.Sprintf("Max entry size '%d' bytes exceeded for stream '%s' while adding an entry with length '%d' bytes", o.MaxLineBytes, e.Stream, len(e.Line))
+	maxLine := o.MaxLineBytes
+	if s.faults.maxLine > 0 {
+		maxLine = s.faults.maxLine
+	}
+	if maxLine > 0 && len(e.Line) > maxLine {
+		return "line_too_long", fmt.Sprintf("Max entry size '%d' bytes exceeded for stream '%s' while adding an entry with length '%d' bytes", maxLine, e.Stream, len(e.Line))
 	}
 	if len(e.Metadata) > 0 {
 		if !s.allowSMeta {

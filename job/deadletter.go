@@ -1,0 +1,172 @@
+package job
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source"
+)
+
+// DeadLetter is one dropped entry as written to the dead-letter file (one JSON object a line):
+// the entry as it was pushed, the key it belongs to, and Loki's reason for refusing it.
+type DeadLetter struct {
+	Time      time.Time         `json:"time"`
+	Key       string            `json:"key"`
+	Reason    loki.Reason       `json:"reason"`
+	Status    int               `json:"status,omitempty"`
+	Detail    string            `json:"detail,omitempty"`
+	Timestamp time.Time         `json:"timestamp"`
+	Labels    string            `json:"labels"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	Line      string            `json:"line"`
+}
+
+func writeDeadLetter(w io.Writer, it item, rej loki.Rejection) error {
+	dl := DeadLetter{
+		Time: time.Now().UTC(), Key: it.ks.key, Reason: rej.Reason, Status: rej.Status, Detail: rej.Detail,
+		Timestamp: it.rec.Entry.Timestamp, Labels: it.rec.Entry.Labels.String(), Line: it.rec.Entry.Line,
+	}
+	if len(it.rec.Entry.Metadata) > 0 {
+		dl.Metadata = map[string]string{}
+		for _, m := range it.rec.Entry.Metadata {
+			dl.Metadata[m.Name] = m.Value
+		}
+	}
+	b, err := json.Marshal(dl)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// Entry rebuilds the entry to ship again: at its own time when an earlier re-stamp kept it in
+// event_time (the job decides anew whether it must move), metadata sorted by name.
+func (d *DeadLetter) Entry() (loki.Entry, error) {
+	l, err := loki.ParseLabels(d.Labels)
+	if err != nil {
+		return loki.Entry{}, err
+	}
+	e := loki.Entry{Timestamp: d.Timestamp, Labels: l, Line: d.Line}
+	for name, v := range d.Metadata {
+		if name == EventTimeMetadata {
+			if own, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				e.Timestamp = own
+				continue
+			}
+		}
+		e.Metadata = append(e.Metadata, loki.Label{Name: name, Value: v})
+	}
+	slices.SortFunc(e.Metadata, func(a, b loki.Label) int { return strings.Compare(a.Name, b.Name) })
+	return e, nil
+}
+
+// DeadLetterSource re-ships the entries of a dead-letter file (sf2loki deadletter replay). Its
+// one key, "deadletter:<id>", names the file by a hash of its first line, and its cursor is the
+// byte offset of the next line, so a replay interrupted anywhere resumes where it stopped and a
+// finished one ships nothing twice. Only the lines present when the replay opens the file are
+// read: entries refused again and appended to the same file wait for the next replay.
+type DeadLetterSource struct {
+	// Path is the dead-letter file.
+	Path string
+}
+
+// Name implements source.Source.
+func (s *DeadLetterSource) Name() string { return "deadletter" }
+
+// deadLetterCursor is the replay's position: the offset of the next line.
+type deadLetterCursor struct {
+	V      int   `json:"v"`
+	Offset int64 `json:"offset"`
+}
+
+// Open implements source.Source.
+func (s *DeadLetterSource) Open(_ context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	f, err := os.Open(s.Path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(f, 64<<10)
+	first, err := br.ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		_ = f.Close()
+		return nil, err
+	}
+	sum := sha256.Sum256(first)
+	key := "deadletter:" + hex.EncodeToString(sum[:8])
+	var cur deadLetterCursor
+	if ok, err := source.DecodeCursor(req.Cursors[key], 1, &cur); err != nil || !ok || cur.Offset < 0 || cur.Offset > st.Size() {
+		if err != nil {
+			req.Log.Warn("unusable dead-letter cursor: replaying the file from its start", "key", key, "err", err)
+		}
+		cur = deadLetterCursor{V: 1}
+	}
+	if _, err := f.Seek(cur.Offset, io.SeekStart); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return []source.Stream{&deadLetterStream{f: f, r: bufio.NewReaderSize(io.LimitReader(f, st.Size()-cur.Offset), 64<<10),
+		key: key, offset: cur.Offset, log: req}}, nil
+}
+
+type deadLetterStream struct {
+	f      *os.File
+	r      *bufio.Reader
+	key    string
+	offset int64
+	log    source.OpenRequest
+}
+
+func (s *deadLetterStream) Key() string  { return s.key }
+func (s *deadLetterStream) Close() error { return s.f.Close() }
+
+// Next returns the next dead letter's entry. A line that is not a dead letter is skipped
+// (reason unreadable_dead_letter) with a warning, so one damaged line never blocks the rest.
+func (s *deadLetterStream) Next(ctx context.Context) (source.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return source.Record{}, err
+	}
+	line, err := s.r.ReadBytes('\n')
+	if len(line) == 0 && errors.Is(err, io.EOF) {
+		return source.Record{}, io.EOF
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return source.Record{}, err
+	}
+	s.offset += int64(len(line))
+	b, _ := json.Marshal(deadLetterCursor{V: 1, Offset: s.offset})
+	rec := source.Record{Cursor: source.CursorJSON(b)}
+	var dl DeadLetter
+	if err := json.Unmarshal(line, &dl); err != nil {
+		return s.skip(rec, fmt.Errorf("not a dead letter: %w", err))
+	}
+	e, err := dl.Entry()
+	if err != nil {
+		return s.skip(rec, err)
+	}
+	rec.Entry = e
+	return rec, nil
+}
+
+func (s *deadLetterStream) skip(rec source.Record, why error) (source.Record, error) {
+	s.log.Log.Warn("skipping a dead-letter line that cannot be replayed", "offset", s.offset, "err", why)
+	s.log.Count("unreadable_dead_letter", 1)
+	rec.Skip, rec.SkipReason = true, "unreadable_dead_letter"
+	return rec, nil
+}

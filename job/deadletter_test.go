@@ -1,0 +1,45 @@
+package job_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
+)
+
+// TestDeadLetterSourceReplaysAFile: two dead letters and a damaged line. The damaged line is
+// skipped (counted), the entry re-stamped before it was dropped goes out at its own time again
+// (the job decides anew), and a second replay of the same file ships nothing.
+func TestDeadLetterSourceReplaysAFile(t *testing.T) {
+	own := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
+	lines := []string{
+		`{"time":"2026-06-30T12:00:00Z","key":"eventlogfile:Login","reason":"line_too_long","status":400,"timestamp":"` + own.Format(time.RFC3339Nano) + `","labels":"{event_type=\"Login\", job=\"sf2loki\"}","metadata":{"user_id":"005"},"line":"one"}`,
+		`not a dead letter`,
+		`{"time":"2026-06-30T12:00:00Z","key":"eventlogfile:Login","reason":"disallowed_structured_metadata","status":400,"timestamp":"` + own.Add(time.Hour).Format(time.RFC3339Nano) + `","labels":"{event_type=\"Login\", job=\"sf2loki\"}","metadata":{"event_time":"` + own.Add(time.Second).Format(time.RFC3339Nano) + `"},"line":"two"}`,
+	}
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, sink := receiver(t, simloki.Options{})
+	coord := jobtest.New()
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}
+	rep := job.Run(context.Background(), deps, baseOptions())
+	if rep.Outcome != job.OutcomeOK || rep.Records != 2 || rep.Events["deadletter.unreadable_dead_letter"] != 1 {
+		t.Fatalf("%s %s: %d records, events %v", rep.Outcome, rep.Error, rep.Records, rep.Events)
+	}
+	es := srv.Entries()
+	if len(es) != 2 || !es[0].Timestamp.Equal(own) || es[0].MetadataValue("user_id") != "005" ||
+		!es[1].Timestamp.Equal(own.Add(time.Second)) || es[1].MetadataValue(job.EventTimeMetadata) != "" {
+		t.Fatalf("replayed %+v", es)
+	}
+	if rep := job.Run(context.Background(), deps, baseOptions()); rep.Outcome != job.OutcomeOK || rep.Records != 0 || srv.Count() != 2 {
+		t.Fatalf("second replay: %s, %d records", rep.Outcome, rep.Records)
+	}
+}

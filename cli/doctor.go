@@ -157,7 +157,7 @@ func doctorChecks(ctx context.Context, source string, cfg *config.Config, log *s
 	if lc != nil {
 		target.Client = lc
 	}
-	checks = append(checks, doctor.LokiCheck(target))
+	checks = append(checks, doctor.LokiCheck(target), doctor.OrderingCheck(doctorOrdering(cfg, log, target.Run)))
 	clocks = append(clocks, doctor.HTTPDate("Loki", cfg.Sink.Loki.URL, nil))
 
 	groups := []string{""}
@@ -302,4 +302,30 @@ func leaseRef(cfg *config.Config, l lease.Lease) store.LeaseRef {
 		return store.LeaseRef{Kind: leasek8s.Kind, Namespace: namespaceOrPod(cfg.Lease.Namespace), Name: name}
 	}
 	return store.LeaseRef{Kind: leasestore.Kind, Name: name}
+}
+
+// doctorOrdering is the ordering check of the configuration: a client without its own checks
+// (the probes must reach the receiver as they are), the limits assumed, and what is shipped.
+func doctorOrdering(cfg *config.Config, log *slog.Logger, run string) doctor.Ordering {
+	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo.MaxRetries = min(lo.MaxRetries, 2)
+	lo.Limits = loki.Limits{MaxAge: -1, CreationGracePeriod: -1, MaxMetadataBytes: -1, MaxMetadataEntries: -1}
+	lc, err := loki.New(lo)
+	o := doctor.Ordering{ClientErr: err, Labels: cfg.Sink.Loki.Labels, Run: run, Configured: lokiLimits(cfg.Sink.Loki),
+		Sources: doctor.OrderingSources{Restamp: cfg.Sink.Loki.Restamp}}
+	if lc != nil {
+		o.Client = lc
+	}
+	for _, org := range cfg.OrgList() {
+		if e := org.Sources.EventLogFile; e.Enabled && o.Sources.EventLogFileInterval != "Daily" {
+			o.Sources.EventLogFileInterval = e.Interval
+		}
+		if q := org.Sources.SOQL; q.Enabled {
+			for _, obj := range q.Objects {
+				o.Sources.SOQLOverlap = max(o.Sources.SOQLOverlap, obj.Overlap.D())
+				o.Sources.SOQLLateProbe = o.Sources.SOQLLateProbe || (obj.LateProbe && !obj.BigObject)
+			}
+		}
+	}
+	return o
 }

@@ -233,7 +233,7 @@ func TestDoctorLokiRejectsStructuredMetadata(t *testing.T) {
 	e := newDoctorEnv(t, simsf.AllPermissions())
 	firstRun(t, e.cfg)
 	e.loki.SetAllowStructuredMetadata(false)
-	checkFault(t, e.cfg, "loki.write", "allow_structured_metadata", nil)
+	checkFault(t, e.cfg, "loki.write", "allow_structured_metadata", []string{"loki.ordering"})
 }
 
 // TestDoctorLeaseNameDiffersFromFence: the document was fenced under lease sf2loki; a

@@ -170,3 +170,46 @@ func TestDeadLetterReplayAfterTheLimitIsRaised(t *testing.T) {
 		t.Fatalf("replaying a replayed file: %s", r)
 	}
 }
+
+// TestDoctorMeasuresTheOrderingWindow: doctor measures the receiver's out-of-order window with
+// probe entries. Against a 2 h window it passes and says the configuration could use it;
+// against a 10 min window it warns, prints the measured window and what it means for what this
+// configuration ships.
+func TestDoctorMeasuresTheOrderingWindow(t *testing.T) {
+	for _, tc := range []struct {
+		window time.Duration
+		status string
+		want   []string
+	}{
+		{2 * time.Hour, "PASS", []string{"out-of-order window: 2h0m0s behind a stream's newest entry", "max age: 168h0m0s", "structured metadata: stored",
+			"sink.loki.out_of_order_window: 2h0m0s would re-stamp fewer entries"}},
+		{10 * time.Minute, "WARN", []string{"out-of-order window: 10m0s behind a stream's newest entry", "set sink.loki.out_of_order_window: 10m0s",
+			"consequence for this configuration", "eventlogfile (Hourly): a file spans an hour", "every row of a late Sequence file more than 10m0s behind"}},
+	} {
+		t.Run(tc.window.String(), func(t *testing.T) {
+			o := startOrg(t, simsf.AllPermissions())
+			o.addFiles(t, []string{"Login"}, time.Now().Add(-2*time.Hour), 1, 2)
+			rcv := startLoki(t, simloki.Options{OutOfOrderWindow: tc.window})
+			s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
+			r := run("--config", s.write(t), "doctor", "--timeout", "20s")
+			line := ""
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if strings.Contains(l, "loki.ordering") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, tc.status) {
+				t.Fatalf("loki.ordering is not %s:\n%s", tc.status, r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("doctor does not say %q:\n%s", w, r.stdout)
+				}
+			}
+			t.Logf("doctor against a %s window:\n%s", tc.window, r.stdout)
+			if n := rcv.RejectedCount("too_far_behind"); n == 0 || n > 15 {
+				t.Errorf("%d probes refused as too far behind; want a bounded search", n)
+			}
+		})
+	}
+}

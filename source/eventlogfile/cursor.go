@@ -19,6 +19,7 @@ const cursorVersion = 1
 //
 //	{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT…","row":1234}
 //	{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT…","row":5000,"done":true}
+//	{"v":1,"created":"2026-06-30T02:00:00.000Z","file_id":"0AT…","row":9000,"done":true,"interval":"Daily"}
 //
 // Files are taken in (CreatedDate, Id) order, so (Created, FileID) is a keyset position:
 // every file before it is done, and so is every file at Created whose Id is below FileID. That
@@ -27,13 +28,17 @@ const cursorVersion = 1
 // CreatedDate. Row counts the data rows of FileID already shipped or skipped; Done marks the
 // whole file finished. A partly shipped file resumes at Row only while its Id and CreatedDate
 // both still match; a Daily file regenerated in place (same Id, newer CreatedDate) appears again
-// later in the order and is shipped again from row 0.
+// later in the order and is shipped again from row 0. Interval is "Daily" for a Daily file
+// (absent for Hourly ones, and in cursors written before it existed): a type switched to Hourly
+// then starts where the Daily files' coverage ended (see Source.Open), not at the Daily file's
+// CreatedDate, which is hours after its day ended.
 type Cursor struct {
-	V       int    `json:"v"`
-	Created string `json:"created"`
-	FileID  string `json:"file_id"`
-	Row     int64  `json:"row"`
-	Done    bool   `json:"done,omitempty"`
+	V        int    `json:"v"`
+	Created  string `json:"created"`
+	FileID   string `json:"file_id"`
+	Row      int64  `json:"row"`
+	Done     bool   `json:"done,omitempty"`
+	Interval string `json:"interval,omitempty"`
 
 	created time.Time
 }
@@ -93,6 +98,9 @@ func (c *Cursor) validate() error {
 	}
 	c.created = t
 	c.Created = salesforce.FormatDateTime(t)
+	if c.Interval != IntervalDaily {
+		c.Interval = "" // only a Daily cursor says which interval wrote it
+	}
 	return nil
 }
 
@@ -131,7 +139,7 @@ func decodeLegacy(raw json.RawMessage) (Cursor, map[string]bool, bool, error) {
 
 // appendCursor appends the JSON of a cursor (the field order is fixed, so equal cursors are
 // equal bytes).
-func appendCursor(dst []byte, created, fileID string, row int64, done bool) []byte {
+func appendCursor(dst []byte, created, fileID string, row int64, done, daily bool) []byte {
 	dst = append(dst, `{"v":1,"created":"`...)
 	dst = append(dst, created...)
 	dst = append(dst, `","file_id":"`...)
@@ -140,6 +148,9 @@ func appendCursor(dst []byte, created, fileID string, row int64, done bool) []by
 	dst = strconv.AppendInt(dst, row, 10)
 	if done {
 		dst = append(dst, `,"done":true`...)
+	}
+	if daily {
+		dst = append(dst, `,"interval":"Daily"`...)
 	}
 	return append(dst, '}')
 }
@@ -152,12 +163,12 @@ type arena struct{ block []byte }
 const arenaBlock = 64 << 10
 
 // cursor returns a cursor value in the arena.
-func (a *arena) cursor(created, fileID string, row int64, done bool) json.RawMessage {
+func (a *arena) cursor(created, fileID string, row int64, done, daily bool) json.RawMessage {
 	const maxLen = 128
 	if cap(a.block)-len(a.block) < maxLen {
 		a.block = make([]byte, 0, arenaBlock)
 	}
 	start := len(a.block)
-	a.block = appendCursor(a.block, created, fileID, row, done)
+	a.block = appendCursor(a.block, created, fileID, row, done, daily)
 	return a.block[start:len(a.block):len(a.block)]
 }

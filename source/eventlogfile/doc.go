@@ -24,6 +24,12 @@
 // CreatedDate) is counted (file_regenerated) and shipped again from row 0 when the order reaches
 // its new CreatedDate, never resumed at a row number that may mean another row.
 //
+// A type switched from Daily to Hourly does not continue at the last Daily file's CreatedDate,
+// which is hours after the day it covers ended (the Hourly files of those hours were created
+// before it and would be skipped): the cursor of a Daily file says "interval":"Daily", and the
+// first Hourly run lists from the end of that file's day (one query for its LogDate, counted
+// interval_switched).
+//
 // A stored value that is not a usable cursor (garbage, an unknown version, an id or date that
 // would not be a safe SOQL literal) is reported (warning, cursor_reset) and the type starts from
 // the lookback. The Python original's {"ids": [...], "last_created": ...} is read and migrated,

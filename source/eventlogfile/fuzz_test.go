@@ -144,7 +144,7 @@ func FuzzDecodeCursor(f *testing.F) {
 		if salesforce.ValidateID(c.FileID) != nil {
 			t.Fatalf("file_id %q", c.FileID)
 		}
-		again, _, ok2, err2 := decodeCursor(appendCursor(nil, c.Created, c.FileID, c.Row, c.Done))
+		again, _, ok2, err2 := decodeCursor(appendCursor(nil, c.Created, c.FileID, c.Row, c.Done, c.Interval == IntervalDaily))
 		if err2 != nil || !ok2 || again != c {
 			t.Fatalf("written and read again: %+v (%v), want %+v", again, err2, c)
 		}

@@ -152,3 +152,66 @@ func exactlyOnce(t *testing.T, got map[string]int, want map[string]time.Time) {
 		t.Fatalf("the receiver holds %d distinct rows, want %d", len(got), len(want))
 	}
 }
+
+// TestDailySwitchedToHourly: a type shipped Daily is switched to Hourly. The last Daily file
+// (day D-1) was written at 02:00 on day D, after the Hourly file of D 00:00; the Hourly listing
+// starts where the Daily files' coverage ended, not at that CreatedDate, so no hour is skipped.
+// Against Loki's default limits every row of every file arrives exactly once and none is
+// refused as too far behind.
+func TestDailySwitchedToHourly(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	day := epoch.Truncate(24 * time.Hour) // D
+	all := map[string]time.Time{}
+	add := func(spec simsf.EventLogFileSpec) {
+		spec.Rows = 24
+		for _, r := range e.requestIDs(e.addFile(spec)) {
+			all[r] = time.Time{}
+		}
+	}
+	for d := 3; d >= 1; d-- {
+		logDate := day.Add(-time.Duration(d) * 24 * time.Hour)
+		add(simsf.EventLogFileSpec{Interval: simsf.IntervalDaily, LogDate: logDate, CreatedDate: logDate.Add(26 * time.Hour)})
+	}
+	for h := range 11 {
+		hour := day.Add(time.Duration(h) * time.Hour)
+		add(simsf.EventLogFileSpec{Interval: simsf.IntervalHourly, LogDate: hour, CreatedDate: hour.Add(65 * time.Minute)})
+	}
+	srv := simloki.New(simloki.Options{Now: e.clock.Now})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := jobtest.New()
+	run := func(interval string) *job.Report {
+		src := e.source(Options{Interval: interval, Lookback: 4 * 24 * time.Hour})
+		rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink},
+			job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second, ReleaseReserve: time.Second,
+				Log: slog.New(slog.DiscardHandler), Now: e.clock.Now})
+		if rep.Outcome != job.OutcomeOK || !rep.CaughtUp {
+			t.Fatalf("%s: outcome %s: %s %v", interval, rep.Outcome, rep.Error, rep.Errors)
+		}
+		return rep
+	}
+	if rep := run(IntervalDaily); rep.Records != 72 {
+		t.Fatalf("Daily run shipped %d rows, want the 3 days' 72", rep.Records)
+	}
+	if c := decoded(t, coord.Stored(t), Key("Login")); c.Interval != IntervalDaily || !c.Done {
+		t.Fatalf("cursor after the Daily run %+v", c)
+	}
+	e.clock.Advance(time.Hour)
+	rep := run(IntervalHourly)
+	if rep.Records != 11*24 || rep.Events["eventlogfile.interval_switched"] != 1 {
+		t.Fatalf("Hourly run shipped %d rows (events %v), want the 11 hours' %d", rep.Records, rep.Events, 11*24)
+	}
+	if c := decoded(t, coord.Stored(t), Key("Login")); c.Interval != "" || !c.Done {
+		t.Fatalf("cursor after the Hourly run %+v", c)
+	}
+	if n := srv.RejectedCount(""); n != 0 {
+		t.Fatalf("the receiver refused %d entries (%d too far behind)", n, srv.RejectedCount("too_far_behind"))
+	}
+	got := map[string]int{}
+	for _, en := range srv.Entries() {
+		got[requestID(en.Line)]++
+	}
+	exactlyOnce(t, got, all)
+}

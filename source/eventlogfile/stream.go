@@ -76,6 +76,43 @@ type openFile struct {
 
 func (st *stream) Key() string { return st.key }
 
+// daily reports that the stream ships Daily files (their cursors say so).
+func (st *stream) daily() bool { return st.src.opts.Interval == IntervalDaily }
+
+// fromDaily moves a cursor written under Daily to where the Daily files' coverage ended, for a
+// type now shipped Hourly: the hourly files of the hours after the last Daily file's day,
+// however long before that file they were created, are listed first; none is skipped. A Daily
+// file shipped partly is covered again from its day's start (its shipped rows come again, from
+// the hourly files). It costs one query, in the first run after the switch.
+func (st *stream) fromDaily(ctx context.Context) error {
+	c := st.cur
+	if !st.has || c.Interval != IntervalDaily || st.daily() || c.FileID == "" {
+		return nil
+	}
+	q := "SELECT LogDate FROM EventLogFile WHERE Id = '" + c.FileID + "'"
+	var logDate time.Time
+	found := false
+	for rec, err := range st.src.opts.Client.Records(st.src.ctx(ctx), q) {
+		if err != nil {
+			return fmt.Errorf("eventlogfile: the Daily file of the cursor (%s), to switch %s to Hourly: %w", c.FileID, st.typ, err)
+		}
+		logDate, found = rec.Time("LogDate")
+	}
+	if !found {
+		// The Daily file is gone: its day is the UTC day before its creation.
+		logDate = c.created.UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour)
+	}
+	from := logDate
+	if c.Done {
+		from = logDate.Add(24 * time.Hour)
+	}
+	st.log.Info("the event type was shipped Daily: Hourly files are listed from the end of the last Daily file's coverage",
+		"daily_file", c.FileID, "log_date", logDate, "from", from)
+	st.count("interval_switched", 1)
+	st.cur = Cursor{V: cursorVersion, Created: salesforce.FormatDateTime(from), created: from}
+	return nil
+}
+
 func (st *stream) Close() error {
 	st.closeFile()
 	return nil
@@ -136,7 +173,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 func (st *stream) done(f fileInfo, rows int64, reason string) source.Record {
 	st.closeFile()
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: rows, Done: true, created: f.created}
-	return source.Record{Skip: true, SkipReason: reason, Cursor: source.CursorJSON(st.arena.cursor(f.Created, f.ID, rows, true))}
+	return source.Record{Skip: true, SkipReason: reason, Cursor: source.CursorJSON(st.arena.cursor(f.Created, f.ID, rows, true, st.daily()))}
 }
 
 // failed handles a file that could not be downloaded or read: abandoned (skipped, loudly) when
@@ -180,6 +217,11 @@ func (st *stream) nextFile(ctx context.Context) (fileInfo, bool, error) {
 			return fileInfo{}, false, nil
 		}
 		first := !st.listed
+		if first {
+			if err := st.fromDaily(ctx); err != nil {
+				return fileInfo{}, false, err
+			}
+		}
 		files, err := st.list(ctx)
 		if err != nil {
 			return fileInfo{}, false, err
@@ -511,7 +553,7 @@ func (st *stream) rowRecord(rec source.Record) (source.Record, bool, error) {
 		st.closeFile()
 	}
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: of.row, Done: done, created: f.created}
-	rec.Cursor = source.CursorJSON(st.arena.cursor(f.Created, f.ID, of.row, done))
+	rec.Cursor = source.CursorJSON(st.arena.cursor(f.Created, f.ID, of.row, done, st.daily()))
 	return rec, true, nil
 }
 

@@ -105,7 +105,11 @@ func (r *run) settle(items []item, outcomes []loki.Outcome, rejected map[int]lok
 				r.sourceReport(ks).Dropped++
 				continue
 			}
-			r.freeze(ks, it, "rejected by the receiver ("+string(rej.Reason)+"): "+rej.Detail)
+			by := "by the receiver"
+			if rej.Status == 0 {
+				by = "before sending (the receiver's rules)"
+			}
+			r.freeze(ks, it, "rejected "+by+" ("+string(rej.Reason)+"): "+rej.Detail)
 		default:
 			r.freeze(ks, it, "not delivered")
 		}

@@ -19,19 +19,20 @@ import (
 // tooOld is older than the receiver accepts (Loki's reject_old_samples_max_age, 7 days).
 const tooOld = 8 * 24 * time.Hour
 
-// TestRunOncePermanentRejectDrop: an entry the receiver rejects for good (too old) under
-// sink.loki.on_permanent_reject: drop is counted by reason in the run report, written to the
-// dead-letter file, and the key advances past it; the next entries ship.
+// TestRunOncePermanentRejectDrop: an entry the receiver rejects for good (too old, with
+// sink.loki.restamp: false, so it is not moved to a timestamp the receiver accepts) under
+// sink.loki.on_permanent_reject: drop is counted by Loki's reason in the run report, written to
+// the dead-letter file, and the key advances past it; the next entries ship.
 func TestRunOncePermanentRejectDrop(t *testing.T) {
 	w := newWorld(t)
 	dead := filepath.Join(w.dir, "dead-letter.jsonl")
-	cfg := w.writeConfig("drop", setup{lookback: 9 * 24 * time.Hour, onReject: "drop", deadLetter: dead})
+	cfg := w.writeConfig("drop", setup{lookback: 9 * 24 * time.Hour, onReject: "drop", noRestamp: true, deadLetter: dead})
 	old := w.insertOldLogin(time.Now().Add(-tooOld))
 	w.insertLogins(5)
 	r := w.run(childSpec{name: "drop", config: cfg})
 	expect(t, r, false, job.OutcomeOK)
-	if r.report.Dropped["bad_request"] != 1 || r.report.Records != 5 || r.report.Sources["soql"].Dropped != 1 {
-		t.Fatalf("%v: dropped %v, want one bad_request drop and 5 records shipped", r, r.report.Dropped)
+	if r.report.Dropped["greater_than_max_sample_age"] != 1 || r.report.Records != 5 || r.report.Sources["soql"].Dropped != 1 {
+		t.Fatalf("%v: dropped %v, want one greater_than_max_sample_age drop and 5 records shipped", r, r.report.Dropped)
 	}
 	lines := readLines(t, dead)
 	if len(lines) != 1 {
@@ -43,7 +44,7 @@ func TestRunOncePermanentRejectDrop(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &dl); err != nil {
 		t.Fatal(err)
 	}
-	if dl.Key != "soql:LoginHistory" || dl.Reason != "bad_request" || !strings.Contains(dl.Line, old) {
+	if dl.Key != "soql:LoginHistory" || dl.Reason != "greater_than_max_sample_age" || !strings.Contains(dl.Line, old) {
 		t.Fatalf("dead letter %+v does not name the rejected record %s", dl, old)
 	}
 	w.mu.Lock()
@@ -66,7 +67,7 @@ func TestRunOncePermanentRejectDrop(t *testing.T) {
 	w.mu.Lock()
 	w.logins = w.logins[1:] // the dropped record is accounted for in the dead letter
 	w.mu.Unlock()
-	w.verify(t, verifyOpts{dupsAllowed: true}) // the 400 of a partly accepted request is split and resent
+	w.verify(t, verifyOpts{}) // refused before sending: no 400, no split, no entry sent twice
 }
 
 // TestRunOncePermanentRejectFreeze: under on_permanent_reject: freeze the key stops at the
@@ -74,7 +75,7 @@ func TestRunOncePermanentRejectDrop(t *testing.T) {
 // record.
 func TestRunOncePermanentRejectFreeze(t *testing.T) {
 	w := newWorld(t)
-	cfg := w.writeConfig("freeze", setup{lookback: 9 * 24 * time.Hour, onReject: "freeze"})
+	cfg := w.writeConfig("freeze", setup{lookback: 9 * 24 * time.Hour, onReject: "freeze", noRestamp: true})
 	old := w.insertOldLogin(time.Now().Add(-tooOld))
 	w.insertLogins(5)
 	for i := range 2 {

@@ -253,6 +253,7 @@ type setup struct {
 	elfTypes    []string // default [advELF]
 	lookback    time.Duration
 	onReject    string
+	noRestamp   bool // sink.loki.restamp: false (entries too old are refused, not moved)
 	deadLetter  string
 	spec        string
 	jitter      time.Duration
@@ -322,6 +323,9 @@ func (w *world) writeConfig(name string, s setup) string {
 		w.recv.pushURL(), s.pushTimeout, s.pushEntries, s.onReject)
 	if s.deadLetter != "" {
 		fmt.Fprintf(&b, "    dead_letter_path: %s\n", s.deadLetter)
+	}
+	if s.noRestamp {
+		b.WriteString("    restamp: false\n")
 	}
 	switch s.store {
 	case "file":

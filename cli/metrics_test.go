@@ -178,7 +178,7 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 		{"sf2loki_records_shipped_bytes_total", api, 10},
 		{"sf2loki_records_shipped_total", login, 0},
 		{"sf2loki_records_rejected_total", merge(api, "reason", "bad_request"), 1},
-		{"sf2loki_records_rejected_total", merge(api, "reason", "too_large"), 0},
+		{"sf2loki_records_rejected_total", merge(api, "reason", "too_far_behind"), 0},
 		{"sf2loki_ingest_lag_seconds", api, 1}, // sampled: the first accepted entry of 16
 		{"sf2loki_loki_pushes_total", merge(lease, "result", "partial"), 1},
 		{"sf2loki_loki_pushes_total", merge(lease, "result", "failed"), 0},

@@ -167,7 +167,8 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 		Egress: job.EgressOptions{LinesPerSecond: cfg.Egress.LinesPerSecond, BytesPerSecond: float64(cfg.Egress.BytesPerSecond),
 			DailyBytes: cfg.Egress.DailyBytes.Int(), OnBudget: budget, WarnFraction: cfg.Egress.WarnFraction},
 		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook, Now: testNow,
-		Ordering: job.OrderingOptions{Limits: lokiLimits(cfg.Sink.Loki), Policy: timestamps},
+		// Heads are per tenant: another tenant's streams are other streams.
+		Ordering: job.OrderingOptions{Limits: lokiLimits(cfg.Sink.Loki), Policy: timestamps, Destination: cfg.Sink.Loki.TenantID},
 	}
 }
 

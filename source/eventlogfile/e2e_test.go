@@ -53,7 +53,7 @@ func TestE2EVictoriaLogsKeepsLinesWhole(t *testing.T) {
 				t.Fatalf("the source produced %d lines, want 204", len(sent))
 			}
 
-			sink, err := loki.New(loki.Options{URL: vl.URL + "/insert/loki/api/v1/push?" + tc.query, Logger: slog.New(slog.DiscardHandler)})
+			sink, err := loki.New(loki.Options{URL: vl.URL + "/insert/loki/api/v1/push?" + tc.query, Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -171,8 +171,8 @@ func TestRequestLimitsThroughJob(t *testing.T) {
 			e.addFile(simsf.EventLogFileSpec{Rows: 25, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-4 * time.Hour)})
 			e.addFile(simsf.EventLogFileSpec{EventType: "API", Rows: 20, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-4 * time.Hour)})
 			e.org.AddFault(simsf.Fault{Kind: simsf.KindDownload, After: 1, Times: 2, Status: 403, Limit: tc.limit})
-			srv := simloki.New(simloki.Options{Now: e.clock.Now, OutOfOrderWindow: 72 * time.Hour})
-			sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Logger: slog.New(slog.DiscardHandler)})
+			srv := simloki.New(simloki.Options{Now: e.clock.Now})
+			sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -435,7 +435,8 @@ func lastReport(t *testing.T, f *testenv.LambdaRIE) job.Report {
 // dead-letter objects to S3 before their cursor moves on.
 func TestConfigurationFromS3AndDeadLettersToS3(t *testing.T) {
 	w := newWorld(t, simloki.Options{RejectOldSamplesMaxAge: 30 * time.Minute})
-	w.lokiAuth = fmt.Sprintf("    dead_letter_path: s3://%s/dead-letters/\n", w.bucket)
+	// restamp off: entries refused for their age are dropped instead of shipped re-stamped.
+	w.lokiAuth = fmt.Sprintf("    dead_letter_path: s3://%s/dead-letters/\n    restamp: false\n", w.bucket)
 	local := w.config("sf2loki.yaml")
 	body, err := os.ReadFile(local)
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
-	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/pubsub"
 )
 

@@ -22,17 +22,20 @@ const (
 
 // Names of the tools EnsureTool knows.
 const (
-	ToolVictoriaLogs  = toolcache.ToolVictoriaLogs
-	ToolVersitygw     = toolcache.ToolVersitygw
-	ToolKubeAPIServer = toolcache.ToolKubeAPIServer
-	ToolEtcd          = toolcache.ToolEtcd
-	ToolHelm          = toolcache.ToolHelm
-	ToolGolangciLint  = toolcache.ToolGolangciLint
-	ToolLambdaRIE     = toolcache.ToolLambdaRIE
+	ToolVictoriaLogs          = toolcache.ToolVictoriaLogs
+	ToolVersitygw             = toolcache.ToolVersitygw
+	ToolKubeAPIServer         = toolcache.ToolKubeAPIServer
+	ToolKubeControllerManager = toolcache.ToolKubeControllerManager
+	ToolEtcd                  = toolcache.ToolEtcd
+	ToolHelm                  = toolcache.ToolHelm
+	ToolGolangciLint          = toolcache.ToolGolangciLint
+	ToolGoreleaser            = toolcache.ToolGoreleaser
+	ToolCycloneDXGomod        = toolcache.ToolCycloneDXGomod
+	ToolKo                    = toolcache.ToolKo
+	ToolLambdaRIE             = toolcache.ToolLambdaRIE
 )
 
-// EnsureTool returns the absolute path of the named tool ("victoria-logs", "versitygw",
-// "kube-apiserver", "etcd", "helm", "golangci-lint", "aws-lambda-rie"), building it once into the cache outside
+// EnsureTool returns the absolute path of the named tool (see toolcache.Names), building it once into the cache outside
 // the repository when it is missing (see package toolcache). Concurrent calls, also from other
 // test binaries, build a tool at most once; a failed build is not retried within the process.
 func EnsureTool(ctx context.Context, name string) (string, error) {

@@ -28,13 +28,17 @@ import (
 
 // Names of the tools Ensure knows.
 const (
-	ToolVictoriaLogs  = "victoria-logs"
-	ToolVersitygw     = "versitygw"
-	ToolKubeAPIServer = "kube-apiserver"
-	ToolEtcd          = "etcd"
-	ToolHelm          = "helm"
-	ToolGolangciLint  = "golangci-lint"
-	ToolLambdaRIE     = "aws-lambda-rie"
+	ToolVictoriaLogs          = "victoria-logs"
+	ToolVersitygw             = "versitygw"
+	ToolKubeAPIServer         = "kube-apiserver"
+	ToolKubeControllerManager = "kube-controller-manager"
+	ToolEtcd                  = "etcd"
+	ToolHelm                  = "helm"
+	ToolGolangciLint          = "golangci-lint"
+	ToolGoreleaser            = "goreleaser"
+	ToolCycloneDXGomod        = "cyclonedx-gomod"
+	ToolKo                    = "ko"
+	ToolLambdaRIE             = "aws-lambda-rie"
 )
 
 // Pinned versions of the tools built from the Go module proxy.
@@ -45,10 +49,20 @@ const (
 	kubeStagingVersion  = "v0.34.2"
 	helmVersion         = "v3.22.0"
 	golangciLintVersion = "v2.15.0"
+	goreleaserVersion   = "v2.15.1"
+	cyclonedxVersion    = "v1.10.0"
+	koVersion           = "v0.19.1"
 	// lambdaRIEVersion is the AWS Lambda Runtime Interface Emulator; its module publishes no
 	// tags the proxy serves, so it is pinned by pseudo-version.
 	lambdaRIEVersion = "v0.0.0-20261030222936-bef5c4ba774d"
 )
+
+// kubeEntry is the cache entry holding both Kubernetes binaries. They are built by one
+// `go build`, so the packages they share (most of k8s.io/kubernetes) compile once; the "-2"
+// retires entries of the days when only kube-apiserver was built.
+const kubeEntry = "kubernetes"
+
+const kubeEntryVersion = kubernetesVersion + "-2"
 
 // ErrUnknownTool is returned for a tool name Ensure does not know.
 var ErrUnknownTool = errors.New("toolcache: unknown tool")
@@ -57,6 +71,15 @@ var ErrUnknownTool = errors.New("toolcache: unknown tool")
 type toolSpec struct {
 	name    string
 	version string
+	// entry, when set, names the cache entry (<entry>-<version>) the executable lives in, for
+	// tools built together by one build; tools sharing an entry share its lock and its build.
+	// Empty: the tool's own name.
+	entry string
+	// outputs are the executables the build must produce; empty: just name.
+	outputs []string
+	// onDemand tools are built when first asked for, not by `ensure all` (make test does not
+	// use them).
+	onDemand bool
 	// versionKey, when set, derives the cache key's version from the Go toolchain (for tools
 	// such as golangci-lint whose behavior depends on the Go version they were built with).
 	versionKey func(ctx context.Context, goVersion string) string
@@ -73,7 +96,8 @@ func pinnedTools() []toolSpec {
 			build: goInstall("github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs@" + victoriaLogsVersion)},
 		{name: ToolVersitygw, version: versitygwVersion,
 			build: goInstall("github.com/versity/versitygw/cmd/versitygw@" + versitygwVersion)},
-		{name: ToolKubeAPIServer, version: kubernetesVersion, build: buildKubeAPIServer},
+		{name: ToolKubeAPIServer, version: kubeEntryVersion, entry: kubeEntry,
+			outputs: kubeBinaries, build: buildKubernetes},
 		{name: ToolEtcd, version: "debian", system: ensureEtcd},
 		{name: ToolHelm, version: helmVersion,
 			build: goInstall("helm.sh/helm/v3/cmd/helm@" + helmVersion)},
@@ -86,6 +110,17 @@ func pinnedTools() []toolSpec {
 			build: goInstall("github.com/golangci/golangci-lint/v2/cmd/golangci-lint@" + golangciLintVersion)},
 		{name: ToolLambdaRIE, version: lambdaRIEVersion,
 			build: goInstall("github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@" + lambdaRIEVersion)},
+		{name: ToolGoreleaser, version: goreleaserVersion,
+			build: goInstall("github.com/goreleaser/goreleaser/v2@" + goreleaserVersion)},
+		{name: ToolCycloneDXGomod, version: cyclonedxVersion,
+			build: goInstall("github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@" + cyclonedxVersion)},
+		// make image: a multi-arch image without a Docker daemon.
+		{name: ToolKo, version: koVersion, onDemand: true,
+			build: goInstall("github.com/google/ko@" + koVersion)},
+		// Last: it shares kube-apiserver's entry, so `ensure all` finds it built (or waits for
+		// that build) instead of holding a build slot while another tool could build.
+		{name: ToolKubeControllerManager, version: kubeEntryVersion, entry: kubeEntry,
+			outputs: kubeBinaries, build: buildKubernetes},
 	}
 }
 
@@ -94,6 +129,18 @@ func Names() []string {
 	var names []string
 	for _, s := range pinnedTools() {
 		names = append(names, s.name)
+	}
+	return names
+}
+
+// Prebuilt returns the names of the tools the test suite uses (all but the on-demand ones), in
+// build order: what `sf2loki-tools ensure all` builds.
+func Prebuilt() []string {
+	var names []string
+	for _, s := range pinnedTools() {
+		if !s.onDemand {
+			names = append(names, s.name)
+		}
 	}
 	return names
 }
@@ -132,9 +179,8 @@ type Toolbox struct {
 // defaultToolbox serves Ensure. A first build takes minutes: it says what is happening.
 var defaultToolbox = Toolbox{Progress: os.Stderr}
 
-// Ensure returns the absolute path of the named tool ("victoria-logs", "versitygw",
-// "kube-apiserver", "etcd", "helm", "golangci-lint"), building it into the cache first when it
-// is missing. Concurrent calls, also from other processes, build a tool at most once.
+// Ensure returns the absolute path of the named tool (one of Names()), building it into the
+// cache first when it is missing. Concurrent calls, also from other processes, build a tool at most once.
 // A failed build is not retried within the process: every later call returns its error
 // at once instead of spending minutes failing again.
 func Ensure(ctx context.Context, name string) (string, error) {
@@ -214,7 +260,11 @@ func (tb *Toolbox) Ensure(ctx context.Context, name string) (ToolResult, error) 
 		}
 		res.Version = spec.versionKey(ctx, gv)
 	}
-	key := name + "-" + res.Version
+	entry := spec.entry
+	if entry == "" {
+		entry = name
+	}
+	key := entry + "-" + res.Version
 	final := filepath.Join(root, key)
 	res.Path = filepath.Join(final, name)
 	if isExecutable(res.Path) {
@@ -264,8 +314,14 @@ func (tb *Toolbox) build(ctx context.Context, spec toolSpec, root, key, final st
 	tb.progressf("%s %s: building into %s (log: %s)", spec.name, spec.version, final, logPath)
 	b := &buildEnv{dir: tmp, log: logFile}
 	buildErr := spec.build(ctx, b)
-	if buildErr == nil && !isExecutable(filepath.Join(tmp, spec.name)) {
-		buildErr = fmt.Errorf("the build produced no executable %s", spec.name)
+	outputs := spec.outputs
+	if len(outputs) == 0 {
+		outputs = []string{spec.name}
+	}
+	for _, out := range outputs {
+		if buildErr == nil && !isExecutable(filepath.Join(tmp, out)) {
+			buildErr = fmt.Errorf("the build produced no executable %s", out)
+		}
 	}
 	if buildErr != nil {
 		fmt.Fprintf(logFile, "\nbuild failed: %v\n", buildErr)
@@ -385,11 +441,15 @@ func goInstall(pkgAtVersion string) func(context.Context, *buildEnv) error {
 	}
 }
 
-// buildKubeAPIServer builds kube-apiserver from k8s.io/kubernetes in a throwaway module. The
+// kubeBinaries are the executables buildKubernetes writes.
+var kubeBinaries = []string{ToolKubeAPIServer, ToolKubeControllerManager}
+
+// buildKubernetes builds kube-apiserver and kube-controller-manager from k8s.io/kubernetes in a
+// throwaway module, in one `go build` so that the packages they share compile once. The
 // kubernetes module points its k8s.io/<staging> dependencies at in-tree directories, which a
 // dependent module cannot use, so the throwaway module replaces each of them with its published
 // v0.x version.
-func buildKubeAPIServer(ctx context.Context, b *buildEnv) error {
+func buildKubernetes(ctx context.Context, b *buildEnv) error {
 	src := filepath.Join(b.dir, "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return err
@@ -403,7 +463,7 @@ func buildKubeAPIServer(ctx context.Context, b *buildEnv) error {
 		return err
 	}
 	var mod strings.Builder
-	fmt.Fprintf(&mod, "module sf2loki.local/kube-apiserver-build\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", kubernetesVersion)
+	fmt.Fprintf(&mod, "module sf2loki.local/kubernetes-build\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", kubernetesVersion)
 	for _, m := range staging {
 		fmt.Fprintf(&mod, "\t%s => %s %s\n", m, m, kubeStagingVersion)
 	}
@@ -418,8 +478,11 @@ func buildKubeAPIServer(ctx context.Context, b *buildEnv) error {
 		"-X", "k8s.io/component-base/version.gitMinor=" + minor,
 		"-X", "k8s.io/component-base/version.gitTreeState=clean",
 	}, " ")
-	return b.goCmd(ctx, src, nil, "build", "-trimpath", "-ldflags="+ldflags,
-		"-o", filepath.Join(b.dir, ToolKubeAPIServer), "k8s.io/kubernetes/cmd/kube-apiserver")
+	args := []string{"build", "-trimpath", "-ldflags=" + ldflags, "-o", b.dir + string(filepath.Separator)}
+	for _, bin := range kubeBinaries {
+		args = append(args, "k8s.io/kubernetes/cmd/"+bin)
+	}
+	return b.goCmd(ctx, src, nil, args...)
 }
 
 // downloadGoMod fetches a module version's go.mod through the module proxy and returns its text.

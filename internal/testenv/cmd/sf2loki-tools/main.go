@@ -1,7 +1,7 @@
 // Command sf2loki-tools builds the pinned real servers and tools of the test suite into the
 // cache outside the repository (see package toolcache) and prints where they are.
 //
-//	sf2loki-tools ensure all|<name>...   build what is missing; one status line per tool
+//	sf2loki-tools ensure all|<name>...   build what is missing (all: what the tests use); one status line per tool
 //	sf2loki-tools path <name>            ensure the tool, then print its absolute path
 //	sf2loki-tools list                   print the known tool names
 //
@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("%w: ensure needs \"all\" or tool names", errUsage)
 		}
 		if len(rest) == 1 && rest[0] == "all" {
-			rest = toolcache.Names()
+			rest = toolcache.Prebuilt()
 		}
 		return ensure(ctx, tb, rest, stdout)
 	case "path":
@@ -115,12 +115,12 @@ func ensure(ctx context.Context, tb *toolcache.Toolbox, names []string, stdout i
 		o := outcomes[i]
 		switch {
 		case o.err != nil:
-			fmt.Fprintf(stdout, "%-15s FAILED\n", name)
+			fmt.Fprintf(stdout, "%-24s FAILED\n", name)
 			errs = append(errs, o.err)
 		case o.r.Built:
-			fmt.Fprintf(stdout, "%-15s %-18s built in %ds  %s\n", name, o.r.Version, int(o.r.Elapsed.Round(time.Second).Seconds()), o.r.Path)
+			fmt.Fprintf(stdout, "%-24s %-18s built in %ds  %s\n", name, o.r.Version, int(o.r.Elapsed.Round(time.Second).Seconds()), o.r.Path)
 		default:
-			fmt.Fprintf(stdout, "%-15s %-18s cached  %s\n", name, o.r.Version, o.r.Path)
+			fmt.Fprintf(stdout, "%-24s %-18s cached  %s\n", name, o.r.Version, o.r.Path)
 		}
 	}
 	wg.Wait()

@@ -249,3 +249,44 @@ replace k8s.io/kms => ./staging/src/k8s.io/kms
 		t.Fatal("a go.mod without staging replacements was accepted")
 	}
 }
+
+// TestToolboxSharedEntryBuildsOnce: two tools built together (kube-apiserver and
+// kube-controller-manager) share one cache entry and one build; asking for the second after the
+// first finds it built.
+func TestToolboxSharedEntryBuildsOnce(t *testing.T) {
+	var builds atomic.Int32
+	build := func(_ context.Context, b *buildEnv) error {
+		builds.Add(1)
+		for _, name := range []string{"one", "two"} {
+			if err := os.WriteFile(filepath.Join(b.dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	pair := []string{"one", "two"}
+	tb := &Toolbox{Dir: t.TempDir(), specs: []toolSpec{
+		{name: "one", version: "v1", entry: "pair", outputs: pair, build: build},
+		{name: "two", version: "v1", entry: "pair", outputs: pair, build: build},
+	}}
+	first, err := tb.Ensure(t.Context(), "one")
+	if err != nil || !first.Built {
+		t.Fatalf("first tool: built=%v err=%v", first.Built, err)
+	}
+	second, err := tb.Ensure(t.Context(), "two")
+	if err != nil || second.Built {
+		t.Fatalf("second tool: built=%v err=%v, want found in the shared entry", second.Built, err)
+	}
+	if filepath.Dir(first.Path) != filepath.Dir(second.Path) || filepath.Base(filepath.Dir(first.Path)) != "pair-v1" {
+		t.Errorf("paths %s and %s, want both in pair-v1", first.Path, second.Path)
+	}
+	if n := builds.Load(); n != 1 {
+		t.Errorf("%d builds, want 1", n)
+	}
+
+	// A build that misses one of its outputs leaves no entry.
+	tb = &Toolbox{Dir: t.TempDir(), specs: []toolSpec{{name: "one", version: "v1", entry: "pair", outputs: []string{"one", "three"}, build: build}}}
+	if _, err := tb.Ensure(t.Context(), "one"); err == nil || !strings.Contains(err.Error(), "three") {
+		t.Errorf("a build without all its outputs: err %v, want one naming the missing executable", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/deploy/grafana"
 )
 
 // output is one generated file and the function producing its content.
@@ -26,6 +27,8 @@ func outputs() []output {
 			return append(b, '\n'), err
 		}},
 		{"docs/config-example.yaml", func() ([]byte, error) { return config.Example(), nil }},
+		// The chart cannot read files outside its directory: its PrometheusRule renders this copy.
+		{"charts/sf2loki/files/sf2loki-alerts.yaml", func() ([]byte, error) { return grafana.Alerts, nil }},
 	}, protoOutputs()...)
 }
 

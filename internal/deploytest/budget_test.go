@@ -218,7 +218,7 @@ func TestRenderedTimeBudget(t *testing.T) {
 			m := parseManifests(t, c.render(t, "sf2loki"))
 			cjs := m.cronJobs(t)
 			if len(cjs) == 0 {
-				if c.name != "schedule-mode" {
+				if c.name != "schedule-mode" && c.name != "monitoring" {
 					t.Fatalf("no CronJob rendered: %v", m.kinds())
 				}
 				return

@@ -115,6 +115,11 @@ func TestRenderRefuses(t *testing.T) {
 		{"the chart's own env", []string{"config.run.deadline=1h"}, "deadline"},
 		{"group name too long", []string{"fullnameOverride=a-release-name-of-thirty-chars", "config.jobs[0].name=a-job-group-name-of-thirty-char"}, "52 characters"},
 		{"settings of an unknown group", []string{"groups.nope.suspend=true"}, "no job group \"nope\""},
+		{"inline secret in a ConfigMap", []string{"configStorage.type=ConfigMap", "config.salesforce.private_key=k"}, "configStorage.type Secret"},
+		{"ServiceMonitor of a CronJob", []string{"serviceMonitor.enabled=true"}, "needs mode schedule"},
+		{"NetworkPolicy allowing nothing", []string{"networkPolicy.enabled=true"}, "needs networkPolicy.egress"},
+		{"a UID of 0", []string{"podSecurity.fsGroup=0"}, "fsGroup"},
+		{"unreadable memory limit", []string{"resources.limits.memory=lots"}, "resources.limits.memory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,7 +135,8 @@ func TestRenderRefuses(t *testing.T) {
 }
 
 // TestPodHardeningInEveryRender checks the security context of every pod template of every
-// tested render: values can change the numeric identity, nothing else.
+// tested render (the workloads and the helm test hook): values can change the numeric
+// identity, nothing else.
 func TestPodHardeningInEveryRender(t *testing.T) {
 	for _, c := range renderCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -149,7 +155,8 @@ func TestPodHardeningInEveryRender(t *testing.T) {
 func checkHardened(t *testing.T, p podTemplate) {
 	t.Helper()
 	psc := p.spec.SecurityContext
-	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 ||
+	// runAsUser may be absent (a platform such as OpenShift assigns it), never 0.
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || (psc.RunAsUser != nil && *psc.RunAsUser == 0) ||
 		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("%s: pod security context %+v, want non-root with RuntimeDefault seccomp", p.owner, psc)
 	}
@@ -185,7 +192,8 @@ func TestTokenOnlyWhenTheAPIIsUsed(t *testing.T) {
 	cases := map[string]bool{
 		"default": true, "jobgroups": true, "schedule-mode": true, "file-store": true,
 		"store-lease-s3": false, "chart-secret": true, "external-secrets": true,
-		"existing-serviceaccount": true, "strict-allow": true,
+		"existing-serviceaccount": true, "strict-allow": true, "openshift": true, "config-configmap": true,
+		"monitoring": true, "conventions": true,
 	}
 	for _, c := range renderCases {
 		want, ok := cases[c.name]

@@ -110,6 +110,10 @@ var renderCases = []renderCase{
 	{name: "external-secrets", values: []string{"external-secrets.yaml"}},
 	{name: "existing-serviceaccount", values: []string{"existing-serviceaccount.yaml"}},
 	{name: "strict-allow", values: []string{"strict-allow.yaml"}},
+	{name: "openshift", values: []string{"openshift.yaml"}},
+	{name: "config-configmap", values: []string{"config-configmap.yaml"}},
+	{name: "monitoring", values: []string{"monitoring.yaml"}},
+	{name: "conventions", values: []string{"conventions.yaml"}},
 }
 
 func (c renderCase) args(t testing.TB, release, namespace string) []string {
@@ -221,16 +225,26 @@ func (m manifests) roleBindings(t testing.TB) []*rbacv1.RoleBinding {
 	return out
 }
 
-// configYAML returns the sf2loki configuration the chart rendered into its ConfigMap.
+// configYAML returns the sf2loki configuration the chart rendered into its Secret (or, with
+// configStorage.type ConfigMap, its ConfigMap).
 func (m manifests) configYAML(t testing.TB) string {
 	t.Helper()
+	for _, o := range m.ofKind("Secret") {
+		s := convert[corev1.Secret](t, o)
+		if c, ok := s.StringData["config.yaml"]; ok {
+			return c
+		}
+		if c, ok := s.Data["config.yaml"]; ok {
+			return string(c)
+		}
+	}
 	for _, o := range m.ofKind("ConfigMap") {
 		cm := convert[corev1.ConfigMap](t, o)
 		if c, ok := cm.Data["config.yaml"]; ok {
 			return c
 		}
 	}
-	t.Fatalf("no ConfigMap with config.yaml among %v", m.kinds())
+	t.Fatalf("no Secret or ConfigMap with config.yaml among %v", m.kinds())
 	return ""
 }
 
@@ -247,6 +261,10 @@ func (m manifests) podTemplates(t testing.TB) []podTemplate {
 	}
 	for _, d := range m.deployments(t) {
 		out = append(out, podTemplate{"Deployment/" + d.Name, d.Spec.Template.Spec})
+	}
+	for _, o := range m.ofKind("Pod") {
+		p := convert[corev1.Pod](t, o)
+		out = append(out, podTemplate{"Pod/" + p.Name, p.Spec})
 	}
 	return out
 }
@@ -273,4 +291,9 @@ var gvr = map[string]schema.GroupVersionResource{
 	"CronJob":               {Group: "batch", Version: "v1", Resource: "cronjobs"},
 	"Deployment":            {Group: "apps", Version: "v1", Resource: "deployments"},
 	"ExternalSecret":        {Group: "external-secrets.io", Version: "v1", Resource: "externalsecrets"},
+	"Pod":                   {Version: "v1", Resource: "pods"},
+	"Service":               {Version: "v1", Resource: "services"},
+	"NetworkPolicy":         {Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"},
+	"ServiceMonitor":        {Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"},
+	"PrometheusRule":        {Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheusrules"},
 }

@@ -1,9 +1,7 @@
 package deploytest
 
 import (
-	"encoding/base64"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -69,21 +67,37 @@ func restrictedNamespace(t *testing.T, k *testenv.Kube) string {
 // version and kind the chart renders, any spec) once per API server.
 func externalSecretCRD(t *testing.T, k *testenv.Kube) {
 	t.Helper()
+	installCRD(t, k, "ExternalSecret", "externalsecrets", "externalsecret")
+}
+
+// monitoringCRDs installs minimal Prometheus Operator ServiceMonitor and PrometheusRule
+// CustomResourceDefinitions once per API server.
+func monitoringCRDs(t *testing.T, k *testenv.Kube) {
+	t.Helper()
+	installCRD(t, k, "ServiceMonitor", "servicemonitors", "servicemonitor")
+	installCRD(t, k, "PrometheusRule", "prometheusrules", "prometheusrule")
+}
+
+// installCRD installs a CustomResourceDefinition for kind (group and version from gvr, any
+// spec) unless it exists, and waits until it is served.
+func installCRD(t *testing.T, k *testenv.Kube, kind, plural, singular string) {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(k.RESTConfig(k.AdminToken))
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := gvr[kind]
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "externalsecrets.external-secrets.io"},
+		"metadata":   map[string]any{"name": plural + "." + res.Group},
 		"spec": map[string]any{
-			"group": "external-secrets.io",
+			"group": res.Group,
 			"scope": "Namespaced",
-			"names": map[string]any{"plural": "externalsecrets", "singular": "externalsecret", "kind": "ExternalSecret", "listKind": "ExternalSecretList"},
+			"names": map[string]any{"plural": plural, "singular": singular, "kind": kind, "listKind": kind + "List"},
 			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
+				"name": res.Version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{
 					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
 				}},
@@ -92,17 +106,17 @@ func externalSecretCRD(t *testing.T, k *testenv.Kube) {
 	}}
 	_, err = dyn.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("create the ExternalSecret CRD: %v", err)
+		t.Fatalf("create the %s CRD: %v", kind, err)
 	}
 	// The resource is served once the CRD is established; probe with a list.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := dyn.Resource(gvr["ExternalSecret"]).Namespace("default").List(t.Context(), metav1.ListOptions{})
+		_, err := dyn.Resource(res).Namespace("default").List(t.Context(), metav1.ListOptions{})
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ExternalSecret CRD not served: %v", err)
+			t.Fatalf("%s CRD not served: %v", kind, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -147,8 +161,11 @@ func TestE2EChartObjectsAcceptedByAPIServer(t *testing.T) {
 	k := testenv.SharedKube(t)
 	for _, c := range renderCases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.name == "external-secrets" {
+			switch c.name {
+			case "external-secrets":
 				externalSecretCRD(t, k)
+			case "monitoring":
+				monitoringCRDs(t, k)
 			}
 			ns := restrictedNamespace(t, k)
 			m := parseManifests(t, c.render(t, ns))
@@ -206,23 +223,7 @@ func TestE2EHelmInstallPrintsHowToSeeTheReport(t *testing.T) {
 func writeKubeconfig(t *testing.T, k *testenv.Kube, token string) string {
 	t.Helper()
 	path := t.TempDir() + "/kubeconfig"
-	content := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-  - name: test
-    cluster:
-      server: %s
-      certificate-authority-data: %s
-users:
-  - name: test
-    user:
-      token: %s
-contexts:
-  - name: test
-    context: {cluster: test, user: test}
-current-context: test
-`, k.Host, base64.StdEncoding.EncodeToString(k.CAData), token)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+	if err := k.WriteKubeconfig(path, token); err != nil {
 		t.Fatal(err)
 	}
 	return path

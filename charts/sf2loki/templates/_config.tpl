@@ -289,6 +289,38 @@ sf2loki.graceSeconds: terminationGracePeriodSeconds (commit + release reserve + 
 {{- end -}}
 
 {{/*
+sf2loki.inlineSecrets: the paths of the secret values written inline in a configuration tree
+(secret keys of docs/config-reference.md, and headers that carry credentials), one per line. A
+value that is only a ${VARIABLE} reference is not inline. Input: dict "v" "path".
+*/}}
+{{- define "sf2loki.inlineSecrets" -}}
+{{- $path := .path -}}
+{{- $secretKeys := list "private_key" "client_secret" "password" "bearer_token" "secret_access_key" "session_token" "salt" -}}
+{{- if kindIs "map" .v -}}
+{{- range $k, $v := .v -}}
+{{- $p := ternary $k (printf "%s.%s" $path $k) (eq $path "") -}}
+{{- $inline := and (kindIs "string" $v) $v (not (regexMatch "^\\$\\{[A-Za-z_][A-Za-z0-9_]*\\}$" $v)) -}}
+{{- if and (has $k $secretKeys) $inline -}}
+{{ $p }}
+{{ end -}}
+{{- if and (eq $k "headers") (kindIs "map" $v) -}}
+{{- range $h, $hv := $v -}}
+{{- if and (regexMatch "(?i)authorization|token|secret|password|api-?key" $h) (kindIs "string" $hv) $hv (not (regexMatch "^\\$\\{[A-Za-z_][A-Za-z0-9_]*\\}$" $hv)) -}}
+{{ printf "%s.%s" $p $h }}
+{{ end -}}
+{{- end -}}
+{{- else -}}
+{{- include "sf2loki.inlineSecrets" (dict "v" $v "path" $p) -}}
+{{- end -}}
+{{- end -}}
+{{- else if kindIs "slice" .v -}}
+{{- range $i, $e := .v -}}
+{{- include "sf2loki.inlineSecrets" (dict "v" $e "path" (printf "%s[%d]" $path $i)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 sf2loki.checks: render-time checks of combinations the schema cannot express.
 */}}
 {{- define "sf2loki.checks" -}}
@@ -330,6 +362,19 @@ sf2loki.checks: render-time checks of combinations the schema cannot express.
 {{- if not (dig "schedule" "listen" ":8080" $cfg) -}}
 {{- fail "mode schedule needs config.schedule.listen: the Deployment's probes call /healthz and /readyz" -}}
 {{- end -}}
+{{- end -}}
+{{- $conf := include "sf2loki.configObject" . | fromJson -}}
+{{- if and $conf.rendered (eq $conf.kind "ConfigMap") -}}
+{{- $inline := include "sf2loki.inlineSecrets" (dict "v" .Values.config "path" "config") | trim -}}
+{{- if $inline -}}
+{{- fail (printf "%s: a secret written inline in config would be stored in a ConfigMap (configStorage.type ConfigMap), which anyone allowed to read ConfigMaps in the namespace can read. Keep the default configStorage.type Secret, or mount the secret as a file (secrets.source with secrets.existingSecret, secrets.data or secrets.external) and point the matching *_file key at secrets.mountPath, or use a ${VARIABLE} from extraEnvFrom" (splitList "\n" $inline | join ", ")) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.serviceMonitor.enabled (ne .Values.mode "schedule") -}}
+{{- fail "serviceMonitor.enabled needs mode schedule: a run-once pod lives for one run and cannot be scraped; it pushes its metrics over OTLP instead (config.metrics.otlp, docs/metrics.md)" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.egress) -}}
+{{- fail "networkPolicy.enabled needs networkPolicy.egress: the CIDRs and ports of Salesforce, Loki and (for a Kubernetes lease or ConfigMap store) the API server; a NetworkPolicy cannot name a host" -}}
 {{- end -}}
 {{- $access := include "sf2loki.access" . | fromJson -}}
 {{- if and $access.token (not .Values.rbac.create) (not .Values.serviceAccount.name) -}}

@@ -1,14 +1,16 @@
 {{/*
 sf2loki.podSpec: the pod of a CronJob run or of the scheduler Deployment. The security context
-is not taken from values (only the numeric identity is): non-root, read-only root filesystem,
-no capabilities, no privilege escalation, RuntimeDefault seccomp. The ServiceAccount token is
+is not taken from values (only the numeric identity is, and each of its numbers may be null so
+that a platform such as OpenShift assigns it): non-root, read-only root filesystem, no
+capabilities, no privilege escalation, RuntimeDefault seccomp. The ServiceAccount token is
 mounted only when the lease or the store talks to the Kubernetes API.
 Input: dict "root" "args" "env" "resources" "restartPolicy" "grace" "ports" "probes".
 */}}
 {{- define "sf2loki.podSpec" -}}
 {{- $root := .root -}}
 {{- $access := include "sf2loki.access" $root | fromJson -}}
-{{- $id := $root.Values.podSecurity -}}
+{{- $id := default dict $root.Values.podSecurity -}}
+{{- $conf := include "sf2loki.configObject" $root | fromJson -}}
 serviceAccountName: {{ include "sf2loki.serviceAccountName" $root }}
 automountServiceAccountToken: {{ $access.token }}
 restartPolicy: {{ .restartPolicy }}
@@ -16,14 +18,17 @@ terminationGracePeriodSeconds: {{ .grace }}
 enableServiceLinks: false
 securityContext:
   runAsNonRoot: true
-  runAsUser: {{ int $id.runAsUser }}
-  runAsGroup: {{ int $id.runAsGroup }}
-  fsGroup: {{ int $id.fsGroup }}
+  {{- range $k := list "runAsUser" "runAsGroup" "fsGroup" }}
+  {{- /* A null in the values removes the key: the platform assigns the number. */}}
+  {{- if and (hasKey $id $k) (not (kindIs "invalid" (get $id $k))) }}
+  {{ $k }}: {{ int (get $id $k) }}
+  {{- end }}
+  {{- end }}
   seccompProfile:
     type: RuntimeDefault
-{{- with $root.Values.imagePullSecrets }}
+{{- with include "sf2loki.imagePullSecrets" $root }}
 imagePullSecrets:
-  {{- toYaml . | nindent 2 }}
+  {{- . | nindent 2 }}
 {{- end }}
 {{- with $root.Values.priorityClassName }}
 priorityClassName: {{ . }}
@@ -40,6 +45,10 @@ tolerations:
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with $root.Values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- tpl (toYaml .) $root | nindent 2 }}
+{{- end }}
 containers:
   - name: sf2loki
     image: {{ include "sf2loki.image" $root }}
@@ -48,17 +57,18 @@ containers:
       {{- toYaml .args | nindent 6 }}
     env:
       {{- toYaml .env | nindent 6 }}
-      {{- with ($root.Values.resources.limits | default dict).memory }}
-      # The Go runtime collects harder before reaching the container's memory limit.
+      {{- with (.resources.limits | default dict).memory }}
+      # 90% of the memory limit: the Go runtime collects harder before the kernel kills.
       - name: GOMEMLIMIT
-        valueFrom:
-          resourceFieldRef:
-            containerName: sf2loki
-            resource: limits.memory
+        value: {{ include "sf2loki.goMemLimit" (dict "value" . "key" "resources.limits.memory") | quote }}
       {{- end }}
       {{- with $root.Values.extraEnv }}
       {{- toYaml . | nindent 6 }}
       {{- end }}
+    {{- with $root.Values.extraEnvFrom }}
+    envFrom:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
     {{- with .ports }}
     ports:
       {{- toYaml . | nindent 6 }}
@@ -98,11 +108,20 @@ containers:
       {{- end }}
 volumes:
   - name: config
-    configMap:
-      name: {{ include "sf2loki.configMapName" $root }}
+    {{- if eq $conf.kind "Secret" }}
+    secret:
+      secretName: {{ $conf.name }}
+      defaultMode: 0440
       items:
         - key: config.yaml
           path: config.yaml
+    {{- else }}
+    configMap:
+      name: {{ $conf.name }}
+      items:
+        - key: config.yaml
+          path: config.yaml
+    {{- end }}
   - name: tmp
     emptyDir:
       sizeLimit: {{ $root.Values.tmpSizeLimit }}

@@ -74,6 +74,9 @@ func (k KubeObject) probe(ctx context.Context) (access, error) {
 		return a, fmt.Errorf("get %s: %w", k.what(), err)
 	}
 	meta := metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace}
+	if !a.present { // a failed Get returns an empty object, not nil
+		lease, cm = nil, nil
+	}
 	// update: of the real object when it exists (dry run), else of a stand-in (the authorizer
 	// answers before the missing object is noticed, so NotFound means allowed).
 	switch k.Resource {

@@ -181,8 +181,8 @@ func (n *Node) watch(ctx context.Context, done chan<- struct{}) {
 		}
 		for ev := range w.ResultChan() {
 			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
+			if !ok || ev.Type == watch.Bookmark || ev.Type == watch.Error {
+				continue // a bookmark's Pod carries only a resourceVersion
 			}
 			n.observe(ctx, pod, ev.Type == watch.Deleted)
 		}

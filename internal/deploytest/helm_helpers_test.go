@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -76,9 +77,15 @@ func helmBin(t testing.TB) string {
 // stdout; an error carries stderr.
 func helm(t testing.TB, args ...string) (string, error) {
 	t.Helper()
+	return helmCtx(t.Context(), t, args...)
+}
+
+// helmCtx is helm with its own context, e.g. for a cleanup (t.Context is canceled by then).
+func helmCtx(ctx context.Context, t testing.TB, args ...string) (string, error) {
+	t.Helper()
 	bin := helmBin(t)
 	home := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(),
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),

@@ -32,7 +32,7 @@ var sf2lokiBinary struct {
 	err  error
 }
 
-// buildSF2Loki builds ./cmd/sf2loki once per test binary (skipped under -short).
+// buildSF2Loki builds ./cmd/sf2loki, statically, once per test binary (skipped under -short).
 func buildSF2Loki(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -47,6 +47,9 @@ func buildSF2Loki(t *testing.T) string {
 		sf2lokiBinary.path = filepath.Join(dir, "sf2loki")
 		cmd := exec.Command("go", "build", "-o", sf2lokiBinary.path, "./cmd/sf2loki")
 		cmd.Dir = repoRoot(t)
+		// Static, as the release image's binary: the node stand-in runs it in a chroot with no
+		// C library (make test builds with CGO_ENABLED=0 anyway, so this reuses its packages).
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			sf2lokiBinary.err = fmt.Errorf("go build ./cmd/sf2loki: %w\n%s", err, out)
 		}

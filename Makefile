@@ -23,7 +23,8 @@ TEST_TIMEOUT ?= 40m
 # compiling everything a second time. The race run needs cgo and builds apart anyway.
 STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
 
-.PHONY: all build test unit e2e lint fmt generate check-generated tools soak bench demo clean
+.PHONY: all build test unit e2e lint fmt generate check-generated tools soak bench demo clean \
+	release-check snapshot image
 
 all: build
 
@@ -34,8 +35,9 @@ build:
 tools:
 	$(TOOLS) ensure all
 
-## test: everything CI needs — lint, generated-file drift, unit, integration and end-to-end.
-test: tools lint check-generated
+## test: everything CI needs — lint, generated-file drift, the release configuration, unit,
+## integration and end-to-end (including a one-platform snapshot of the release).
+test: tools lint check-generated release-check
 	$(STATIC) SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -timeout $(TEST_TIMEOUT) $(PLAIN_PKGS)
 	SF2LOKI_REQUIRE_REAL_SERVERS=1 $(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 
@@ -80,6 +82,27 @@ bench:
 
 demo:
 	$(GO) run ./cmd/sf2loki demo
+
+## release-check: validate .goreleaser.yaml. make test also builds a snapshot of it for this
+## machine's platform (internal/deploytest, TestReleaseSnapshot); tags build every platform.
+release-check:
+	"$$($(TOOLS) path goreleaser)" check
+
+## snapshot: the whole release matrix into dist/ (binaries, Lambda zips, SBOMs, checksums),
+## without the image, the signatures or publishing.
+snapshot:
+	PATH="$$(dirname "$$($(TOOLS) path cyclonedx-gomod)"):$$PATH" \
+	  "$$($(TOOLS) path goreleaser)" release --snapshot --clean --skip=ko,sign
+
+## image: build and push a multi-arch image (linux/amd64, linux/arm64) of this checkout without
+## a Docker daemon, and print the helm flags that install it:
+##   make image IMAGE=registry.example.com/team/sf2loki
+image:
+	@test -n "$(IMAGE)" || { echo "usage: make image IMAGE=registry.example.com/team/sf2loki" >&2; exit 2; }
+	@ref=$$(KO_DOCKER_REPO="$(IMAGE)" VERSION="$(VERSION)" COMMIT="$(COMMIT)" \
+	  "$$($(TOOLS) path ko)" build --bare --platform=linux/amd64,linux/arm64 --tags="$(VERSION)" ./cmd/sf2loki); \
+	  echo "pushed $$ref"; \
+	  echo "install it: helm install sf2loki charts/sf2loki --set image.registry= --set image.repository=$(IMAGE) --set image.digest=$${ref##*@}"
 
 clean:
 	rm -rf bin dist

@@ -44,8 +44,10 @@ func releaseTool(t *testing.T, name string) string {
 // without the image and the signatures, which need a registry and an OIDC identity. It checks
 // what a user downloads: the archive's binary runs and reports the snapshot version, the Lambda
 // zip holds exactly an executable bootstrap, the SBOM is CycloneDX listing the binary's
-// modules, and checksums.txt matches every file.
+// modules, and checksums.txt matches every file. It runs in parallel with the controller
+// scenarios, which spend their time waiting for schedule ticks.
 func TestReleaseSnapshot(t *testing.T) {
+	t.Parallel()
 	goreleaser := releaseTool(t, testenv.ToolGoreleaser)
 	cyclonedx := releaseTool(t, testenv.ToolCycloneDXGomod)
 	root := repoRoot(t)

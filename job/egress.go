@@ -38,13 +38,6 @@ type EgressOptions struct {
 	WarnFraction float64
 }
 
-// CounterSession is a Session that can also commit named counters with the checkpoints (the
-// production LeaseCoordinator's sessions are). The daily budget needs one.
-type CounterSession interface {
-	Counters() map[string]store.Counter
-	CommitChange(ctx context.Context, c store.Change) error
-}
-
 // EgressReport is the budget's state at the end of the run.
 type EgressReport struct {
 	Day    string `json:"day"`

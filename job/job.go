@@ -14,6 +14,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/store"
 )
 
 // Coordinator performs steps 2-4 of an invocation: read the document, acquire the lease with the
@@ -27,31 +28,30 @@ type Coordinator interface {
 	Peek(ctx context.Context) (map[string]json.RawMessage, error)
 }
 
-// Session is a claimed document under a held lease.
+// Session is a claimed document under a held lease: what every session does. *lease.Session
+// is the production one (store.Writer owns the version chain beneath it).
 type Session interface {
 	Epoch() uint64
 	Holder() string
-	// Fresh reports that the document did not exist before this claim.
-	Fresh() bool
-	// Checkpoints are the cursors of the claimed version: the only checkpoints a run reads.
-	Checkpoints() map[string]json.RawMessage
-	// Commit writes cursor updates through the epoch-conditioned writer.
-	Commit(ctx context.Context, updates map[string]json.RawMessage) error
-	// Lost is closed when the lease is lost or its validity has passed.
-	Lost() <-chan struct{}
+	// Floor is the document's fence epoch read before this session's claim (0: no document).
+	Floor() uint64
+	// Checkpoints and Counters are the claimed version's plus this session's commits: the only
+	// cursors and counters a run reads.
+	Checkpoints() map[string]store.Checkpoint
+	Counters() map[string]store.Counter
+	// Commit writes one change (cursors and counters together) through the epoch-conditioned
+	// writer; store.ErrFenced means a newer epoch owns the document.
+	Commit(ctx context.Context, c store.Change) error
+	// Context is canceled when the lease is lost (Lost then says why), when the context given
+	// to Begin ends, or after Release.
+	Context() context.Context
+	// Lost returns why the lease was lost (wrapping lease.ErrLost, with lease.ErrExpired when
+	// renewals failed past its validity), or nil while it is held.
+	Lost() error
 	// Release gives the lease up (keeping the epoch). Called once, last.
 	Release(ctx context.Context) error
-	// Stats reports how long the lease took and how many CAS retries the writes needed.
-	Stats() SessionStats
-}
-
-// SessionStats is the coordination cost of a session.
-type SessionStats struct {
-	LeaseWait  time.Duration
-	CASRetries int    // writes repeated (conflicts and writes proven not to have landed)
-	Conflicts  int    // precondition failures met
-	LostAcks   int    // ambiguous writes a re-read proved had landed
-	Floor      uint64 // the document's fence epoch before this session's claim
+	// Stats counts the store writes' conflicts, lost acknowledgements and retries.
+	Stats() store.WriterStats
 }
 
 // Pusher pushes entries to Loki; *loki.Client implements it.

@@ -15,6 +15,7 @@ import (
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
+	"github.com/sf2loki/sf2loki/store"
 )
 
 func numbered(totals map[string]int) *sourcetest.Numbered {
@@ -213,7 +214,7 @@ func TestFencedCommitStopsAndLeavesTheNewerClaimIntact(t *testing.T) {
 				t.Errorf("newer claim: %v", err)
 				return
 			}
-			if err := sess.Commit(context.Background(), map[string]json.RawMessage{"other": sourcetest.EncodeCursor(7)}); err != nil {
+			if err := sess.Commit(context.Background(), store.Change{Set: map[string]json.RawMessage{"other": sourcetest.EncodeCursor(7)}}); err != nil {
 				t.Errorf("newer commit: %v", err)
 			}
 		}

@@ -119,27 +119,16 @@ func (r *run) invoke(ctx context.Context) {
 		return
 	}
 	r.sess = sess
-	st := sess.Stats()
-	r.rep.Epoch, r.rep.Holder, r.rep.LeaseWait = sess.Epoch(), sess.Holder(), Millis(st.LeaseWait)
-	r.rep.PreviousEpoch = st.Floor
+	r.rep.Epoch, r.rep.Holder, r.rep.LeaseWait = sess.Epoch(), sess.Holder(), Millis(time.Since(r.start))
+	r.rep.PreviousEpoch = sess.Floor()
 	r.hook(StepAfterClaim)
-	if sess.Fresh() {
+	checkpoints := sess.Checkpoints()
+	if sess.Floor() == 0 && len(checkpoints) == 0 {
 		r.note("the checkpoint document did not exist: every source starts from its configured lookback")
 	}
+	counters := sess.Counters()
 	if e := r.opts.Egress; e.DailyBytes > 0 || e.LinesPerSecond > 0 || e.BytesPerSecond > 0 {
-		var stored map[string]store.Counter
-		if cs, ok := sess.(CounterSession); ok {
-			stored = cs.Counters()
-		} else if e.DailyBytes > 0 {
-			r.release(ctx)
-			r.end(OutcomeConfig, errors.New("the daily egress budget needs a session that commits counters"))
-			return
-		}
-		r.egress = newEgress(e, r.opts.Now, stored)
-	}
-	var counters map[string]store.Counter
-	if cs, ok := sess.(CounterSession); ok {
-		counters = cs.Counters()
+		r.egress = newEgress(e, r.opts.Now, counters)
 	}
 	r.order = newOrderer(r.opts.Ordering, counters)
 
@@ -156,23 +145,24 @@ func (r *run) invoke(ctx context.Context) {
 	defer abortPushes(errStopped)
 	watchDone := make(chan struct{})
 	defer close(watchDone)
+	watch := func() {
+		r.log.Warn("lease lost: stopping intake and in-flight pushes; what is pushed is still committed if no newer epoch claimed the document")
+		abortPushes(errLeaseLost) // first: the loop may end as soon as intake stops
+		stopIntake(errLeaseLost)
+	}
+	if sess.Lost() != nil { // lost before intake began: do not start pulling
+		watch()
+	}
 	go func() {
 		select {
-		case <-sess.Lost():
-			r.log.Warn("lease lost: stopping intake and in-flight pushes; what is pushed is still committed if no newer epoch claimed the document")
-			abortPushes(errLeaseLost) // first: the loop may end as soon as intake stops
-			stopIntake(errLeaseLost)
+		case <-sess.Context().Done():
+			if sess.Lost() != nil {
+				watch()
+			}
 		case <-watchDone:
 		}
 	}()
-
-	select {
-	case <-sess.Lost(): // lost before intake began: do not start pulling
-		abortPushes(errLeaseLost)
-		stopIntake(errLeaseLost)
-	default:
-	}
-	streams := r.open(intakeCtx, sess.Checkpoints())
+	streams := r.open(intakeCtx, values(checkpoints))
 	batches := make(chan *batch)
 	go r.pull(intakeCtx, streams, batches)
 	stopped := false
@@ -302,25 +292,16 @@ func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bo
 	r.hook(StepBeforeCommit)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CommitReserve)
 	t0 := time.Now()
-	var err error
-	if cs, ok := r.sess.(CounterSession); ok {
-		// The stream heads and the day's egress travel with the cursors they belong to.
-		c := store.Change{Set: updates}
-		var heads map[string]store.Counter
-		heads, c.DeleteCounters = r.order.change(r.opts.Now())
-		if len(heads) > 0 || (r.egress != nil && r.opts.Egress.DailyBytes > 0) {
-			c.Counters = heads
-			if c.Counters == nil {
-				c.Counters = map[string]store.Counter{}
-			}
-			if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
-				c.Counters[EgressCounter] = r.egress.counter()
-			}
+	// The stream heads and the day's egress travel with the cursors they belong to.
+	c := store.Change{Set: updates}
+	c.Counters, c.DeleteCounters = r.order.change(r.opts.Now())
+	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
+		if c.Counters == nil {
+			c.Counters = map[string]store.Counter{}
 		}
-		err = cs.CommitChange(cctx, c)
-	} else {
-		err = r.sess.Commit(cctx, updates)
+		c.Counters[EgressCounter] = r.egress.counter()
 	}
+	err := r.sess.Commit(cctx, c)
 	cancel()
 	if r.opts.Observer != nil {
 		r.opts.Observer.Committed(time.Since(t0), err)
@@ -353,7 +334,7 @@ func (r *run) release(ctx context.Context) {
 		r.log.Warn("lease release failed; it expires on its own", "err", err)
 	}
 	st := r.sess.Stats()
-	r.rep.CASRetries, r.rep.CASConflicts, r.rep.LostAcks = st.CASRetries, st.Conflicts, st.LostAcks
+	r.rep.CASRetries, r.rep.CASConflicts, r.rep.LostAcks = st.Conflicts+st.Retries, st.Conflicts, st.LostAcks
 	for _, ks := range r.keysInOrder {
 		if ks.committed != nil {
 			if r.rep.Cursors == nil {
@@ -407,12 +388,10 @@ func (r *run) decide() {
 	}
 }
 
-// lossCause says why the lease was lost, when the session can tell.
+// lossCause says why the lease was lost.
 func (r *run) lossCause() error {
-	if lc, ok := r.sess.(interface{ LossCause() error }); ok {
-		if err := lc.LossCause(); err != nil {
-			return err
-		}
+	if err := r.sess.Lost(); err != nil {
+		return err
 	}
 	return errLeaseLost
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/store"
 	"github.com/sf2loki/sf2loki/store/storetest"
 )
@@ -47,7 +48,8 @@ func (c *Coordinator) Begin(ctx context.Context, invocation string) (job.Session
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{w: w, fresh: snap.Absent, lost: make(chan struct{})}
+	sctx, cancel := context.WithCancelCause(ctx)
+	s := &Session{w: w, floor: snap.Floor(), ctx: sctx, cancel: cancel}
 	c.mu.Lock()
 	c.sessions = append(c.sessions, s)
 	c.mu.Unlock()
@@ -80,22 +82,18 @@ func (c *Coordinator) Sessions() []*Session {
 	return append([]*Session(nil), c.sessions...)
 }
 
-// Session is a claimed document. It implements job.Session, job.CounterSession and the loss
-// cause the job reads when Lost fires.
+// Session is a claimed document with no lease: it is lost only when a test says so.
 type Session struct {
-	w     *store.Writer
-	fresh bool
-	lost  chan struct{}
+	w      *store.Writer
+	floor  uint64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
-	lostOnce sync.Once
-	mu       sync.Mutex
-	cause    error
+	mu    sync.Mutex
+	cause error
 }
 
-var (
-	_ job.Session        = (*Session)(nil)
-	_ job.CounterSession = (*Session)(nil)
-)
+var _ job.Session = (*Session)(nil)
 
 // Epoch is the claimed epoch.
 func (s *Session) Epoch() uint64 { return s.w.Epoch() }
@@ -103,53 +101,50 @@ func (s *Session) Epoch() uint64 { return s.w.Epoch() }
 // Holder is "test/" and the invocation.
 func (s *Session) Holder() string { return "test/" + s.w.Invocation() }
 
-// Fresh reports that the document did not exist before the claim.
-func (s *Session) Fresh() bool { return s.fresh }
+// Floor is the document's fence epoch before the claim.
+func (s *Session) Floor() uint64 { return s.floor }
 
-// Checkpoints are the cursors of the claimed version.
-func (s *Session) Checkpoints() map[string]json.RawMessage { return values(s.w.Checkpoints()) }
+// Checkpoints are the cursors of the claimed version plus this session's commits.
+func (s *Session) Checkpoints() map[string]store.Checkpoint { return s.w.Checkpoints() }
 
-// Commit writes cursor updates through the epoch-conditioned writer.
-func (s *Session) Commit(ctx context.Context, updates map[string]json.RawMessage) error {
-	return s.w.Commit(ctx, store.Change{Set: updates})
-}
-
-// Counters are the named counters of the claimed version.
+// Counters are the named counters of the claimed version plus this session's commits.
 func (s *Session) Counters() map[string]store.Counter { return s.w.Counters() }
 
-// CommitChange writes cursors and counters together.
-func (s *Session) CommitChange(ctx context.Context, c store.Change) error {
-	return s.w.Commit(ctx, c)
-}
+// Commit writes cursors and counters together through the epoch-conditioned writer.
+func (s *Session) Commit(ctx context.Context, c store.Change) error { return s.w.Commit(ctx, c) }
 
-// Lost is closed by LoseLease.
-func (s *Session) Lost() <-chan struct{} { return s.lost }
+// Context is canceled by LoseLease, by the end of the context given to Begin, or by Release.
+func (s *Session) Context() context.Context { return s.ctx }
 
-// LoseLease makes the session's lease lost with cause (what LossCause returns): Lost closes.
-// Only the first call has an effect.
+// LoseLease makes the session's lease lost with cause (what Lost returns). Only the first call
+// has an effect.
 func (s *Session) LoseLease(cause error) {
-	s.lostOnce.Do(func() {
-		s.mu.Lock()
+	if cause == nil {
+		cause = lease.ErrLost
+	}
+	s.mu.Lock()
+	if s.cause == nil {
 		s.cause = cause
-		s.mu.Unlock()
-		close(s.lost)
-	})
+	}
+	s.mu.Unlock()
+	s.cancel(cause)
 }
 
-// LossCause is the cause given to LoseLease, nil while the lease is held.
-func (s *Session) LossCause() error {
+// Lost is the cause given to LoseLease, nil while the lease is held.
+func (s *Session) Lost() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cause
 }
 
-// Release does nothing: there is no lease to give up.
-func (s *Session) Release(context.Context) error { return nil }
-
-// Stats reports the writer's precondition conflicts as CAS retries; there is no lease wait.
-func (s *Session) Stats() job.SessionStats {
-	return job.SessionStats{CASRetries: s.w.Stats().Conflicts}
+// Release cancels the session's context: there is no lease to give up.
+func (s *Session) Release(context.Context) error {
+	s.cancel(context.Canceled)
+	return nil
 }
+
+// Stats reports the writer's conflicts, lost acknowledgements and retries.
+func (s *Session) Stats() store.WriterStats { return s.w.Stats() }
 
 func values(cps map[string]store.Checkpoint) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage, len(cps))

@@ -72,7 +72,7 @@ type settled struct {
 // done freezes its key: nothing after it on that key is ever committed in this run.
 // outcomes[i] is the push outcome of the i-th non-skip item; dropped reports whether a rejected
 // entry was disposed of (counted and dead-lettered) and may be passed.
-func (r *run) settle(items []item, outcomes []loki.Outcome, rejected map[int]loki.Rejection, dropped func(it item, rej loki.Rejection) bool) settled {
+func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.Rejection) bool) settled {
 	s := settled{updates: map[string]json.RawMessage{}}
 	n := 0
 	for _, it := range items {
@@ -89,7 +89,7 @@ func (r *run) settle(items []item, outcomes []loki.Outcome, rejected map[int]lok
 		if ks.frozen {
 			continue
 		}
-		switch outcomes[idx] {
+		switch sh.outcomes[idx] {
 		case loki.Accepted:
 			ks.candidate, ks.dirty = it.rec.Cursor, true
 			ks.pendingAccepted++
@@ -99,7 +99,7 @@ func (r *run) settle(items []item, outcomes []loki.Outcome, rejected map[int]lok
 			sr.Records++
 			sr.Bytes += int64(len(it.rec.Entry.Line))
 		case loki.Rejected:
-			rej := rejected[idx]
+			rej := sh.rejected[idx]
 			if dropped(it, rej) {
 				ks.candidate, ks.dirty = it.rec.Cursor, true
 				r.sourceReport(ks).Dropped++

@@ -182,7 +182,6 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 					send()
 				}
 				if !r.opts.Drain && (records >= r.opts.MaxRecords || bytes >= r.opts.MaxBytes) {
-					r.budgetHit = true
 					return
 				}
 			}

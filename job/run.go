@@ -19,11 +19,29 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
+// Why intake stopped: each is recorded once, as the cause of the intake context, where intake
+// stops (the first one wins). The puller ending by itself (caught up, batch bounds reached, a
+// key failing) leaves no cause.
 var (
 	errIntakeDeadline = errors.New("intake window is over (run.max_duration minus the push, commit and release reserves)")
 	errLeaseLost      = fmt.Errorf("the run's %w", lease.ErrLost)
+	errBudgetPaused   = errors.New("the daily egress budget is spent; the next UTC day continues where this run stopped")
 	errStopped        = errors.New("the run stopped")
 )
+
+// pushFailed stops intake: a push left entries not delivered.
+type pushFailed struct{ err error }
+
+func (p *pushFailed) Error() string { return p.err.Error() }
+func (p *pushFailed) Unwrap() error { return p.err }
+
+// rateStopped stops intake: the egress rate caps left no time for the next push.
+type rateStopped struct{ err error }
+
+func (p *rateStopped) Error() string {
+	return "the egress rate caps left no time for more pushes in this run: " + p.err.Error()
+}
+func (p *rateStopped) Unwrap() error { return p.err }
 
 // run is the state of one invocation. Everything in it is per invocation.
 type run struct {
@@ -39,24 +57,18 @@ type run struct {
 	keys        map[string]*keyState
 	keysInOrder []*keyState
 	frozen      frozenSet
+	egress      *egress
+	order       *orderer
 
 	eventsMu sync.Mutex
 	errMu    sync.Mutex
 
-	// Facts the outcome is decided from.
+	// The facts the outcome is decided from, besides why intake stopped.
 	shipped      bool  // the receiver accepted at least one entry
-	policyFrozen bool  // a key was frozen by on_permanent_reject: freeze
-	pushErr      error // a push left entries not delivered
-	commitErr    error
+	commitErr    error // a commit failed: decides the outcome whatever else happened
 	sourceErrs   []error
-	leaseLost    bool
-	budgetPaused bool  // the daily budget is spent (BudgetPause)
-	rateStopped  error // the rate caps left no time for the next push
-	egress       *egress
-	order        *orderer
-	interrupted  bool // the caller's context was canceled (SIGTERM/SIGINT)
-	budgetHit    bool
-	caughtUp     bool
+	policyFrozen bool // a key was frozen by on_permanent_reject: freeze
+	caughtUp     bool // every key reached its end
 }
 
 // Run performs one invocation and returns its report. It never panics: an internal error is
@@ -165,31 +177,24 @@ func (r *run) invoke(ctx context.Context) {
 	streams := r.open(intakeCtx, values(checkpoints))
 	batches := make(chan *batch)
 	go r.pull(intakeCtx, streams, batches)
-	stopped := false
 	for b := range batches {
-		if stopped {
+		if intakeCtx.Err() != nil {
 			continue // drain: the puller sees the canceled intake soon
 		}
-		if !r.pushAndCommit(ctx, pushBase, b) {
-			stopped = true
-			stopIntake(errStopped)
+		if cause := r.pushAndCommit(ctx, pushBase, b); cause != nil {
+			stopIntake(cause)
 		}
 	}
-	if ctx.Err() != nil {
-		r.interrupted = true
-	}
-	// A loss that cut the run short set pushBase's cause before it stopped intake.
-	if errors.Is(context.Cause(pushBase), errLeaseLost) {
-		r.leaseLost = true
-	}
+	// A signal that arrives once the batch is done (while releasing) does not cut the run short.
+	interrupted := ctx.Err() != nil
 	r.hook(StepBeforeRelease)
 	r.release(ctx)
-	r.decide()
+	r.decide(interrupted, context.Cause(intakeCtx), context.Cause(pushBase))
 }
 
-// pushAndCommit pushes one batch and commits what it settled. It returns false when the run
-// must stop pulling.
-func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
+// pushAndCommit pushes one batch and commits what it settled. It returns why intake must stop,
+// or nil to go on.
+func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 	// Filtered in place: the batch is not used again.
 	items := b.items[:0]
 	for _, it := range b.items {
@@ -198,21 +203,21 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 		}
 	}
 	if len(items) == 0 {
-		return true
+		return nil
 	}
 	// Timestamps are decided first: a re-stamp adds the event time, which the budget counts.
 	plan := r.order.plan(r.opts.Now(), items)
-	stop := false
+	var stop error
 	if r.egress != nil {
 		if cut := r.egress.admit(items); cut < len(items) {
 			items, stop = r.overBudget(items, cut)
 		}
 	}
-	sh, ok := r.ship(pushBase, items, plan)
-	if !ok {
-		return false
+	sh, err := r.ship(pushBase, items, plan)
+	if err != nil {
+		return err // the rate caps left no time: nothing was pushed, nothing settles
 	}
-	s := r.settle(items, sh.outcomes, sh.rejected, r.dispose)
+	s := r.settle(items, &sh, r.dispose)
 	for _, ks := range r.touched(items) {
 		if sh.accepted > 0 {
 			r.sourceReport(ks).Pushes++
@@ -220,27 +225,22 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) bool {
 	}
 	r.rep.Records += s.accepted
 	r.rep.Bytes += s.bytes
-	ok = !stop
 	if sh.err != nil {
-		r.pushErr = sh.err
 		r.log.Warn("push failed: the affected keys are frozen for this run and intake stops", "err", sh.err)
-		ok = false
+		stop = &pushFailed{err: sh.err}
 	}
 	if len(s.updates) > 0 && !r.commit(ctx, s.updates) {
-		ok = false
+		return errStopped // the commit error decides the outcome
 	}
-	return ok
+	return stop
 }
 
 // overBudget applies the budget policy to items beyond cut: pause pushes only the prefix and
 // stops intake; drop turns the rest into skipped records counted as dropped "budget".
-func (r *run) overBudget(items []item, cut int) ([]item, bool) {
+func (r *run) overBudget(items []item, cut int) ([]item, error) {
 	if r.opts.Egress.OnBudget == BudgetPause {
-		if !r.budgetPaused {
-			r.log.Warn("the daily egress budget is spent: pausing until the next UTC day", "budget_bytes", r.opts.Egress.DailyBytes)
-		}
-		r.budgetPaused = true
-		return items[:cut], true
+		r.log.Warn("the daily egress budget is spent: pausing until the next UTC day", "budget_bytes", r.opts.Egress.DailyBytes)
+		return items[:cut], errBudgetPaused
 	}
 	for i := cut; i < len(items); i++ {
 		if !items[i].rec.Skip {
@@ -251,7 +251,7 @@ func (r *run) overBudget(items []item, cut int) ([]item, bool) {
 			r.rep.Dropped["budget"]++
 		}
 	}
-	return items, false
+	return items, nil
 }
 
 // touched returns the distinct keys of items, in order.
@@ -350,37 +350,46 @@ func (r *run) release(ctx context.Context) {
 	}
 }
 
-// decide names the outcome from the facts gathered during the run.
-func (r *run) decide() {
+// decide names the outcome from the facts gathered during the run and why intake stopped
+// (interrupted: a signal cut the batch short; stop: the intake context's cause; aborted: the
+// pushes' context's cause).
+func (r *run) decide(interrupted bool, stop, aborted error) {
+	var pf *pushFailed
+	var rs *rateStopped
 	switch {
 	case r.commitErr != nil:
 		r.end(commitOutcome(r.commitErr, r.shipped), r.commitErr)
-	case r.interrupted && r.shipped:
+	case interrupted && r.shipped:
 		r.end(OutcomePartial, errors.New("interrupted by a signal before the batch finished; the pushed prefix is committed"))
-	case r.interrupted:
+	case interrupted:
 		r.end(OutcomeUnavailable, errors.New("interrupted by a signal before anything was shipped"))
-	case r.leaseLost:
-		cause := r.lossCause()
+	// A loss that cut the run short aborted the pushes before it stopped intake, so a push it
+	// cut reads as lost lease, not as a failed push.
+	case errors.Is(aborted, errLeaseLost):
+		cause := r.sess.Lost()
+		if cause == nil {
+			cause = errLeaseLost
+		}
 		if r.shipped {
 			r.end(OutcomePartial, cause) // the pushed prefix is committed if no newer epoch claimed
 		} else {
 			r.end(OutcomeOf(cause, false), cause) // fenced if taken over, unavailable if renewals failed
 		}
-	case r.pushErr != nil:
-		r.end(r.partialOr(OutcomeUnavailable), r.pushErr)
+	case errors.As(stop, &pf):
+		r.end(r.partialOr(OutcomeUnavailable), pf.err)
 	case r.needsHuman():
 		r.end(OutcomeIntegrity, errors.Join(r.sourceErrs...))
 	case len(r.sourceErrs) > 0:
 		r.end(r.partialOr(OutcomeUnavailable), errors.Join(r.sourceErrs...))
-	case r.budgetPaused:
-		r.end(OutcomeBudgetPaused, errors.New("the daily egress budget is spent; the next UTC day continues where this run stopped"))
+	case errors.Is(stop, errBudgetPaused):
+		r.end(OutcomeBudgetPaused, errBudgetPaused)
 	case r.policyFrozen:
 		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))
 	default:
-		if r.rateStopped != nil {
-			r.note("the egress rate caps left no time for more pushes in this run: " + r.rateStopped.Error())
+		if errors.As(stop, &rs) {
+			r.note(rs.Error())
 		}
-		r.caughtUpNote()
+		r.rep.CaughtUp = r.caughtUp
 		r.end(OutcomeOK, nil)
 	}
 	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
@@ -388,23 +397,11 @@ func (r *run) decide() {
 	}
 }
 
-// lossCause says why the lease was lost.
-func (r *run) lossCause() error {
-	if err := r.sess.Lost(); err != nil {
-		return err
-	}
-	return errLeaseLost
-}
-
 func (r *run) partialOr(o Outcome) Outcome {
 	if r.shipped {
 		return OutcomePartial
 	}
 	return o
-}
-
-func (r *run) caughtUpNote() {
-	r.rep.CaughtUp = r.caughtUp
 }
 
 func (r *run) end(o Outcome, err error) {

@@ -16,11 +16,12 @@ type shipment struct {
 	err      error // why entries were not delivered
 }
 
+
 // ship pushes the entries of items as the orderer planned them (plan is parallel to items, or
 // nil), raises the stream heads, and pushes again, re-stamped, the entries the receiver refused
-// for a timestamp the job did not predict. It returns false when the egress rate caps left no
-// time for the push.
-func (r *run) ship(pushBase context.Context, items []item, plan []planned) (shipment, bool) {
+// for a timestamp the job did not predict. It returns a *rateStopped, and pushes nothing, when
+// the egress rate caps left no time for the push.
+func (r *run) ship(pushBase context.Context, items []item, plan []planned) (shipment, error) {
 	var ptrs []*loki.Entry
 	entries := make([]loki.Entry, 0, len(items))
 	slots := make([]int, 0, len(items)) // entries index -> slot
@@ -49,11 +50,11 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 		slots = append(slots, n)
 	}
 	if len(entries) == 0 {
-		return sh, true
+		return sh, nil
 	}
-	res, ok := r.push(pushBase, entries)
-	if !ok {
-		return sh, false
+	res, err := r.push(pushBase, entries)
+	if err != nil {
+		return sh, err
 	}
 	sh.merge(&res, slots)
 
@@ -78,18 +79,18 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 	if len(again) > 0 {
 		r.log.Warn("the receiver refused entries for their timestamp although the stream heads predicted none: pushing them again, re-stamped",
 			"entries", len(again), "reason", res.Rejected[0].Reason)
-		res2, ok := r.push(pushBase, again)
-		if !ok {
+		res2, err := r.push(pushBase, again)
+		if err != nil {
 			// The first push is settled all the same; these entries wait for the next run.
 			for _, n := range againSlots {
 				sh.outcomes[n] = loki.NotDelivered
 			}
-			sh.err = r.rateStopped
-			return sh, true
+			sh.err = err
+			return sh, nil
 		}
 		sh.merge(&res2, againSlots)
 	}
-	return sh, true
+	return sh, nil
 }
 
 // merge records a push's result for the items at slots (slots[i] is entry i's item slot).
@@ -107,9 +108,9 @@ func (sh *shipment) merge(res *loki.Result, slots []int) {
 }
 
 // push sends entries (Ref = index) within the push reserve and the egress rate caps, reports
-// the push to the observer and the egress budget, and raises the stream heads. It returns
-// false when the rate caps left no time.
-func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result, bool) {
+// the push to the observer and the egress budget, and raises the stream heads. It returns a
+// *rateStopped when the rate caps left no time.
+func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result, error) {
 	pushCtx, cancel := context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
 		r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
 	defer cancel()
@@ -119,8 +120,7 @@ func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result,
 			n += entryBytes(&entries[i])
 		}
 		if err := r.egress.wait(pushCtx, len(entries), n); err != nil {
-			r.rateStopped = err
-			return loki.Result{}, false
+			return loki.Result{}, &rateStopped{err: err}
 		}
 	}
 	t0 := time.Now()
@@ -138,7 +138,7 @@ func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result,
 		r.rep.Pushes++
 		r.shipped = true
 	}
-	return res, true
+	return res, nil
 }
 
 // restamped counts an entry shipped with another timestamp, by Loki's reason for the refusal

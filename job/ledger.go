@@ -87,17 +87,19 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 		idx := n
 		n++
 		if ks.frozen {
+			if sh.outcomes[idx] == loki.Accepted {
+				// The receiver has it, but its cursor lies beyond the key's frozen entry: it
+				// cannot be committed and is shipped again by the next run.
+				r.rep.Uncommitted++
+				r.accepted(sh, idx, it, &s)
+			}
 			continue
 		}
 		switch sh.outcomes[idx] {
 		case loki.Accepted:
 			ks.candidate, ks.dirty = it.rec.Cursor, true
 			ks.pendingAccepted++
-			s.accepted++
-			s.bytes += int64(len(it.rec.Entry.Line))
-			sr := r.sourceReport(ks)
-			sr.Records++
-			sr.Bytes += int64(len(it.rec.Entry.Line))
+			r.accepted(sh, idx, it, &s)
 		case loki.Rejected:
 			rej := sh.rejected[idx]
 			if dropped(it, rej) {
@@ -121,6 +123,17 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 		}
 	}
 	return s
+}
+
+// accepted adds an accepted entry to the report's records and bytes (as sent: after the line
+// cap).
+func (r *run) accepted(sh *shipment, idx int, it item, s *settled) {
+	n := sh.lineBytes(idx, it.rec.Entry.Line)
+	s.accepted++
+	s.bytes += n
+	sr := r.sourceReport(it.ks)
+	sr.Records++
+	sr.Bytes += n
 }
 
 // committedAll marks every dirty key as committed.

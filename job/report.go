@@ -42,14 +42,22 @@ type Report struct {
 	CASConflicts int  `json:"cas_conflicts,omitempty"`
 	LostAcks     int  `json:"lost_acks,omitempty"`
 	CaughtUp     bool `json:"caught_up"`
-	// Records counts entries the receiver accepted; Bytes their line bytes.
+	// Records counts entries the receiver accepted; Bytes their line bytes as sent (after the
+	// line cap).
 	Records int64 `json:"records"`
 	Bytes   int64 `json:"bytes"`
+	// Truncated counts lines cut by the line cap (sink.loki.line_max_bytes) and marked.
+	Truncated int64 `json:"truncated,omitempty"`
+	// InDoubt counts entries of pushes that were sent but never answered (cut by a lost lease,
+	// a signal or a timeout): the receiver may hold them although they are not counted as
+	// records; the next run sends them again.
+	InDoubt int64 `json:"in_doubt,omitempty"`
 	// Pushes and Commits count successful pushes and checkpoint commits.
 	Pushes  int `json:"pushes"`
 	Commits int `json:"commits"`
-	// Uncommitted counts entries accepted by the receiver whose cursor could not be committed:
-	// they will be shipped again by the next run.
+	// Uncommitted counts entries accepted by the receiver whose cursor could not be committed (a
+	// failed commit, or an entry beyond a key frozen at an earlier one): they will be shipped
+	// again by the next run.
 	Uncommitted int64                    `json:"uncommitted,omitempty"`
 	Sources     map[string]*SourceReport `json:"sources"`
 	Cursors     map[string]CursorChange  `json:"cursors,omitempty"`

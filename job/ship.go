@@ -12,10 +12,18 @@ import (
 type shipment struct {
 	outcomes []loki.Outcome
 	rejected map[int]loki.Rejection
+	sent     map[int]int // line bytes as sent, for lines the line cap cut
 	accepted int
 	err      error // why entries were not delivered
 }
 
+// lineBytes is the length of the slot's line as the receiver got it.
+func (sh *shipment) lineBytes(slot int, line string) int64 {
+	if n, ok := sh.sent[slot]; ok {
+		return int64(n)
+	}
+	return int64(len(line))
+}
 
 // ship pushes the entries of items as the orderer planned them (plan is parallel to items, or
 // nil), raises the stream heads, and pushes again, re-stamped, the entries the receiver refused
@@ -101,6 +109,12 @@ func (sh *shipment) merge(res *loki.Result, slots []int) {
 	for _, rej := range res.Rejected {
 		sh.rejected[slots[rej.Index]] = rej
 	}
+	for _, tr := range res.Truncations {
+		if sh.sent == nil {
+			sh.sent = map[int]int{}
+		}
+		sh.sent[slots[tr.Index]] = tr.Bytes
+	}
 	sh.accepted += len(res.Accepted)
 	if len(res.NotDelivered) > 0 {
 		sh.err = res.Err
@@ -134,6 +148,8 @@ func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result,
 	}
 	r.order.pushed(entries, res.Outcomes)
 	r.rep.Resent += int64(res.Resent)
+	r.rep.Truncated += int64(res.Truncated)
+	r.rep.InDoubt += int64(res.InDoubt)
 	if len(res.Accepted) > 0 {
 		r.rep.Pushes++
 		r.shipped = true

@@ -429,6 +429,7 @@ func (p *push) prepare() {
 		line, cut := CapLine(e.Line, o.MaxLineBytes)
 		if cut {
 			p.res.Truncated++
+			p.res.Truncations = append(p.res.Truncations, Truncation{Index: i, Bytes: len(line)})
 		}
 		it := item{ns: e.Timestamp.UnixNano(), idx: int32(i), stream: sid, line: len(line)}
 		it.body = entryBodySize(e, it.ns, it.line)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-retryablehttp"
 )
@@ -24,6 +26,9 @@ type answer struct {
 	status  int
 	body    string
 	err     error
+	// inDoubt: the request was written to the receiver but no answer came (a timeout, a lost
+	// connection, the push's context ended): the receiver may have stored its entries.
+	inDoubt bool
 }
 
 const bodyExcerptBytes = 1024
@@ -83,7 +88,10 @@ func (p *push) send(ctx context.Context, lo, hi int) error {
 		}
 		return p.send(ctx, mid, hi)
 	default:
-		p.c.log.Warn("loki push: entries not delivered", "url", p.c.url, "entries", hi-lo, "error", a.err)
+		if a.inDoubt {
+			p.res.InDoubt += hi - lo
+		}
+		p.c.log.Warn("loki push: entries not delivered", "url", p.c.url, "entries", hi-lo, "in_doubt", a.inDoubt, "error", a.err)
 		return a.err
 	}
 }
@@ -91,6 +99,12 @@ func (p *push) send(ctx context.Context, lo, hi int) error {
 // do sends one request body with the retry policy and classifies the answer.
 func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Result) answer {
 	att := c.policy.newAttempt(splittable)
+	var wrote atomic.Bool // some attempt wrote the whole request
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}})
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, c.url,
 		retryablehttp.ReaderFunc(func() (io.Reader, error) { return w.reader(), nil }))
 	if err != nil {
@@ -110,9 +124,9 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 			drain(resp.Body)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, ctxErr)}
+			return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, ctxErr), inDoubt: wrote.Load()}
 		}
-		return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
+		return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, err), inDoubt: wrote.Load()}
 	}
 	status := resp.StatusCode
 	if status == http.StatusOK || status == http.StatusNoContent {

@@ -103,8 +103,22 @@ type Result struct {
 	WireBytes int64
 	// EncodedBytes sums the uncompressed encoded size of the requests built.
 	EncodedBytes int64
-	// Truncated counts lines cut by the line cap.
-	Truncated int
+	// Truncated counts lines cut by the line cap; Truncations says which, and how many line
+	// bytes each was sent with.
+	Truncated   int
+	Truncations []Truncation
+	// InDoubt counts NotDelivered entries of requests that were written to the receiver but
+	// never answered (a timeout, a lost connection, the push's context ended): the receiver
+	// may have stored them. They are pushed again later like every NotDelivered entry.
+	InDoubt int
+}
+
+// Truncation is one line cut by the line cap.
+type Truncation struct {
+	// Index is the entry's position in the slice given to Push.
+	Index int
+	// Bytes is the length of the line as sent, marker included.
+	Bytes int
 }
 
 // OK reports whether every entry was accepted.

@@ -15,6 +15,7 @@ type faults struct {
 	reject        func(Entry) bool
 	rejectReason  string
 	latency       time.Duration
+	holdAnswer    time.Duration
 	drops         int
 	successStatus int
 	maxLine       int
@@ -132,6 +133,21 @@ func (s *Server) latency() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.faults.latency
+}
+
+// HoldAnswers makes every request wait d after it was processed and stored, before the answer
+// is sent (or until the client gives up): a push cut meanwhile has landed although its client
+// never hears so.
+func (s *Server) HoldAnswers(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults.holdAnswer = d
+}
+
+func (s *Server) holdAnswer() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults.holdAnswer
 }
 
 // DropResponses makes the next n requests lose their answer: they are

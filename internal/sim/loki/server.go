@@ -337,6 +337,15 @@ func (s *Server) handle(r *http.Request) (resp response) {
 	}
 	resp, accepted := s.ingest(tenant, streams)
 	rec.Accepted = accepted
+	if d := s.holdAnswer(); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			rec.Fault = "answer held (client gave up after the entries were stored)"
+		}
+	}
 	if s.takeDrop() {
 		rec.Fault = "lost answer"
 		resp.dropAnswer = true

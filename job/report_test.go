@@ -1,0 +1,83 @@
+package job_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
+	"github.com/sf2loki/sf2loki/lease"
+	"github.com/sf2loki/sf2loki/loki"
+)
+
+// The report counts a line's bytes as the receiver got them (after the line cap), and counts
+// the truncation.
+func TestReportCountsBytesAsSentAndTruncations(t *testing.T) {
+	coord := jobtest.New()
+	srv, sink := receiver(t, simloki.Options{})
+	src := numbered(map[string]int{"a": 2})
+	src.LineBytes = 400_000 // over Loki's default 256 KiB line limit: the client cuts it
+	rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
+	if rep.Outcome != job.OutcomeOK || rep.Records != 2 {
+		t.Fatalf("outcome %s with %d records (%s)", rep.Outcome, rep.Records, rep.Error)
+	}
+	var received int64
+	for _, e := range srv.Entries() {
+		received += int64(len(e.Line))
+	}
+	if rep.Bytes != received || rep.Bytes > 2*loki.DefaultMaxLineBytes {
+		t.Fatalf("report bytes %d, the receiver got %d line bytes (cap %d per line)", rep.Bytes, received, loki.DefaultMaxLineBytes)
+	}
+	if rep.Truncated != 2 {
+		t.Fatalf("report counts %d truncations, want 2", rep.Truncated)
+	}
+}
+
+// Under on_permanent_reject: freeze, entries of the frozen key that the receiver accepted
+// after the frozen one are counted: they reached it, and they will be sent again by the next
+// run (uncommitted).
+func TestReportCountsAcceptedEntriesBeyondAFrozenOne(t *testing.T) {
+	coord := jobtest.New()
+	srv, sink := receiver(t, simloki.Options{})
+	srv.RejectEntries(func(e simloki.Entry) bool { return strings.Contains(e.Line, `"n":3}`) }, "injected")
+	src := numbered(map[string]int{"a": 10})
+	opts := baseOptions()
+	opts.OnPermanentReject = job.RejectFreeze
+	rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
+	if rep.Outcome != job.OutcomePartial || len(rep.Frozen) != 1 {
+		t.Fatalf("outcome %s, %d frozen keys (%s), want partial with a:3 frozen", rep.Outcome, len(rep.Frozen), rep.Error)
+	}
+	stored := len(srv.Entries()) // 1, 2 and 4..10
+	if stored != 9 || rep.Records != int64(stored) || rep.Uncommitted != 7 {
+		t.Fatalf("receiver holds %d entries; the report counts %d records and %d uncommitted, want 9 and the 7 beyond the frozen one",
+			stored, rep.Records, rep.Uncommitted)
+	}
+}
+
+// A push cut by a lost lease after the receiver stored its entries is reported in doubt: the
+// receiver may hold them although nothing was counted as shipped.
+func TestReportCountsAPushCutInFlightAsInDoubt(t *testing.T) {
+	coord := jobtest.New()
+	srv := simloki.Start(t, simloki.Options{})
+	srv.HoldAnswers(time.Minute)
+	sink, err := loki.New(loki.Options{URL: srv.PushURL(), MaxRetries: 0, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // lose the lease once the push has landed
+		for len(srv.Entries()) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		coord.Sessions()[0].LoseLease(lease.ErrLost)
+	}()
+	rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 5})}}, Sink: sink}, baseOptions())
+	if rep.Records != 0 || rep.Pushes != 0 {
+		t.Fatalf("the report counts %d records in %d pushes: the push was never answered", rep.Records, rep.Pushes)
+	}
+	if got := len(srv.Entries()); rep.InDoubt != int64(got) || got != 5 {
+		t.Fatalf("receiver holds %d entries, report says %d in doubt (outcome %s: %s)", got, rep.InDoubt, rep.Outcome, rep.Error)
+	}
+}

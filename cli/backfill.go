@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,21 +26,11 @@ import (
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
-	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
 )
 
 // backfillSuffix marks the backfill's own document and lease.
 const backfillSuffix = "-backfill"
-
-// EventTimeMetadata is the structured-metadata field that keeps a row's event time when a
-// backfill ships at ingest time (--ingest-time), as the job does for every re-stamped entry.
-const EventTimeMetadata = job.EventTimeMetadata
-
-// BackfillLabel is the stream label of backfilled entries (--own-streams): the backfill's own
-// streams have their own heads, so its rows, hours or days behind what the live job shipped,
-// are never refused as too far behind (docs/ordering.md).
-var BackfillLabel = loki.Label{Name: "backfill", Value: "true"}
 
 // backfillConfig returns the configuration of the backfill's own document and lease, like a
 // job group's: lease "<name>-backfill", document "<path>-backfill<ext>" (file), "<key>-backfill<ext>"
@@ -80,14 +69,14 @@ func backfillCommand() *cli.Command {
 			"unshipped row. Transforms apply; sampling does not. Rows go to streams of their own, labelled backfill=\"true\"\n" +
 			"(--own-streams). Prints a JSON summary on stdout.\n" +
 			"Rows older than sink.loki.max_age are refused by Loki: for such a window choose --ingest-time (timestamp\n" +
-			"= now, the event time kept in structured metadata " + EventTimeMetadata + ") or --event-time (the receiver accepts them).",
+			"= now, the event time kept in structured metadata " + loki.EventTimeMetadata + ") or --event-time (the receiver accepts them).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "since", Required: true, Usage: "start of the window (RFC 3339, or a date: 2026-11-01)"},
 			&cli.StringFlag{Name: "until", Required: true, Usage: "end of the window, exclusive (RFC 3339, or a date)"},
 			&cli.StringFlag{Name: "event-types", Usage: "comma-separated event types (default: sources.eventlogfile.event_types)"},
 			&cli.StringFlag{Name: "interval", Usage: "Hourly or Daily (default: sources.eventlogfile.interval)"},
 			&cli.StringFlag{Name: "org", Usage: "only this org (orgs[].name)"},
-			&cli.BoolFlag{Name: "ingest-time", Usage: "stamp entries with the time they are shipped; the event time goes to structured metadata " + EventTimeMetadata},
+			&cli.BoolFlag{Name: "ingest-time", Usage: "stamp entries with the time they are shipped; the event time goes to structured metadata " + loki.EventTimeMetadata},
 			&cli.BoolFlag{Name: "event-time", Usage: "keep the event time as the entry timestamp even beyond sink.loki.max_age"},
 			&cli.BoolFlag{Name: "own-streams", Value: true, Usage: "ship into streams of their own, labelled backfill=\"true\" (false: into the live job's streams, where rows behind what the live job shipped are re-stamped)"},
 			&cli.DurationFlag{Name: "max-duration", Value: 6 * time.Hour, Usage: "stop after this long (run the command again to continue)"},
@@ -196,7 +185,7 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 			"those rows would be rejected", time.Since(since).Round(time.Hour), maxAge)
 		if !c.Bool("event-time") {
 			return nil, exitf(ExitConfig, "%s.\n  choose --ingest-time (entries stamped now, the event time in structured metadata %s), "+
-				"or --event-time (the receiver was configured to accept them; raise sink.loki.max_age to match)", msg, EventTimeMetadata)
+				"or --event-time (the receiver was configured to accept them; raise sink.loki.max_age to match)", msg, loki.EventTimeMetadata)
 		}
 		fmt.Fprintln(c.App.ErrWriter, "sf2loki: "+msg+"; shipping with event times as asked (--event-time)")
 	}
@@ -282,8 +271,8 @@ func runBackfill(c *cli.Context) error {
 
 	sum := backfillSummary{
 		Outcome: rep.Outcome, ExitCode: rep.ExitCode, Since: plan.since, Until: plan.until, Interval: plan.interval, EventTypes: plan.eventTypesOf(),
-		IngestTime: plan.ingestTime, CaughtUp: rep.CaughtUp, Files: prog.files.Load(), Rows: prog.rows.Load(),
-		RowsShipped: rep.Records, RowsOutsideWindow: prog.outside.Load(), Bytes: rep.Bytes, APICalls: map[string]int64{},
+		IngestTime: plan.ingestTime, CaughtUp: rep.CaughtUp, Files: prog.window.Files.Load(), Rows: prog.window.Rows.Load(),
+		RowsShipped: rep.Records, RowsOutsideWindow: prog.window.Outside.Load(), Bytes: rep.Bytes, APICalls: map[string]int64{},
 		Pushes: rep.Pushes, Commits: rep.Commits, Duration: job.Millis(time.Since(start)), Report: rep,
 	}
 	if lc, ok := deps.Coordinator.(*job.LeaseCoordinator); ok {
@@ -369,157 +358,30 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 		}
 		opts.Interval, opts.EventTypes = plan.interval, o.types
 		opts.Lookback, opts.SettleWindow = lookback, settle
+		opts.Window = &eventlogfile.Window{Since: plan.since, Until: plan.until, StopAfter: plan.scanUntil(),
+			KeyPrefix: plan.keyPrefix(), IngestTime: plan.ingestTime, OwnStreams: plan.ownStreams, Progress: prog.window}
 		// Every file of a backfill is older than the live abandon age: keep retrying instead.
 		opts.DownloadMaxAge = time.Duration(math.MaxInt64)
 		inner, err := eventlogfile.New(opts)
 		if err != nil {
 			return deps, nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
 		}
-		src := &windowSource{inner: inner, prefix: plan.keyPrefix(), since: plan.since, until: plan.until,
-			stopAfter: plan.scanUntil(), ingestTime: plan.ingestTime, ownStreams: plan.ownStreams, prog: prog}
-		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: src, APICalls: apiCalls(inner)})
+		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: inner})
 	}
 	return deps, nil, nil
 }
 
-// windowSource restricts an EventLogFile source to a window of event time, under the window's
-// own key namespace: rows outside the window are skipped (the cursor still moves over them),
-// files created after stopAfter end the key, and with ingestTime each entry is stamped with the
-// time it is shipped, its event time kept in structured metadata.
-type windowSource struct {
-	inner        source.Source
-	prefix       string
-	since, until time.Time
-	stopAfter    time.Time
-	ingestTime   bool
-	ownStreams   bool
-	prog         *backfillProgress
-}
-
-func (w *windowSource) Name() string { return w.inner.Name() }
-
-func (w *windowSource) Open(ctx context.Context, req source.OpenRequest) ([]source.Stream, error) {
-	inner := req
-	inner.Cursors = map[string]json.RawMessage{}
-	for k, v := range req.Cursors {
-		if rest, ok := strings.CutPrefix(k, w.prefix); ok {
-			inner.Cursors[rest] = v
-		}
-	}
-	streams, err := w.inner.Open(ctx, inner)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]source.Stream, len(streams))
-	for i, s := range streams {
-		out[i] = &windowStream{inner: s, src: w, cov: w.prog.stream()}
-	}
-	return out, nil
-}
-
-// windowStream is one event type's stream inside the window.
-type windowStream struct {
-	inner    source.Stream
-	src      *windowSource
-	cov      *atomic.Int64 // event time (unix ns) covered so far, for progress
-	lastFile string
-	labels   map[string]loki.Labels // live label set -> the backfill's (--own-streams)
-}
-
-func (s *windowStream) Key() string  { return s.src.prefix + s.inner.Key() }
-func (s *windowStream) Close() error { return s.inner.Close() }
-
-// fileCursor is the part of the EventLogFile cursor the window needs.
-type fileCursor struct {
-	Created string `json:"created"`
-	FileID  string `json:"file_id"`
-}
-
-func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
-	rec, err := s.inner.Next(ctx)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			s.cov.Store(s.src.until.UnixNano())
-		}
-		return rec, err
-	}
-	var fc fileCursor
-	if json.Unmarshal(rec.Cursor.JSON(), &fc) == nil {
-		if created, err := salesforce.ParseDateTime(fc.Created); err == nil && !created.Before(s.src.stopAfter) {
-			// Created this long after the window ends, the file cannot hold its events; nor
-			// can any later one. Not handed out, so its cursor is never committed.
-			s.cov.Store(s.src.until.UnixNano())
-			return source.Record{}, io.EOF
-		}
-		if fc.FileID != "" && fc.FileID != s.lastFile {
-			s.lastFile = fc.FileID
-			s.src.prog.files.Add(1)
-		}
-	}
-	if rec.Skip {
-		return rec, nil
-	}
-	t := rec.Entry.Timestamp
-	if t.Before(s.src.since) || !t.Before(s.src.until) {
-		s.src.prog.outside.Add(1)
-		return source.Record{Skip: true, SkipReason: "outside_window", Cursor: rec.Cursor}, nil
-	}
-	s.src.prog.rows.Add(1)
-	if t.UnixNano() > s.cov.Load() {
-		s.cov.Store(t.UnixNano())
-	}
-	if s.src.ownStreams {
-		rec.Entry.Labels = s.own(rec.Entry.Labels)
-	}
-	if s.src.ingestTime {
-		md := make([]loki.Label, 0, len(rec.Entry.Metadata)+1)
-		md = append(md, rec.Entry.Metadata...)
-		md = append(md, loki.Label{Name: EventTimeMetadata, Value: t.UTC().Format(time.RFC3339Nano)})
-		rec.Entry.Metadata = md
-		rec.Entry.Timestamp = time.Now()
-	}
-	return rec, nil
-}
-
-// own returns the backfill's label set for a live one, built once per stream.
-func (s *windowStream) own(l loki.Labels) loki.Labels {
-	if s.labels == nil {
-		s.labels = map[string]loki.Labels{}
-	}
-	key := l.String()
-	out, ok := s.labels[key]
-	if !ok {
-		out = l.With(BackfillLabel)
-		s.labels[key] = out
-	}
-	return out
-}
-
-// backfillProgress counts what the backfill read and shipped, and shows it.
+// backfillProgress counts what the backfill read (the window's counters) and shipped, and
+// shows it.
 type backfillProgress struct {
-	since, until time.Time
-	files        atomic.Int64
-	rows         atomic.Int64 // rows inside the window handed to the job
-	outside      atomic.Int64
-	shipped      atomic.Int64
-	bytes        atomic.Int64
-	commits      atomic.Int64
-
-	mu      sync.Mutex
-	streams []*atomic.Int64
+	window  *eventlogfile.WindowProgress
+	shipped atomic.Int64
+	bytes   atomic.Int64
+	commits atomic.Int64
 }
 
 func newBackfillProgress(p *backfillPlan) *backfillProgress {
-	return &backfillProgress{since: p.since, until: p.until}
-}
-
-func (p *backfillProgress) stream() *atomic.Int64 {
-	v := &atomic.Int64{}
-	v.Store(p.since.UnixNano())
-	p.mu.Lock()
-	p.streams = append(p.streams, v)
-	p.mu.Unlock()
-	return v
+	return &backfillProgress{window: eventlogfile.NewWindowProgress(p.since, p.until)}
 }
 
 // Pushed implements job.Observer.
@@ -539,21 +401,6 @@ func (p *backfillProgress) Committed(_ time.Duration, err error) {
 	if err == nil {
 		p.commits.Add(1)
 	}
-}
-
-// fraction is how much of the window's event time every stream has covered (the slowest one).
-func (p *backfillProgress) fraction() float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.streams) == 0 {
-		return 0
-	}
-	low := int64(math.MaxInt64)
-	for _, s := range p.streams {
-		low = min(low, s.Load())
-	}
-	span := float64(p.until.UnixNano() - p.since.UnixNano())
-	return max(0, min(1, float64(low-p.since.UnixNano())/span))
 }
 
 // show draws a progress bar on a terminal, or logs a line every interval otherwise, until done.
@@ -580,18 +427,18 @@ func (p *backfillProgress) show(done <-chan struct{}, w io.Writer, log *slog.Log
 				fmt.Fprintf(w, "\r%s", p.bar())
 				continue
 			}
-			log.Info("backfill progress", "window_done", fmt.Sprintf("%.1f%%", 100*p.fraction()), "files", p.files.Load(),
-				"rows", p.rows.Load(), "shipped", p.shipped.Load(), "bytes", p.bytes.Load(), "commits", p.commits.Load())
+			log.Info("backfill progress", "window_done", fmt.Sprintf("%.1f%%", 100*p.window.Fraction()), "files", p.window.Files.Load(),
+				"rows", p.window.Rows.Load(), "shipped", p.shipped.Load(), "bytes", p.bytes.Load(), "commits", p.commits.Load())
 		}
 	}
 }
 
 func (p *backfillProgress) bar() string {
 	const width = 30
-	f := p.fraction()
+	f := p.window.Fraction()
 	n := int(f * width)
 	return fmt.Sprintf("[%s%s] %5.1f%%  %d files  %d rows shipped  %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
-		100*f, p.files.Load(), p.shipped.Load(), humanBytes(p.bytes.Load()))
+		100*f, p.window.Files.Load(), p.shipped.Load(), humanBytes(p.bytes.Load()))
 }
 
 func humanBytes(n int64) string {

@@ -1,13 +1,7 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -16,22 +10,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/sf2loki/sf2loki/config"
-	"github.com/sf2loki/sf2loki/job"
-	"github.com/sf2loki/sf2loki/loki"
-	"github.com/sf2loki/sf2loki/source"
-	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/obs"
 )
-
-// scrapeHandler GETs /metrics from h and parses the Prometheus text format.
-func scrapeHandler(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d", rec.Code)
-	}
-	return parseExposition(t, rec.Body)
-}
 
 func parseExposition(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -67,176 +47,16 @@ func sample(fams map[string]*dto.MetricFamily, name string, want map[string]stri
 	return 0, false
 }
 
-// fakeStream yields the given records, then io.EOF.
-type fakeStream struct {
-	key  string
-	recs []source.Record
-}
-
-func (f *fakeStream) Key() string  { return f.key }
-func (f *fakeStream) Close() error { return nil }
-func (f *fakeStream) Next(context.Context) (source.Record, error) {
-	if len(f.recs) == 0 {
-		return source.Record{}, io.EOF
+func TestMetricsOptions(t *testing.T) {
+	m := config.Metrics{Prometheus: true, ServiceName: "sf2loki", ResourceAttributes: map[string]string{"deployment.environment": "prod"},
+		OTLP: config.MetricsOTLP{Endpoint: "http://otel:4318/v1/metrics", Headers: map[string]string{"X-Tenant": "a"}, Timeout: config.Duration(3 * time.Second),
+			Interval: config.Duration(time.Minute), Temporality: "delta", Gzip: true, TLS: config.TLS{CAFile: "ca.pem"}}}
+	o := metricsOptions(m, "v1.0.0", true)
+	if !o.Prometheus || o.ServiceVersion != "v1.0.0" || o.OTLP.Temporality != obs.Delta || o.OTLP.Timeout != 3*time.Second ||
+		o.OTLP.TLS.CAFile != "ca.pem" || !o.OTLP.Gzip || o.OTLP.Headers["X-Tenant"] != "a" || o.Attributes["deployment.environment"] != "prod" {
+		t.Fatalf("options %+v", o)
 	}
-	r := f.recs[0]
-	f.recs = f.recs[1:]
-	return r, nil
-}
-
-type fakeSource struct{ streams []source.Stream }
-
-func (f *fakeSource) Name() string { return "eventlogfile" }
-func (f *fakeSource) Open(context.Context, source.OpenRequest) ([]source.Stream, error) {
-	return f.streams, nil
-}
-
-// TestRunRecorderCountsWhatARunDid drives the recorder the way job.Run and the sources do and
-// checks the instruments: records by stream and skip reason, pushes, rejections, commits, the
-// run's outcome and gauges, API calls, source events and cursor times.
-func TestRunRecorderCountsWhatARunDid(t *testing.T) {
-	ctx := context.Background()
-	pm, err := newProcessMetrics(ctx, config.Metrics{Prometheus: true}, slog.New(slog.DiscardHandler), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Defaults()
-	cfg.Lease.Name = "sf2loki-test"
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	labels := loki.NewLabels(loki.Label{Name: "source", Value: "eventlogfile"}, loki.Label{Name: "event_type", Value: "API"}, loki.Label{Name: "org", Value: "prod"})
-	entry := func(line string) source.Record {
-		return source.Record{Entry: loki.Entry{Timestamp: now.Add(-90 * time.Second), Labels: labels, Line: line}}
-	}
-	streamRecs := []source.Record{
-		entry("aaaa"), entry("bbbbbb"), entry("cc"),
-		{Skip: true, SkipReason: "sampled"},
-		{Skip: true, SkipReason: "drop_row:health_checks"},
-		{Skip: true, SkipReason: "drop_row:health_checks"},
-		{Skip: true, SkipReason: "file_done"},
-	}
-	parts := &invocationParts{deps: job.Deps{Bindings: []job.Binding{{Org: "prod", Source: &fakeSource{streams: []source.Stream{
-		&fakeStream{key: "eventlogfile:API", recs: streamRecs},
-		&fakeStream{key: "eventlogfile:Login", recs: []source.Record{{Skip: true, SkipReason: "empty_file"}}},
-	}}}}}}
-	rec := pm.instrument(cfg, parts)
-	if parts.opts.Observer != rec {
-		t.Fatal("the recorder is not the job's observer")
-	}
-	rec.now = func() time.Time { return now }
-	streams, err := parts.deps.Bindings[0].Source.Open(ctx, source.OpenRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var entries []loki.Entry
-	for _, s := range streams {
-		for {
-			r, err := s.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if !r.Skip {
-				entries = append(entries, r.Entry)
-			}
-		}
-	}
-	res := &loki.Result{
-		Outcomes: []loki.Outcome{loki.Accepted, loki.Accepted, loki.Rejected},
-		Accepted: []uint64{0, 1}, Rejected: []loki.Rejection{{Index: 2, Ref: 2, Reason: loki.ReasonBadRequest, Status: 400}},
-		Requests: 3, Retries: 1, Splits: 1, WireBytes: 100, EncodedBytes: 300,
-	}
-	rec.Pushed(entries, res, 30*time.Millisecond)
-	rec.Committed(5*time.Millisecond, nil)
-	rec.Committed(5*time.Millisecond, store.ErrFenced)
-	rep := &job.Report{
-		Outcome: job.OutcomeFenced, Epoch: 12, StartedAt: now.Add(-2 * time.Second), Duration: job.Millis(2 * time.Second),
-		LeaseWait: job.Millis(time.Millisecond), CASRetries: 2,
-		Sources: map[string]*job.SourceReport{"org=prod:eventlogfile": {Records: 2, APICalls: map[string]int64{"query": 1, "eventlogfile_download": 2}}},
-		Events:  map[string]int64{"org=prod:eventlogfile.timestamp_fallback": 4, "org=prod:pubsub.replay_id_age_seconds:/event/LoginEventStream": 3600},
-		Cursors: map[string]job.CursorChange{"org=prod:eventlogfile:API": {After: json.RawMessage(`{"v":1,"created":"2026-03-01T10:00:00.000Z","file_id":"0AT","row":3}`)}},
-		Dropped: map[string]int64{"bad_request": 1},
-		Egress:  &job.EgressReport{Day: "2026-03-01", Used: 1000, Budget: 5000},
-	}
-	rep.Sources["org=prod:pubsub"] = &job.SourceReport{}
-	pm.finish(cfg, rec, rep, nil)
-
-	fams := scrapeHandler(t, pm.handler())
-	api := map[string]string{"lease": "sf2loki-test", "org": "prod", "source": "eventlogfile", "event_type": "API"}
-	login := map[string]string{"lease": "sf2loki-test", "org": "prod", "source": "eventlogfile", "event_type": "Login"}
-	lease := map[string]string{"lease": "sf2loki-test"}
-	for _, c := range []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
-		{"sf2loki_records_ingested_total", api, 7},
-		{"sf2loki_records_ingested_total", login, 1},
-		{"sf2loki_records_sampled_out_total", api, 1},
-		{"sf2loki_records_filtered_total", merge(api, "rule", "health_checks"), 2},
-		{"sf2loki_records_skipped_total", merge(api, "reason", "file_done"), 1},
-		{"sf2loki_records_skipped_total", merge(login, "reason", "empty_file"), 1},
-		{"sf2loki_records_shipped_total", api, 2},
-		{"sf2loki_records_shipped_bytes_total", api, 10},
-		{"sf2loki_records_shipped_total", login, 0},
-		{"sf2loki_records_rejected_total", merge(api, "reason", "bad_request"), 1},
-		{"sf2loki_records_rejected_total", merge(api, "reason", "too_far_behind"), 0},
-		{"sf2loki_ingest_lag_seconds", api, 1}, // sampled: the first accepted entry of 16
-		{"sf2loki_loki_pushes_total", merge(lease, "result", "partial"), 1},
-		{"sf2loki_loki_pushes_total", merge(lease, "result", "failed"), 0},
-		{"sf2loki_loki_requests_total", lease, 3},
-		{"sf2loki_loki_splits_total", lease, 1},
-		{"sf2loki_loki_pushed_bytes_total", lease, 100},
-		{"sf2loki_loki_encoded_bytes_total", lease, 300},
-		{"sf2loki_loki_retries_total", merge(lease, "status", "429"), 0},
-		{"sf2loki_commits_total", merge(lease, "result", "ok"), 1},
-		{"sf2loki_commits_total", merge(lease, "result", "fenced"), 1},
-		{"sf2loki_runs_total", merge(lease, "outcome", "fenced"), 1},
-		{"sf2loki_runs_total", merge(lease, "outcome", "ok"), 0},
-		{"sf2loki_epoch", lease, 12},
-		{"sf2loki_store_cas_retries_total", lease, 2},
-		{"sf2loki_last_run_timestamp_seconds", lease, float64(now.Unix())},
-		{"sf2loki_run_budget_seconds", lease, 180},
-		{"sf2loki_records_dropped_total", merge(lease, "reason", "bad_request"), 1},
-		{"sf2loki_records_dropped_total", merge(lease, "reason", "budget"), 0},
-		{"sf2loki_egress_budget_used_bytes", lease, 1000},
-		{"sf2loki_egress_budget_limit_bytes", lease, 5000},
-		{"sf2loki_salesforce_api_calls_total", map[string]string{"org": "prod", "source": "eventlogfile", "kind": "eventlogfile_download"}, 2},
-		{"sf2loki_source_events_total", map[string]string{"org": "prod", "source": "eventlogfile", "event": "timestamp_fallback"}, 4},
-		{"sf2loki_pubsub_replay_id_age_seconds", map[string]string{"org": "prod", "topic": "/event/LoginEventStream"}, 3600},
-		{"sf2loki_cursor_timestamp_seconds", map[string]string{"key": "org=prod:eventlogfile:API"}, float64(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).Unix())},
-	} {
-		got, ok := sample(fams, c.name, c.labels)
-		if !ok || got != c.want {
-			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)
-		}
-	}
-	if _, ok := sample(fams, "sf2loki_last_success_timestamp_seconds", lease); ok {
-		t.Error("a fenced run set the last success time")
-	}
-}
-
-func merge(m map[string]string, k, v string) map[string]string {
-	out := map[string]string{k: v}
-	for a, b := range m {
-		out[a] = b
-	}
-	return out
-}
-
-// TestCursorTime reads the time position of every source's cursor.
-func TestCursorTime(t *testing.T) {
-	want := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	for _, raw := range []string{
-		`{"v":1,"created":"2026-03-01T10:00:00.000Z","file_id":"0AT","row":3}`,
-		`{"v":1,"field":"LoginTime","ts":"2026-03-01T10:00:00.000+0000","last_id":"0Ya"}`,
-		`{"v":1,"start_time":"2026-03-01T10:00:00Z","last_id":"07L"}`,
-		`{"v":1,"replay_id":"AAA=","advanced_at":"2026-03-01T10:00:00Z"}`,
-	} {
-		got, ok := cursorTime(json.RawMessage(raw))
-		if !ok || !got.Equal(want) {
-			t.Errorf("cursorTime(%s) = %v, %v", raw, got, ok)
-		}
-	}
-	if _, ok := cursorTime(json.RawMessage(`{"v":1,"n":3}`)); ok {
-		t.Error("a cursor without a time field has a time")
+	if metricsOptions(m, "v1.0.0", false).Prometheus {
+		t.Fatal("a run-once process serves /metrics")
 	}
 }

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"maps"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
-	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
 )
@@ -37,28 +35,9 @@ func orgBindings(env orgEnv, s config.Sources, sh *shape.Shaper) ([]job.Binding,
 		if err != nil {
 			return nil, fmt.Errorf("org %s, source %s: %w", displayOrgName(env.Name), b.name, err)
 		}
-		out = append(out, job.Binding{Org: env.Name, Source: src, APICalls: apiCalls(src)})
+		out = append(out, job.Binding{Org: env.Name, Source: src})
 	}
 	return out, nil
-}
-
-// apiCalls returns the source's own count of Salesforce calls, when it keeps one.
-func apiCalls(src source.Source) func() map[string]int64 {
-	switch s := src.(type) {
-	case interface {
-		Calls() map[salesforce.Kind]int64
-	}:
-		return func() map[string]int64 {
-			out := map[string]int64{}
-			for k, v := range s.Calls() {
-				out[string(k)] = v
-			}
-			return out
-		}
-	case interface{ Calls() map[string]int64 }:
-		return func() map[string]int64 { return maps.Clone(s.Calls()) }
-	}
-	return nil
 }
 
 func displayOrgName(name string) string {

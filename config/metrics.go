@@ -2,9 +2,6 @@ package config
 
 import (
 	"net/url"
-	"time"
-
-	"github.com/sf2loki/sf2loki/obs"
 )
 
 // Metrics configures the OpenTelemetry metrics: an OTLP/HTTP push (flushed before a run-once
@@ -25,24 +22,6 @@ type MetricsOTLP struct {
 	Temporality string            `yaml:"temporality" default:"cumulative" enum:"cumulative|delta" desc:"cumulative (totals since the process started) or delta (changes since the last push; for collectors with deltatocumulative)."`
 	Gzip        bool              `yaml:"gzip" desc:"Gzip the pushed body."`
 	TLS         TLS               `yaml:"tls" desc:"TLS settings for the OTLP receiver."`
-}
-
-// MetricsOptions returns the options of obs.NewMetrics the section maps to; prometheus says
-// whether this process serves /metrics (schedule mode with metrics.prometheus on).
-func (m Metrics) MetricsOptions(version string, prometheus bool) obs.MetricsOptions {
-	o := m.OTLP
-	return obs.MetricsOptions{
-		OTLP: obs.OTLPOptions{
-			Endpoint: o.Endpoint, Headers: o.Headers, Timeout: time.Duration(o.Timeout), Interval: time.Duration(o.Interval),
-			Temporality: obs.Temporality(o.Temporality), Gzip: o.Gzip,
-			TLS: obs.OTLPTLS{CAFile: o.TLS.CAFile, CertFile: o.TLS.CertFile, KeyFile: o.TLS.KeyFile,
-				ServerName: o.TLS.ServerName, InsecureSkipVerify: o.TLS.InsecureSkipVerify},
-		},
-		Prometheus:     prometheus && m.Prometheus,
-		ServiceName:    m.ServiceName,
-		ServiceVersion: version,
-		Attributes:     m.ResourceAttributes,
-	}
 }
 
 // validateMetrics checks the metrics section (path is "metrics").

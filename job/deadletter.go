@@ -85,6 +85,19 @@ type DeadLetterSource struct {
 // Name implements source.Source.
 func (s *DeadLetterSource) Name() string { return "deadletter" }
 
+// Calls implements source.Source: a replay calls no Salesforce API.
+func (s *DeadLetterSource) Calls() map[string]int64 { return nil }
+
+// CursorTime implements source.Source: a replay's cursor is a byte offset, it names no time.
+func (s *DeadLetterSource) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
+	if !strings.HasPrefix(key, "deadletter:") {
+		return time.Time{}, fmt.Errorf("%w: %q", source.ErrNotMyKey, key)
+	}
+	var c deadLetterCursor
+	_, err := source.DecodeCursor(raw, 1, &c)
+	return time.Time{}, err
+}
+
 // deadLetterCursor is the replay's position: the offset of the next line.
 type deadLetterCursor struct {
 	V      int   `json:"v"`

@@ -67,8 +67,6 @@ type Binding struct {
 	// absent (the first org of a multi-org config migrating from single-org state).
 	LegacyFallback bool
 	Source         source.Source
-	// APICalls reports the Salesforce calls made so far by kind (optional, for the report).
-	APICalls func() map[string]int64
 }
 
 // KeyPrefix returns the checkpoint key prefix of the binding's org.

@@ -326,7 +326,11 @@ func TestNeedsHumanSourceErrorIsIntegrity(t *testing.T) {
 
 type failingOpen struct{ err error }
 
-func (f *failingOpen) Name() string { return "failing" }
+func (f *failingOpen) Name() string            { return "failing" }
+func (f *failingOpen) Calls() map[string]int64 { return nil }
+func (f *failingOpen) CursorTime(string, json.RawMessage) (time.Time, error) {
+	return time.Time{}, nil
+}
 func (f *failingOpen) Open(context.Context, source.OpenRequest) ([]source.Stream, error) {
 	return nil, f.err
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // EventTimeMetadata is the structured-metadata field that keeps an entry's own time when the
-// entry is shipped with another timestamp (docs/ordering.md). RFC 3339 with nanoseconds, UTC.
-const EventTimeMetadata = "event_time"
+// entry is shipped with another timestamp (docs/ordering.md).
+const EventTimeMetadata = loki.EventTimeMetadata
 
 // TimestampPolicy says what happens to an entry the receiver would refuse for its timestamp.
 type TimestampPolicy int

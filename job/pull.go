@@ -72,7 +72,7 @@ func (r *run) open(ctx context.Context, checkpoints map[string]json.RawMessage) 
 			Cursors: cursors,
 			Budget:  budget,
 			Log:     r.log.With("source", name),
-			Count:   func(event string, n int64) { r.count(name+"."+event, n) },
+			Count:   func(event string, n int64) { r.count(i, event, n) },
 			Note:    func(s string) { r.noteSafe(name + ": " + s) },
 		})
 		if err != nil {
@@ -196,21 +196,28 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 	r.caughtUp = !failed
 }
 
-// count adds to a named event counter of the run report (sources call it from the puller).
-func (r *run) count(name string, n int64) {
+// count adds to a named event counter of binding i in the run report (sources call it from
+// the puller): Report.Events["<source>.<event>"] and the source's Events.
+func (r *run) count(i int, event string, n int64) {
 	r.eventsMu.Lock()
 	defer r.eventsMu.Unlock()
 	if r.rep.Events == nil {
 		r.rep.Events = map[string]int64{}
 	}
-	r.rep.Events[name] += n
+	r.rep.Events[r.deps.Bindings[i].ReportName()+"."+event] += n
+	sr := r.sourceReportByBinding(i)
+	if sr.Events == nil {
+		sr.Events = map[string]int64{}
+	}
+	sr.Events[event] += n
 }
 
 func (r *run) sourceReportByBinding(i int) *SourceReport {
 	name := r.deps.Bindings[i].ReportName()
 	sr := r.rep.Sources[name]
 	if sr == nil {
-		sr = &SourceReport{}
+		b := r.deps.Bindings[i]
+		sr = &SourceReport{Org: b.Org, Source: b.Source.Name()}
 		r.rep.Sources[name] = sr
 	}
 	return sr

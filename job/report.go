@@ -84,12 +84,20 @@ type SourceReport struct {
 	Pushes   int              `json:"pushes"`
 	Keys     int              `json:"keys"`
 	APICalls map[string]int64 `json:"api_calls,omitempty"`
+	// Org and Source name the binding (the report's key joins them), and Events are its named
+	// counts (late_rows, cursor_reset, ...), for the metrics; the JSON report keeps the events
+	// in Report.Events.
+	Org    string           `json:"-"`
+	Source string           `json:"-"`
+	Events map[string]int64 `json:"-"`
 }
 
 // CursorChange is a key's cursor before the run (as claimed) and after it (as committed).
 type CursorChange struct {
 	Before json.RawMessage `json:"before,omitempty"`
 	After  json.RawMessage `json:"after,omitempty"`
+	// At is the time position of After, read by its source (zero when it names none).
+	At time.Time `json:"at,omitzero"`
 }
 
 // FrozenKey is a key that stopped advancing in this run, and the record it stopped at.

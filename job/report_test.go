@@ -81,3 +81,16 @@ func TestReportCountsAPushCutInFlightAsInDoubt(t *testing.T) {
 		t.Fatalf("receiver holds %d entries, report says %d in doubt (outcome %s: %s)", got, rep.InDoubt, rep.Outcome, rep.Error)
 	}
 }
+
+// The report gives each committed cursor's time position, read by its own source (the metrics
+// export it; nothing outside the source parses its cursor).
+func TestReportGivesTheCommittedCursorsTime(t *testing.T) {
+	coord := jobtest.New()
+	_, sink := receiver(t, simloki.Options{})
+	src := numbered(map[string]int{"a": 7})
+	rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Org: "prod", Source: src}}, Sink: sink}, baseOptions())
+	c, ok := rep.Cursors["org=prod:a"]
+	if rep.Outcome != job.OutcomeOK || !ok || !c.At.Equal(src.Base.Add(7*time.Millisecond)) {
+		t.Fatalf("outcome %s, cursor %+v: want at %v", rep.Outcome, c, src.Base.Add(7*time.Millisecond))
+	}
+}

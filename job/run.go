@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -340,12 +341,14 @@ func (r *run) release(ctx context.Context) {
 			if r.rep.Cursors == nil {
 				r.rep.Cursors = map[string]CursorChange{}
 			}
-			r.rep.Cursors[ks.key] = CursorChange{Before: ks.before, After: ks.committed}
+			b := r.deps.Bindings[ks.binding]
+			at, _ := b.Source.CursorTime(strings.TrimPrefix(ks.key, b.KeyPrefix()), ks.committed)
+			r.rep.Cursors[ks.key] = CursorChange{Before: ks.before, After: ks.committed, At: at}
 		}
 	}
 	for i, b := range r.deps.Bindings {
-		if b.APICalls != nil {
-			r.sourceReportByBinding(i).APICalls = b.APICalls()
+		if calls := b.Source.Calls(); len(calls) > 0 {
+			r.sourceReportByBinding(i).APICalls = calls
 		}
 	}
 }

@@ -30,6 +30,11 @@ type Entry struct {
 // bytes.
 const TruncatedMetadataName = "sf2loki_truncated"
 
+// EventTimeMetadata is the structured-metadata field that keeps an entry's own time (RFC 3339
+// with nanoseconds, UTC) when it is shipped with another timestamp: re-stamped to fit the
+// receiver's ordering rules, or a backfill shipped at ingest time (docs/ordering.md).
+const EventTimeMetadata = "event_time"
+
 // DefaultMaxLineBytes is the default line cap, Loki's max_line_size default.
 const DefaultMaxLineBytes = 256 << 10
 

@@ -167,6 +167,17 @@ func (c *Counter) Calls() map[Kind]int64 {
 	return maps.Clone(c.calls)
 }
 
+// ByKind returns the calls counted so far by kind name (the run report's api_calls).
+func (c *Counter) ByKind() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.calls))
+	for k, v := range c.calls {
+		out[string(k)] = v
+	}
+	return out
+}
+
 // Total returns the number of requests counted so far.
 func (c *Counter) Total() int64 {
 	c.mu.Lock()

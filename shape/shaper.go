@@ -186,7 +186,7 @@ func (s *Shaper) Plan(schema Schema) *Plan {
 		if name == "" {
 			name = "drop_row_" + itoa(c.index)
 		}
-		d := dropRule{reason: "drop_row:" + name}
+		d := dropRule{reason: dropRowPrefix + name}
 		idx := make([]int, 0, len(c.Match))
 		for _, f := range slices.Sorted(maps.Keys(c.Match)) {
 			d.conds = append(d.conds, cond{name: f, glob: c.Match[f]})
@@ -300,6 +300,15 @@ func isNameChar(r rune) bool {
 // Labels returns the stream labels of records without promoted fields (the stream's base set).
 func (p *Plan) Labels() loki.Labels { return p.base }
 
+// SkipSampled is the skip reason of a record sampled out.
+const SkipSampled = "sampled"
+
+// dropRowPrefix starts the skip reason of a record a drop_row rule dropped: "drop_row:<name>".
+const dropRowPrefix = "drop_row:"
+
+// DropRule returns the name of the drop_row rule a skip reason Shape returned names.
+func DropRule(skip string) (string, bool) { return strings.CutPrefix(skip, dropRowPrefix) }
+
 // Shape turns r into an entry. When the record is dropped (a drop_row rule matched, or it was
 // sampled out) skip names why ("drop_row:<name>", "sampled") and the entry is zero: the source
 // emits a Skip record so the cursor still advances.
@@ -316,7 +325,7 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 		}
 	}
 	if !p.sampleAll && !p.sampled(r, aligned) {
-		return loki.Entry{}, "sampled"
+		return loki.Entry{}, SkipSampled
 	}
 	if p.sh.fieldOps {
 		p.transform(r, aligned)

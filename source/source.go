@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
@@ -50,6 +51,28 @@ type Source interface {
 	// Open discovers the source's keys and returns one stream per key. It may call Salesforce
 	// (listing queries, discovery); it must not read the cursors from anywhere but req.
 	Open(ctx context.Context, req OpenRequest) ([]Stream, error)
+	// Calls reports the Salesforce API calls made so far, by kind (for the run report).
+	Calls() map[string]int64
+	// CursorTime reads a stored cursor of one of the source's keys (without org prefix) and
+	// returns the time position it stands for (zero when it names none). An error says the key
+	// is not one this source reads, or its cursor is one it cannot use — the source would
+	// restart that key from its lookback. Operators' edits are checked with it, and the
+	// metrics read the committed cursors' times through it: a cursor's format is known to its
+	// source only.
+	CursorTime(key string, raw json.RawMessage) (time.Time, error)
+}
+
+// ErrNotMyKey is wrapped by CursorTime for a key the source does not read.
+var ErrNotMyKey = errors.New("not a key of this source")
+
+// EventType is the name part of a checkpoint key: keys are "<source>:<name>" (the EventLogFile
+// type, the SOQL object, the Pub/Sub topic; ApexLog's one key is its source name), and a
+// topic's /event/ or /data/ prefix is not part of its event type.
+func EventType(key string) string {
+	if _, rest, ok := strings.Cut(key, ":"); ok {
+		key = rest
+	}
+	return key[strings.LastIndexByte(key, '/')+1:]
 }
 
 // OpenRequest is what the job gives a source for one invocation.

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sf2loki/sf2loki/cli"
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/loki"
 )
 
 // holdingReceiver forwards pushes to the strict receiver; the push numbered holdAt is stored
@@ -166,7 +166,7 @@ func TestBackfillKilledAndRestarted(t *testing.T) {
 		if e.Label("source") != "eventlogfile" || e.Label("event_type") == "Logout" {
 			continue
 		}
-		if et := e.MetadataValue(cli.EventTimeMetadata); et != "" {
+		if et := e.MetadataValue(loki.EventTimeMetadata); et != "" {
 			// Pushed again at another time after the receiver refused it as too far behind the
 			// held push's newest entry: a repeat of that push, its own time kept.
 			own, err := time.Parse(time.RFC3339Nano, et)
@@ -256,7 +256,7 @@ func TestBackfillWindowBeyondMaxAge(t *testing.T) {
 		t.Fatalf("want 10 rows shipped (no sampling) and 5 outside the window: %+v", sum)
 	}
 	for _, e := range rcv.Entries() {
-		et, err := time.Parse(time.RFC3339Nano, e.MetadataValue(cli.EventTimeMetadata))
+		et, err := time.Parse(time.RFC3339Nano, e.MetadataValue(loki.EventTimeMetadata))
 		if err != nil {
 			t.Fatalf("entry without its event time: %+v", e)
 		}

@@ -178,7 +178,24 @@ func New(opts Options) (*Source, error) {
 func (s *Source) Name() string { return Name }
 
 // Calls returns the Salesforce calls this source made, by kind.
-func (s *Source) Calls() map[salesforce.Kind]int64 { return s.opts.Counter.Calls() }
+func (s *Source) Calls() map[string]int64 { return s.opts.Counter.ByKind() }
+
+// CursorTime implements source.Source: the StartTime of the last log shipped.
+func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
+	if key != Key {
+		return time.Time{}, fmt.Errorf("%w: the ApexLog source's only key is %q", source.ErrNotMyKey, Key)
+	}
+	var c cursor
+	ok, err := source.DecodeCursor(raw, 1, &c)
+	if err == nil && ok {
+		err = c.check()
+	}
+	if err != nil || !ok {
+		return time.Time{}, err
+	}
+	t, _ := salesforce.ParseDateTime(c.StartTime)
+	return t, nil
+}
 
 // cursor is the stored form.
 type cursor struct {

@@ -2,6 +2,7 @@ package eventlogfile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,6 +94,9 @@ type Options struct {
 	// Now is the local clock (nil = time.Now); Salesforce's clock is derived with the client's
 	// measured offset.
 	Now func() time.Time
+	// Window, when set, restricts the source to a window of event time under its own keys (a
+	// backfill).
+	Window *Window
 }
 
 // ErrOptions marks invalid Options.
@@ -160,7 +164,20 @@ func New(opts Options) (*Source, error) {
 }
 
 // Calls returns the Salesforce requests the source made so far, by kind (for the run report).
-func (s *Source) Calls() map[salesforce.Kind]int64 { return s.opts.Counter.Calls() }
+func (s *Source) Calls() map[string]int64 { return s.opts.Counter.ByKind() }
+
+// CursorTime implements source.Source: the CreatedDate of the file the cursor stands at.
+func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
+	prefix := s.key("")
+	if !strings.HasPrefix(key, prefix) || key == prefix {
+		return time.Time{}, fmt.Errorf("%w: %q is not %s<EventType>", source.ErrNotMyKey, key, prefix)
+	}
+	c, _, ok, err := decodeCursor(raw)
+	if err != nil || !ok {
+		return time.Time{}, err
+	}
+	return c.created, nil
+}
 
 // Name implements source.Source.
 func (s *Source) Name() string { return Name }
@@ -209,7 +226,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 	now := s.sfNow()
 	var out []source.Stream
 	for _, t := range types {
-		key := Key(t)
+		key := s.key(t)
 		st := &stream{src: s, typ: t, key: key, log: log.With("key", key), count: count, labels: labels}
 		c, skip, ok, err := decodeCursor(req.Cursors[key])
 		switch {
@@ -223,9 +240,21 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			since := now.Add(-s.opts.Lookback)
 			st.cur = Cursor{V: cursorVersion, Created: salesforce.FormatDateTime(since), created: since}
 		}
+		if w := s.opts.Window; w != nil {
+			out = append(out, &windowStream{stream: st, w: w, prog: w.Progress, cov: w.Progress.stream()})
+			continue
+		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// key is the checkpoint key of an event type: Key(type), under the window's prefix if any.
+func (s *Source) key(eventType string) string {
+	if w := s.opts.Window; w != nil {
+		return w.KeyPrefix + Key(eventType)
+	}
+	return Key(eventType)
 }
 
 // eventTypes resolves the configured types: explicit names plus, for *, the discovered ones.

@@ -539,7 +539,7 @@ func TestCounterAttributesCalls(t *testing.T) {
 	}
 	src := e.source(Options{})
 	e.run(src, map[string]json.RawMessage{}, 1000, nil)
-	if got := src.Calls(); got[salesforce.KindQuery] != 1 || got[salesforce.KindEventLogFile] != 2 {
+	if got := src.Calls(); got[string(salesforce.KindQuery)] != 1 || got[string(salesforce.KindEventLogFile)] != 2 {
 		t.Fatalf("Calls() = %v, want one listing and two downloads", got)
 	}
 }

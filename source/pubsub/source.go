@@ -23,6 +23,7 @@ package pubsub
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -238,6 +239,16 @@ func New(c Client, disc Discoverer, opts Options) (*Source, error) {
 	return &Source{c: c, disc: disc, opts: opts.withDefaults()}, nil
 }
 
+// replayAgePrefix starts the event that carries a topic's replay position age in seconds.
+const replayAgePrefix = "replay_id_age_seconds:"
+
+// ReplayAgeEvent is the name of the event counting, in seconds, how long the topic's stored
+// replay id had not advanced when the run started.
+func ReplayAgeEvent(topic string) string { return replayAgePrefix + topic }
+
+// ReplayAgeTopic returns the topic of a ReplayAgeEvent name.
+func ReplayAgeTopic(event string) (string, bool) { return strings.CutPrefix(event, replayAgePrefix) }
+
 // Name implements source.Source.
 func (s *Source) Name() string { return Name }
 
@@ -313,7 +324,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			age := time.Duration(-1)
 			if !cur.AdvancedAt.IsZero() {
 				age = max(0, now.Sub(cur.AdvancedAt))
-				count("replay_id_age_seconds:"+topic, int64(age/time.Second))
+				count(ReplayAgeEvent(topic), int64(age/time.Second))
 				if age >= s.opts.AgeWarning {
 					note(fmt.Sprintf("%s: the stored replay id has not advanced for %s; Salesforce keeps about 72h, after which the position is lost", topic, age.Round(time.Minute)))
 				}
@@ -358,6 +369,22 @@ func (s *Source) Calls() map[string]int64 {
 		return c.Stats().Calls
 	}
 	return nil
+}
+
+// CursorTime implements source.Source: the time of the last event shipped, else when the
+// replay position last advanced (zero for a legacy value that records neither).
+func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
+	if !strings.HasPrefix(key, KeyPrefix) || !ValidTopic(strings.TrimPrefix(key, KeyPrefix)) {
+		return time.Time{}, fmt.Errorf("%w: %q is not %s<topic>", source.ErrNotMyKey, key, KeyPrefix)
+	}
+	c, _, ok, err := DecodeCursor(raw)
+	if err != nil || !ok {
+		return time.Time{}, err
+	}
+	if !c.LastEventAt.IsZero() {
+		return c.LastEventAt, nil
+	}
+	return c.AdvancedAt, nil
 }
 
 // resolveTopics expands "*" with describeGlobal and removes duplicates, keeping order.

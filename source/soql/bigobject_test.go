@@ -187,7 +187,7 @@ func TestBigObjectLateRow(t *testing.T) {
 	if len(third.records) != 0 {
 		t.Fatalf("third run delivered %d records, want none", len(third.records))
 	}
-	if q := third.calls[salesforce.KindQuery]; q > 2 {
+	if q := third.calls[string(salesforce.KindQuery)]; q > 2 {
 		t.Fatalf("a run with nothing new cost %d queries", q)
 	}
 }
@@ -206,7 +206,7 @@ func TestBigObjectAPICallsPer10000(t *testing.T) {
 	if n := len(res.entries()); n != 10_000 {
 		t.Fatalf("delivered %d rows, want 10000", n)
 	}
-	q, d := res.calls[salesforce.KindQuery], res.calls[salesforce.KindDescribe]
+	q, d := res.calls[string(salesforce.KindQuery)], res.calls[string(salesforce.KindDescribe)]
 	t.Logf("10000 Big Object rows: %d query calls, %d describe calls; all calls %v", q, d, res.calls)
 	if q > 10_000/200*5/4 || d != 1 {
 		t.Fatalf("10000 rows cost %d query calls and %d describes; want at most 62 and 1", q, d)

@@ -48,7 +48,7 @@ type result struct {
 	cursors map[string]json.RawMessage
 	events  map[string]int64
 	errs    map[string]error
-	calls   map[salesforce.Kind]int64
+	calls   map[string]int64
 	logs    *bytes.Buffer // the source's log, as text
 }
 

@@ -68,7 +68,7 @@ func TestTieGroupAcrossRuns(t *testing.T) {
 	for ; runs < 50; runs++ {
 		res := e.run(t, opts, cursors, 700)
 		noErrors(t, res)
-		queries += res.calls[salesforce.KindQuery]
+		queries += res.calls[string(salesforce.KindQuery)]
 		shrunk += res.events[soql.EventOverlapShrunk]
 		if len(res.records) == 0 {
 			break
@@ -123,7 +123,7 @@ func TestAPICallsPer10000(t *testing.T) {
 	if n := len(res.entries()); n != 10_000 {
 		t.Fatalf("delivered %d rows, want 10000", n)
 	}
-	q, d := res.calls[salesforce.KindQuery], res.calls[salesforce.KindDescribe]
+	q, d := res.calls[string(salesforce.KindQuery)], res.calls[string(salesforce.KindDescribe)]
 	t.Logf("10000 rows: %d query calls, %d describe calls", q, d)
 	if q > 5 || d != 1 {
 		t.Fatalf("10000 rows cost %d query calls and %d describes; want at most 5 and 1", q, d)

@@ -91,7 +91,23 @@ func New(opts Options) (*Source, error) {
 func (s *Source) Name() string { return Name }
 
 // Calls returns the Salesforce calls this source made, by kind.
-func (s *Source) Calls() map[salesforce.Kind]int64 { return s.counter.Calls() }
+func (s *Source) Calls() map[string]int64 { return s.counter.ByKind() }
+
+// CursorTime implements source.Source: the timestamp of the last row shipped.
+func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
+	for _, o := range s.objects {
+		if Key(o.Name) != key {
+			continue
+		}
+		kind := byID
+		if o.BigObject {
+			kind = byEventIdentifier
+		}
+		st, _, err := decodeCursor(raw, o.TimestampField, kind)
+		return st.pos.ts, err
+	}
+	return time.Time{}, fmt.Errorf("%w: %q names no configured object", source.ErrNotMyKey, key)
+}
 
 // Open implements source.Source: one stream per object, reading its cursor from req. Nothing is
 // queried until a stream's first Next.

@@ -104,6 +104,27 @@ func (s *Numbered) Name() string {
 	return s.SourceName
 }
 
+// Calls implements source.Source: Numbered calls nothing.
+func (s *Numbered) Calls() map[string]int64 { return nil }
+
+// CursorTime implements source.Source: the timestamp of the cursor's record.
+func (s *Numbered) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
+	s.mu.Lock()
+	_, mine := s.Totals[key]
+	s.mu.Unlock()
+	if !mine {
+		return time.Time{}, fmt.Errorf("%w: %q", source.ErrNotMyKey, key)
+	}
+	n, err := DecodeCursor(raw)
+	if err != nil || n == 0 {
+		return time.Time{}, err
+	}
+	if s.Stamp != nil {
+		return s.Stamp(key, n), nil
+	}
+	return s.Base.Add(time.Duration(n) * time.Millisecond), nil
+}
+
 // Open implements source.Source.
 func (s *Numbered) Open(_ context.Context, req source.OpenRequest) ([]source.Stream, error) {
 	s.mu.Lock()

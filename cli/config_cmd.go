@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/job"
 )
 
 func configCommand() *cli.Command {
@@ -27,6 +30,9 @@ func configCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					cfg, err := loadConfig(c)
 					if err != nil {
+						return err
+					}
+					if err := checkJobs(c.Context, cfg); err != nil {
 						return err
 					}
 					for _, w := range cfg.Warnings() {
@@ -54,4 +60,30 @@ func configCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// checkJobs builds every job group's invocation (or the whole configuration's) the way
+// run-once does, without network: anything run-once would refuse at start is refused here with
+// the same message and exit code.
+func checkJobs(ctx context.Context, cfg *config.Config) error {
+	groups := []string{""}
+	if len(cfg.Jobs) > 0 {
+		groups = cfg.JobNames()
+	}
+	for _, g := range groups {
+		gcfg := cfg
+		if g != "" {
+			var err error
+			if gcfg, err = cfg.ForJob(g); err != nil {
+				return exitf(ExitConfig, "%v", err)
+			}
+		}
+		if err := checkInvocation(ctx, gcfg, slog.New(slog.DiscardHandler)); err != nil {
+			if g != "" {
+				err = fmt.Errorf("jobs[%s]: %w", g, err)
+			}
+			return &ExitError{Code: outcomeExit(job.OutcomeOf(err, false), true), Err: err}
+		}
+	}
+	return nil
 }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -31,9 +34,18 @@ func TestConfigExampleChecksClean(t *testing.T) {
 		t.Fatalf("config example exited %d: %s", code, stderr)
 	}
 	path := writeFile(t, dir, "c.yaml", example)
+	// The example enables no source (each is a choice) and names no credentials: as it is, it
+	// would ship nothing, which check refuses. With a source and a key it checks clean.
+	if code, _, stderr := run(t, "config", "check", "--config", path); code != ExitConfig || !strings.Contains(stderr, "no source is enabled") {
+		t.Fatalf("config check of the bare example: exit %d, %s; want exit 2 naming the missing source", code, stderr)
+	}
+	t.Setenv("SF2LOKI_SOURCES__APEXLOG__ENABLED", "true")
+	t.Setenv("SF2LOKI_SALESFORCE__CLIENT_ID", "3MVG9-example")
+	t.Setenv("SF2LOKI_SALESFORCE__USERNAME", "integration@example.com")
+	t.Setenv("SF2LOKI_SALESFORCE__PRIVATE_KEY_FILE", writeFile(t, dir, "key.pem", string(testKeyPEM(t))))
 	code, out, stderr := run(t, "config", "check", "--config", path)
 	if code != ExitOK {
-		t.Fatalf("config check of the generated example exited %d:\n%s", code, stderr)
+		t.Fatalf("config check of the generated example with a source enabled exited %d:\n%s", code, stderr)
 	}
 	if !strings.Contains(out, "configuration OK") {
 		t.Errorf("config check printed %q, want a confirmation", out)
@@ -108,4 +120,48 @@ func TestVersionPrintsGoVersion(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "go1.") || !strings.HasPrefix(out, "sf2loki ") {
 		t.Errorf("version: exit %d, output %q", code, out)
 	}
+}
+
+// One validation path: what run-once refuses at start, config check refuses, with the same
+// message and exit code — and a configuration that would ship nothing is refused by both.
+func TestConfigCheckRefusesWhatRunOnceRefuses(t *testing.T) {
+	dir := t.TempDir()
+	key := writeFile(t, dir, "key.pem", string(testKeyPEM(t)))
+	base := "salesforce:\n  login_url: https://login.example.com\n  client_id: c\n  username: u@example.com\n  private_key_file: " + key + "\n" +
+		"sink:\n  loki:\n    url: http://127.0.0.1:1/loki/api/v1/push\n" +
+		"state:\n  store: file\n  file:\n    path: " + filepath.Join(dir, "state.json") + "\n"
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"no source enabled", base, "no source is enabled"},
+		{"empty configuration", "{}\n", "no source is enabled"},
+		{"an exclude pattern the source refuses", base + "sources:\n  eventlogfile:\n    enabled: true\n    event_types: ['*']\n    exclude: [Login_]\n", "exclude"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wd := t.TempDir()
+			t.Chdir(wd)
+			path := writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml", tc.yaml)
+			code, _, checkErr := run(t, "config", "check", "--config", path)
+			if code != ExitConfig || !strings.Contains(checkErr, tc.want) {
+				t.Fatalf("config check: exit %d, stderr %q; want exit 2 naming %q", code, checkErr, tc.want)
+			}
+			code, out, runErr := run(t, "run-once", "--config", path)
+			if code != ExitConfig || !strings.Contains(out+runErr, tc.want) {
+				t.Fatalf("run-once: exit %d, stdout %q, stderr %q; want exit 2 naming %q", code, out, runErr, tc.want)
+			}
+			if entries, _ := os.ReadDir(wd); len(entries) != 0 {
+				t.Fatalf("a refused configuration left %d files in the working directory", len(entries))
+			}
+		})
+	}
+}
+
+// testKeyPEM returns a fresh RSA private key in PEM (PKCS#8).
+func testKeyPEM(t *testing.T) []byte {
+	t.Helper()
+	kp, err := simsf.NewKeyPair(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp.KeyPEM
 }

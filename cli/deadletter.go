@@ -75,6 +75,9 @@ func runDeadLetterReplay(c *cli.Context) error {
 		return storeExit(err)
 	}
 	defer parts.close()
+	if err := openDeadLetter(ctx, cfg, parts, nil); err != nil { // what is refused again goes there
+		return storeExit(err)
+	}
 	parts.deps.Bindings = []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}
 	// The whole file in one invocation: the batch bounds would only split it into runs.
 	parts.opts.Drain = true

@@ -175,30 +175,71 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 // buildInvocation builds everything one invocation needs. A non-nil warm keeps the store
 // backend, the Loki client and the Salesforce clients across invocations (see warmClients).
 func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *warmClients) (*invocationParts, error) {
+	if err := requireSource(cfg); err != nil {
+		return nil, err
+	}
 	p, sh, log, err := buildCore(ctx, cfg, log, warm)
 	if err != nil {
 		return nil, err
 	}
+	if err := openDeadLetter(ctx, cfg, p, warm); err != nil {
+		p.close()
+		return nil, err
+	}
+	if err := p.bind(cfg, sh, log, warm); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// checkInvocation builds the parts of an invocation the way run-once does, without opening the
+// dead letter and without any network call, and lets them go: what run-once refuses at start,
+// `config check` refuses with the same message.
+func checkInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if err := requireSource(cfg); err != nil {
+		return err
+	}
+	p, sh, log, err := buildCore(ctx, cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	return p.bind(cfg, sh, log, nil)
+}
+
+// requireSource refuses a configuration (or job group) with no source enabled: a run would end
+// ok having shipped nothing, every time.
+func requireSource(cfg *config.Config) error {
+	for _, org := range cfg.OrgList() {
+		if org.Sources.Enabled() {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w anything: no source is enabled; enable at least one of sources.eventlogfile, sources.soql, "+
+		"sources.apexlog or sources.pubsub (orgs[i].sources with orgs)", errWiring)
+}
+
+// bind builds every enabled source of every org into the invocation's bindings.
+func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.Logger, warm *warmClients) error {
 	for _, org := range cfg.OrgList() {
 		if !org.Sources.Enabled() {
 			continue
 		}
 		client, err := warm.salesforceClient(org.Path, salesforceOptions(org.Salesforce, log.With("org", org.Name)))
 		if err != nil {
-			p.close()
-			return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
+			return fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
 		p.orgs = append(p.orgs, orgClient{org: org.Name, client: client})
 		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Full: cfg.Full(), Log: log.With("org", org.Name), Now: time.Now}
 		bindings, err := orgBindings(env, org.Sources, sh)
 		if err != nil {
-			p.close()
-			return nil, err
+			return err
 		}
 		p.deps.Bindings = append(p.deps.Bindings, bindings...)
 	}
 	markLegacyFallback(p.deps.Bindings)
-	return p, nil
+	return nil
 }
 
 // buildCore builds what every invocation under the configuration's lease needs, whatever it
@@ -231,20 +272,25 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 		return nil, nil, nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
 	}
 	p.deps.Sink = sink
-	if w, err := openS3DeadLetter(ctx, cfg, inv, warm); err != nil || w != nil {
+	return p, sh, log, nil
+}
+
+// openDeadLetter opens sink.loki.dead_letter_path (a file, or an s3:// prefix) for the run.
+func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts, warm *warmClients) error {
+	if w, err := openS3DeadLetter(ctx, cfg, p.opts.Invocation, warm); err != nil || w != nil {
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
+			return fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
 		}
 		p.opts.DeadLetter = w
 	} else if path := cfg.Sink.Loki.DeadLetterPath; path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
+			return fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
 		}
 		p.closers = append(p.closers, f)
 		p.opts.DeadLetter = f
 	}
-	return p, sh, log, nil
+	return nil
 }
 
 // markLegacyFallback lets the first org of a multi-org configuration read unprefixed keys

@@ -48,6 +48,9 @@ func scheduleCommand() *cli.Command {
 			warnStartup(cfg, log)
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
+			if err := checkJobs(ctx, cfg); err != nil { // refuse at start what every tick would refuse
+				return err
+			}
 			pm, err := newProcessMetrics(ctx, cfg.Metrics, log, true)
 			if err != nil {
 				return exitf(ExitConfig, "metrics: %v", err)

@@ -121,12 +121,14 @@ func New(opts Options) (*Source, error) {
 	if len(opts.EventTypes) == 0 {
 		return nil, fmt.Errorf("%w: no event types (list them, or * to discover)", ErrOptions)
 	}
-	for _, t := range append(slices.Clone(opts.EventTypes), opts.Exclude...) {
-		if t == shape.Wildcard {
-			continue
-		}
-		if err := salesforce.ValidateIdentifier(t); err != nil {
-			return nil, fmt.Errorf("%w: event type: %w", ErrOptions, err)
+	for name, list := range map[string][]string{"event_types": opts.EventTypes, "exclude": opts.Exclude} {
+		for _, t := range list {
+			if t == shape.Wildcard && name == "event_types" {
+				continue
+			}
+			if err := salesforce.ValidateIdentifier(t); err != nil {
+				return nil, fmt.Errorf("%w: %s: %w", ErrOptions, name, err)
+			}
 		}
 	}
 	if opts.Lookback <= 0 {

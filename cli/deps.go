@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sf2loki/sf2loki/config"
@@ -16,6 +19,7 @@ import (
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/store"
 	"github.com/sf2loki/sf2loki/store/configmap"
 	"github.com/sf2loki/sf2loki/store/file"
@@ -291,6 +295,45 @@ func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts,
 		p.opts.DeadLetter = f
 	}
 	return nil
+}
+
+// checkCursor refuses a cursor no configured source would use: a key none of them reads (a
+// misspelled key, a source not enabled) or a value its source cannot decode (it would restart
+// the key from its lookback). The sources are built offline, as config check builds them.
+func checkCursor(ctx context.Context, cfg *config.Config, key string, value json.RawMessage) error {
+	if err := requireSource(cfg); err != nil {
+		return err
+	}
+	sh, err := buildShaper(cfg)
+	if err != nil {
+		return err
+	}
+	p := &invocationParts{}
+	defer p.close()
+	if err := p.bind(cfg, sh, slog.New(slog.DiscardHandler), nil); err != nil {
+		return err
+	}
+	var names []string
+	for _, b := range p.deps.Bindings {
+		rest, ok := strings.CutPrefix(key, b.KeyPrefix())
+		if !ok && !b.LegacyFallback {
+			continue
+		}
+		if !ok {
+			rest = key
+		}
+		_, err := b.Source.CursorTime(rest, value)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, source.ErrNotMyKey):
+			return exitf(ExitConfig, "%s cannot use this value for %s, so it would restart the key from its lookback: %v; "+
+				"copy a value of the same form from `sf2loki state show --json`", b.ReportName(), key, err)
+		}
+		names = append(names, b.ReportName())
+	}
+	return exitf(ExitConfig, "no configured source reads the key %s (configured: %s); check the spelling against `sf2loki state show`, "+
+		"or enable the source first", key, strings.Join(names, ", "))
 }
 
 // markLegacyFallback lets the first org of a multi-org configuration read unprefixed keys

@@ -355,6 +355,11 @@ func stateSet(c *cli.Context) error {
 		return err
 	}
 	defer stop()
+	if !c.Bool("backfill") { // a backfill's keys name its window: only the backfill reads them
+		if err := checkCursor(t.ctx, t.cfg, key, value); err != nil {
+			return err
+		}
+	}
 	var before json.RawMessage
 	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
 		if cp, ok := doc.Checkpoints[key]; ok {

@@ -202,15 +202,29 @@ func TestStateCommands(t *testing.T) {
 		t.Fatalf("state show --json: %v %s", err, js)
 	}
 
-	if r := run("--config", e.cfg, "state", "set", "custom:key", "legacy-string", "--wait", "1s"); r.code != 0 {
+	if r := run("--config", e.cfg, "state", "set", "eventlogfile:Login", operatorValue, "--wait", "1s"); r.code != 0 {
 		t.Fatalf("state set: %s", r)
 	}
 	doc, _ = readDoc(t, e.s.statePath)
-	if got := string(doc.Checkpoints["custom:key"].Value); got != `"legacy-string"` || doc.FenceEpoch() != epoch0+1 {
+	if got := compact(t, doc.Checkpoints["eventlogfile:Login"].Value); got != operatorValue || doc.FenceEpoch() != epoch0+1 {
 		t.Fatalf("after set: value %s, fence %d (want %d)", got, doc.FenceEpoch(), epoch0+1)
 	}
-	if r := run("--config", e.cfg, "state", "set", "custom:key", "{broken", "--wait", "1s"); r.code != 2 {
+	if r := run("--config", e.cfg, "state", "set", "eventlogfile:Login", "{broken", "--wait", "1s"); r.code != 2 {
 		t.Fatalf("broken JSON must be refused: %s", r)
+	}
+	// A key no configured source reads (a typo), or a value its source cannot use (it would
+	// restart the key from its lookback), is refused before anything is written.
+	for _, bad := range []struct{ key, value, want string }{
+		{"eventlogfile:Loign", operatorValue, "no configured source reads the key eventlogfile:Loign"},
+		{"custom:key", "legacy-string", "no configured source reads the key custom:key"},
+		{"eventlogfile:Login", `{"v":1,"created":"yesterday","file_id":"0AT000000000999AAA","row":0}`, "cannot use this value"},
+	} {
+		if r := run("--config", e.cfg, "state", "set", bad.key, bad.value, "--wait", "1s"); r.code != 2 || !strings.Contains(r.stderr, bad.want) {
+			t.Fatalf("state set %s %s: %s; want exit 2 saying %q", bad.key, bad.value, r, bad.want)
+		}
+	}
+	if doc2, _ := readDoc(t, e.s.statePath); doc2.FenceEpoch() != epoch0+1 {
+		t.Fatal("a refused set bumped the epoch")
 	}
 	if r := run("--config", e.cfg, "state", "set", "__fence_epoch__", "9"); r.code != 2 {
 		t.Fatalf("the legacy fence key must be refused: %s", r)
@@ -223,11 +237,11 @@ func TestStateCommands(t *testing.T) {
 	if doc.FenceEpoch() != epoch0+1 {
 		t.Fatal("a refused delete bumped the epoch")
 	}
-	if r := run("--config", e.cfg, "state", "delete", "custom:key"); r.code != 0 {
+	if r := run("--config", e.cfg, "state", "delete", "eventlogfile:Login"); r.code != 0 {
 		t.Fatalf("state delete: %s", r)
 	}
 	doc, _ = readDoc(t, e.s.statePath)
-	if _, ok := doc.Checkpoints["custom:key"]; ok || doc.FenceEpoch() != epoch0+2 {
+	if _, ok := doc.Checkpoints["eventlogfile:Login"]; ok || doc.FenceEpoch() != epoch0+2 {
 		t.Fatalf("after delete: %+v", doc)
 	}
 

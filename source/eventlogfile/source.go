@@ -171,8 +171,12 @@ func (s *Source) Calls() map[string]int64 { return s.opts.Counter.ByKind() }
 // CursorTime implements source.Source: the CreatedDate of the file the cursor stands at.
 func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
 	prefix := s.key("")
-	if !strings.HasPrefix(key, prefix) || key == prefix {
+	typ, ok := strings.CutPrefix(key, prefix)
+	if !ok || salesforce.ValidateIdentifier(typ) != nil {
 		return time.Time{}, fmt.Errorf("%w: %q is not %s<EventType>", source.ErrNotMyKey, key, prefix)
+	}
+	if !slices.Contains(s.opts.EventTypes, shape.Wildcard) && !slices.ContainsFunc(s.opts.EventTypes, func(t string) bool { return strings.EqualFold(t, typ) }) {
+		return time.Time{}, fmt.Errorf("%w: %s is not among the event types %v", source.ErrNotMyKey, typ, s.opts.EventTypes)
 	}
 	c, _, ok, err := decodeCursor(raw)
 	if err != nil || !ok {

@@ -140,7 +140,7 @@ func lokiLimits(l config.Loki) loki.Limits {
 // salesforceOptions maps one org's salesforce section onto the client's options.
 func salesforceOptions(s config.Salesforce, log *slog.Logger) salesforce.Options {
 	return salesforce.Options{
-		LoginURL: s.LoginURL, InstanceURL: s.InstanceURL, APIVersion: s.APIVersion,
+		LoginURL: s.EffectiveLoginURL(), InstanceURL: s.InstanceURL, APIVersion: s.APIVersion,
 		AuthMode: salesforce.AuthMode(s.AuthMode), ClientID: s.ClientID, Username: s.Username,
 		PrivateKeyPEM: []byte(s.PrivateKey.Value()), ClientSecret: s.ClientSecret.Value(), OrgID: s.OrgID,
 		TokenLifetime: s.TokenLifetime.D(), HTTPTimeout: s.Timeout.D(), RetryMax: s.MaxRetries,

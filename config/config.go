@@ -39,20 +39,21 @@ type Config struct {
 
 // Salesforce is how sf2loki authenticates to one org.
 type Salesforce struct {
-	LoginURL      string   `yaml:"login_url" default:"https://login.salesforce.com" example:"https://acme.my.salesforce.com" desc:"OAuth host: your My Domain URL (recommended), login.salesforce.com or test.salesforce.com."`
-	InstanceURL   string   `yaml:"instance_url" desc:"Override of the instance URL returned with the token (normally empty)."`
-	APIVersion    string   `yaml:"api_version" default:"62.0" desc:"REST API version, without the v."`
-	AuthMode      string   `yaml:"auth_mode" default:"jwt_bearer" enum:"jwt_bearer|client_credentials" desc:"OAuth flow: jwt_bearer (private key) or client_credentials (My Domain only)."`
-	ClientID      string   `yaml:"client_id" example:"3MVG9-consumer-key-of-your-connected-app" desc:"Consumer key of the connected app / external client app."`
-	Username      string   `yaml:"username" example:"integration@example.com" desc:"Integration user (jwt_bearer only)."`
-	PrivateKey    Secret   `yaml:"private_key" example:"/run/secrets/sf-jwt.key" desc:"PEM RSA private key whose certificate is on the app (jwt_bearer); prefer private_key_file."`
-	ClientSecret  Secret   `yaml:"client_secret" desc:"Consumer secret (client_credentials); prefer client_secret_file."`
-	OrgID         string   `yaml:"org_id" desc:"18-character org id; normally read from the token response."`
-	TokenLifetime Duration `yaml:"token_lifetime" default:"1h" desc:"Assumed session lifetime (Salesforce does not return it); at least 2m."`
-	Timeout       Duration `yaml:"timeout" default:"30s" desc:"Timeout of one HTTP request to Salesforce."`
-	MaxRetries    int      `yaml:"max_retries" default:"4" min:"0" desc:"Retries of a failed request (5xx, transport errors) with exponential backoff."`
-	BatchSize     int      `yaml:"batch_size" default:"2000" min:"200" desc:"SOQL page size asked for with Sforce-Query-Options (200-2000)."`
-	TLS           TLS      `yaml:"tls" desc:"TLS settings for Salesforce."`
+	Environment   Environment `yaml:"environment" desc:"production or sandbox: the login host when login_url is empty (login.salesforce.com or test.salesforce.com); empty = production. A login_url of the other environment's generic host is an error; any other login_url (your My Domain) wins."`
+	LoginURL      string      `yaml:"login_url" example:"https://acme.my.salesforce.com" desc:"OAuth host: your My Domain URL (recommended); empty = the generic host of environment (login.salesforce.com, or test.salesforce.com for sandbox)."`
+	InstanceURL   string      `yaml:"instance_url" desc:"Override of the instance URL returned with the token (normally empty)."`
+	APIVersion    string      `yaml:"api_version" default:"62.0" desc:"REST API version, without the v."`
+	AuthMode      string      `yaml:"auth_mode" default:"jwt_bearer" enum:"jwt_bearer|client_credentials" desc:"OAuth flow: jwt_bearer (private key) or client_credentials (My Domain only)."`
+	ClientID      string      `yaml:"client_id" example:"3MVG9-consumer-key-of-your-connected-app" desc:"Consumer key of the connected app / external client app."`
+	Username      string      `yaml:"username" example:"integration@example.com" desc:"Integration user (jwt_bearer only)."`
+	PrivateKey    Secret      `yaml:"private_key" example:"/run/secrets/sf-jwt.key" desc:"PEM RSA private key whose certificate is on the app (jwt_bearer); prefer private_key_file."`
+	ClientSecret  Secret      `yaml:"client_secret" desc:"Consumer secret (client_credentials); prefer client_secret_file."`
+	OrgID         string      `yaml:"org_id" desc:"18-character org id; normally read from the token response."`
+	TokenLifetime Duration    `yaml:"token_lifetime" default:"1h" desc:"Assumed session lifetime (Salesforce does not return it); at least 2m."`
+	Timeout       Duration    `yaml:"timeout" default:"30s" desc:"Timeout of one HTTP request to Salesforce."`
+	MaxRetries    int         `yaml:"max_retries" default:"4" min:"0" desc:"Retries of a failed request (5xx, transport errors) with exponential backoff."`
+	BatchSize     int         `yaml:"batch_size" default:"2000" min:"200" desc:"SOQL page size asked for with Sforce-Query-Options (200-2000)."`
+	TLS           TLS         `yaml:"tls" desc:"TLS settings for Salesforce."`
 }
 
 // Org is one entry of the orgs list.

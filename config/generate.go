@@ -237,6 +237,8 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 		}}
 	case secretType:
 		return &jsonschema.Schema{Type: "string"}
+	case environmentType:
+		return &jsonschema.Schema{Type: "string", Enum: []any{"", string(EnvironmentProduction), string(EnvironmentSandbox)}}
 	}
 	return nil
 }

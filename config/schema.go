@@ -45,6 +45,9 @@ var (
 	durationType = reflect.TypeOf(Duration(0))
 	byteSizeType = reflect.TypeOf(ByteSize(0))
 	secretType   = reflect.TypeOf(Secret(""))
+	// environmentType is a string key whose JSON Schema lists its values (it may be empty, so it
+	// has no enum tag).
+	environmentType = reflect.TypeOf(Environment(""))
 )
 
 var (

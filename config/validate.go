@@ -121,7 +121,8 @@ func (c *Config) validateOrgs(errs *Errors) {
 }
 
 func validateSalesforce(s Salesforce, path string, required bool, errs *Errors) {
-	validateURL(s.LoginURL, join(path, "login_url"), errs)
+	validateURL(s.EffectiveLoginURL(), join(path, "login_url"), errs)
+	validateEnvironment(s, path, errs)
 	if s.InstanceURL != "" {
 		validateURL(s.InstanceURL, join(path, "instance_url"), errs)
 	}
@@ -157,7 +158,7 @@ func validateSalesforce(s Salesforce, path string, required bool, errs *Errors) 
 		if s.ClientSecret == "" {
 			errs.add(join(path, "client_secret_file"), "is required for auth_mode client_credentials")
 		}
-		if u, err := url.Parse(s.LoginURL); err == nil && slices.Contains(genericHosts, strings.ToLower(u.Hostname())) {
+		if u, err := url.Parse(s.EffectiveLoginURL()); err == nil && slices.Contains(genericHosts, strings.ToLower(u.Hostname())) {
 			errs.add(join(path, "login_url"), "client_credentials needs your My Domain URL (https://<domain>.my.salesforce.com); %s refuses it", u.Hostname())
 		}
 	}

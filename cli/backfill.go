@@ -334,7 +334,7 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 	if err != nil {
 		return deps, nil, err
 	}
-	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
 	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
 	sink, err := loki.New(lo)
 	if err != nil {
@@ -347,7 +347,7 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 		settle = eventlogfile.DefaultSettleWindow // the window reaches the recent past: let new files settle
 	}
 	for _, o := range plan.orgs {
-		client, err := salesforce.New(salesforceOptions(o.entry.Salesforce, log.With("org", o.entry.Name)))
+		client, err := salesforce.New(salesforceOptions(o.entry.Salesforce, cfg.HTTP, log.With("org", o.entry.Name)))
 		if err != nil {
 			return deps, nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
 		}

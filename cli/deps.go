@@ -112,8 +112,8 @@ func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv st
 	return l, nil
 }
 
-// lokiOptions maps sink.loki onto the push client's options.
-func lokiOptions(l config.Loki, log *slog.Logger) loki.Options {
+// lokiOptions maps sink.loki (and the proxy of http) onto the push client's options.
+func lokiOptions(l config.Loki, h config.HTTP, log *slog.Logger) loki.Options {
 	enc := loki.EncodingProtobuf
 	if l.Encoding == "json" {
 		enc = loki.EncodingJSON
@@ -128,6 +128,7 @@ func lokiOptions(l config.Loki, log *slog.Logger) loki.Options {
 		MaxEntriesPerRequest: l.BatchMaxEntries, MaxRetries: l.MaxRetries,
 		MinBackoff: l.MinBackoff.D(), MaxBackoff: l.MaxBackoff.D(), MaxLineBytes: int(l.LineMaxBytes),
 		Labels: loki.LabelOptions{ExtraAllowed: l.ExtraLabels}, Limits: lokiLimits(l), Logger: log, Now: testNow,
+		Proxy: h.ProxyFunc(),
 	}
 }
 
@@ -137,15 +138,16 @@ func lokiLimits(l config.Loki) loki.Limits {
 		DisallowStructuredMetadata: !l.StructuredMetadata, MaxMetadataBytes: int(l.MetadataMaxBytes), MaxMetadataEntries: l.MetadataMaxEntries}
 }
 
-// salesforceOptions maps one org's salesforce section onto the client's options.
-func salesforceOptions(s config.Salesforce, log *slog.Logger) salesforce.Options {
+// salesforceOptions maps one org's salesforce section (and the proxy of http) onto the client's
+// options.
+func salesforceOptions(s config.Salesforce, h config.HTTP, log *slog.Logger) salesforce.Options {
 	return salesforce.Options{
 		LoginURL: s.EffectiveLoginURL(), InstanceURL: s.InstanceURL, APIVersion: s.APIVersion,
 		AuthMode: salesforce.AuthMode(s.AuthMode), ClientID: s.ClientID, Username: s.Username,
 		PrivateKeyPEM: []byte(s.PrivateKey.Value()), ClientSecret: s.ClientSecret.Value(), OrgID: s.OrgID,
 		TokenLifetime: s.TokenLifetime.D(), HTTPTimeout: s.Timeout.D(), RetryMax: s.MaxRetries,
 		BatchSize: s.BatchSize, TLSCAFile: s.TLS.CAFile, TLSInsecureSkipVerify: s.TLS.InsecureSkipVerify,
-		Logger: log,
+		Proxy: h.ProxyFunc(), Logger: log,
 	}
 }
 
@@ -230,7 +232,7 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 		if !org.Sources.Enabled() {
 			continue
 		}
-		client, err := warm.salesforceClient(org.Path, salesforceOptions(org.Salesforce, log.With("org", org.Name)))
+		client, err := warm.salesforceClient(org.Path, salesforceOptions(org.Salesforce, cfg.HTTP, log.With("org", org.Name)))
 		if err != nil {
 			return fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
@@ -269,7 +271,7 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
 	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
 	sink, err := warm.lokiClient(lo)
 	if err != nil {

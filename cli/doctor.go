@@ -132,7 +132,7 @@ func doctorChecks(ctx context.Context, source string, cfg *config.Config, log *s
 		if !org.Sources.Enabled() && !org.Salesforce.Configured() {
 			continue
 		}
-		o, closer := doctorOrg(org, log)
+		o, closer := doctorOrg(org, cfg.HTTP, log)
 		if closer != nil {
 			closers = append(closers, closer)
 		}
@@ -150,7 +150,7 @@ func doctorChecks(ctx context.Context, source string, cfg *config.Config, log *s
 		}
 	}
 
-	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
 	lo.MaxRetries = min(lo.MaxRetries, 2)
 	lc, lerr := loki.New(lo)
 	target := doctor.Loki{ClientErr: lerr, URL: obs.RedactURL(cfg.Sink.Loki.URL), Labels: cfg.Sink.Loki.Labels, Run: lease.NewInvocation()}
@@ -184,10 +184,10 @@ func doctorChecks(ctx context.Context, source string, cfg *config.Config, log *s
 }
 
 // doctorOrg maps one org's configuration onto its doctor target.
-func doctorOrg(org config.OrgEntry, log *slog.Logger) (doctor.Org, io.Closer) {
+func doctorOrg(org config.OrgEntry, h config.HTTP, log *slog.Logger) (doctor.Org, io.Closer) {
 	s := org.Sources
 	o := doctor.Org{Name: org.Name, Path: org.Path, AuthMode: org.Salesforce.AuthMode, Username: org.Salesforce.Username}
-	client, err := salesforce.New(salesforceOptions(org.Salesforce, log.With("org", org.Name)))
+	client, err := salesforce.New(salesforceOptions(org.Salesforce, h, log.With("org", org.Name)))
 	if err != nil {
 		o.ClientErr = err
 		return o, nil
@@ -307,7 +307,7 @@ func leaseRef(cfg *config.Config, l lease.Lease) store.LeaseRef {
 // doctorOrdering is the ordering check of the configuration: a client without its own checks
 // (the probes must reach the receiver as they are), the limits assumed, and what is shipped.
 func doctorOrdering(cfg *config.Config, log *slog.Logger, run string) doctor.Ordering {
-	lo := lokiOptions(cfg.Sink.Loki, log)
+	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
 	lo.MaxRetries = min(lo.MaxRetries, 2)
 	lo.Limits = loki.Limits{MaxAge: -1, CreationGracePeriod: -1, MaxMetadataBytes: -1, MaxMetadataEntries: -1}
 	lc, err := loki.New(lo)

@@ -85,7 +85,7 @@ func TestSOQLAndApexLogWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := salesforce.New(salesforceOptions(cfg.Orgs[0].Salesforce, slog.New(slog.DiscardHandler)))
+	client, err := salesforce.New(salesforceOptions(cfg.Orgs[0].Salesforce, cfg.HTTP, slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

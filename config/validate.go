@@ -37,6 +37,7 @@ func (c *Config) Validate() Errors {
 	validateMetrics(c.Metrics, "metrics", &errs)
 	c.validateShape(&errs)
 	c.validateSink(&errs)
+	c.validateHTTP(&errs)
 	c.validateState(&errs)
 	c.validateLease(&errs)
 	c.validateSchedule(&errs)

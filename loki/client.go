@@ -127,6 +127,9 @@ type Options struct {
 	// Now is the wall clock (used for HTTP-date Retry-After); nil means
 	// time.Now.
 	Now func() time.Time
+	// Proxy selects the proxy of each request (as http.Transport.Proxy); nil
+	// means http.ProxyFromEnvironment. Ignored with Transport.
+	Proxy func(*http.Request) (*url.URL, error)
 	// Transport replaces the HTTP transport (tests and the in-process demo
 	// receiver); the TLS options are then ignored.
 	Transport http.RoundTripper
@@ -184,6 +187,9 @@ func New(opts Options) (*Client, error) {
 		tr := cleanhttp.DefaultPooledTransport()
 		if tr.TLSClientConfig, err = o.TLS.config(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+		if o.Proxy != nil {
+			tr.Proxy = o.Proxy
 		}
 		rt = tr
 	}

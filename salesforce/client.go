@@ -100,6 +100,9 @@ func (o Options) httpClient() (*http.Client, error) {
 	tr.TLSHandshakeTimeout = min(o.HTTPTimeout, 10*time.Second)
 	tr.ResponseHeaderTimeout = o.HTTPTimeout
 	tr.ForceAttemptHTTP2 = true
+	if o.Proxy != nil {
+		tr.Proxy = o.Proxy
+	}
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.TLSCAFile != "" {
 		pem, err := os.ReadFile(o.TLSCAFile)

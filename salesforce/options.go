@@ -107,6 +107,9 @@ type Options struct {
 	// TLSInsecureSkipVerify disables certificate verification. Only for tests
 	// against self-signed endpoints; never a default.
 	TLSInsecureSkipVerify bool
+	// Proxy selects the proxy of each request (as http.Transport.Proxy); nil
+	// means http.ProxyFromEnvironment. Ignored with HTTPClient.
+	Proxy func(*http.Request) (*url.URL, error)
 	// HTTPClient, when set, is used instead of a client built from the TLS
 	// and timeout options (its Transport is wrapped for counting). For tests.
 	HTTPClient *http.Client

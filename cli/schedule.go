@@ -122,6 +122,8 @@ type scheduler struct {
 	jitter time.Duration
 	grace  time.Duration
 	slack  time.Duration // how late a tick may be before /healthz fails
+	// unreadyAfter is how many consecutive failed ticks of a job make /readyz fail (0 = never).
+	unreadyAfter int
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -138,6 +140,8 @@ type tickState struct {
 	LastEnd     time.Time   `json:"last_end,omitzero"`
 	LastOutcome job.Outcome `json:"last_outcome,omitempty"`
 	Next        time.Time   `json:"next,omitzero"`
+	// Failures counts the job's consecutive failed ticks (see tickFailed).
+	Failures int `json:"consecutive_failures"`
 }
 
 func newScheduler(cfg *config.Config, log *slog.Logger, jobs []scheduledJob) (*scheduler, error) {
@@ -149,13 +153,14 @@ func newScheduler(cfg *config.Config, log *slog.Logger, jobs []scheduledJob) (*s
 	s := &scheduler{
 		// Recover must sit inside SkipIfStillRunning: robfig/cron v3.0.1's SkipIfStillRunning
 		// returns its token without a defer, so a panic escaping it would skip every later tick.
-		cron:   cron.New(cron.WithLocation(loc), cron.WithChain(cron.SkipIfStillRunning(cl), cron.Recover(cl))),
-		log:    log,
-		jitter: cfg.Schedule.Jitter.D(),
-		grace:  max(cfg.Run.TerminationGrace.D(), cfg.Run.CommitTimeout.D()+cfg.Run.ReleaseTimeout.D()+cfg.Run.Margin.D()),
-		slack:  cfg.Schedule.Jitter.D() + cfg.Run.MaxDuration.D() + time.Minute,
-		ticks:  map[string]*tickState{},
-		ids:    map[string]cron.EntryID{},
+		cron:         cron.New(cron.WithLocation(loc), cron.WithChain(cron.SkipIfStillRunning(cl), cron.Recover(cl))),
+		log:          log,
+		jitter:       cfg.Schedule.Jitter.D(),
+		grace:        max(cfg.Run.TerminationGrace.D(), cfg.Run.CommitTimeout.D()+cfg.Run.ReleaseTimeout.D()+cfg.Run.Margin.D()),
+		slack:        cfg.Schedule.Jitter.D() + cfg.Run.MaxDuration.D() + time.Minute,
+		unreadyAfter: cfg.Schedule.UnreadyAfter,
+		ticks:        map[string]*tickState{},
+		ids:          map[string]cron.EntryID{},
 	}
 	for _, j := range jobs {
 		st := &tickState{}
@@ -177,10 +182,20 @@ func (s *scheduler) tick(j scheduledJob, st *tickState) {
 	st.Running = true
 	st.LastStart = time.Now()
 	s.mu.Unlock()
+	ran := false
+	var rep *job.Report
 	defer func() {
 		s.mu.Lock()
 		st.Running = false
 		st.LastEnd = time.Now()
+		if ran { // a tick canceled during its jitter did not run; a panic (rep nil) failed
+			switch {
+			case tickFailed(rep):
+				st.Failures++
+			case rep.Outcome != job.OutcomeBusy && rep.Outcome != job.OutcomeFenced:
+				st.Failures = 0
+			}
+		}
 		s.mu.Unlock()
 		s.logNext(j.Name)
 	}()
@@ -193,10 +208,37 @@ func (s *scheduler) tick(j scheduledJob, st *tickState) {
 		case <-t.C:
 		}
 	}
-	rep := j.Run(ctx)
+	ran = true
+	rep = j.Run(ctx)
 	s.mu.Lock()
 	st.LastOutcome = rep.Outcome
 	s.mu.Unlock()
+}
+
+// tickFailed reports whether a tick's outcome counts against readiness: one that exits non-zero
+// in run-once, or no report at all (a panic). Busy and fenced say only that another replica
+// shipped: they neither count as failures nor end a series of them.
+func tickFailed(rep *job.Report) bool {
+	return rep == nil || outcomeExit(rep.Outcome, false) != ExitOK
+}
+
+// ready reports whether the scheduler started and no job has failed unreadyAfter ticks in a row.
+func (s *scheduler) ready() (bool, map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := s.started
+	failing := map[string]int{}
+	for name, st := range s.ticks {
+		if s.unreadyAfter > 0 && st.Failures >= s.unreadyAfter {
+			ok = false
+			failing[name] = st.Failures
+		}
+	}
+	body := map[string]any{"ok": ok}
+	if len(failing) > 0 {
+		body["failing"] = failing // job -> consecutive failed ticks
+	}
+	return ok, body
 }
 
 // run schedules until ctx ends, then stops scheduling and waits (up to the grace period) for a
@@ -251,10 +293,8 @@ func (s *scheduler) handler(metrics http.Handler) http.Handler {
 		writeJSON(w, ok, body)
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		s.mu.Lock()
-		ok := s.started
-		s.mu.Unlock()
-		writeJSON(w, ok, map[string]any{"ok": ok})
+		ok, body := s.ready()
+		writeJSON(w, ok, body)
 	})
 	return mux
 }

@@ -188,10 +188,11 @@ type Batch struct {
 
 // Schedule configures 'sf2loki schedule'.
 type Schedule struct {
-	Spec     string   `yaml:"spec" default:"@every 5m" desc:"Cron spec (5 fields, @every, @hourly, CRON_TZ=...)."`
-	Timezone string   `yaml:"timezone" default:"UTC" desc:"Time zone of the spec when it has no CRON_TZ= prefix."`
-	Jitter   Duration `yaml:"jitter" default:"5s" desc:"Random delay before each tick so replicas do not contend at the same instant."`
-	Listen   string   `yaml:"listen" default:":8080" desc:"Address of /healthz, /readyz and /metrics (empty = off)."`
+	Spec         string   `yaml:"spec" default:"@every 5m" desc:"Cron spec (5 fields, @every, @hourly, CRON_TZ=...)."`
+	Timezone     string   `yaml:"timezone" default:"UTC" desc:"Time zone of the spec when it has no CRON_TZ= prefix."`
+	Jitter       Duration `yaml:"jitter" default:"5s" desc:"Random delay before each tick so replicas do not contend at the same instant."`
+	Listen       string   `yaml:"listen" default:":8080" desc:"Address of /healthz, /readyz and /metrics (empty = off)."`
+	UnreadyAfter int      `yaml:"unready_after" default:"3" min:"0" desc:"Consecutive failed ticks of one job (group) after which /readyz answers 503, until a tick of it succeeds again (0 = never). A tick fails when its outcome exits non-zero (unavailable, partial, integrity, config_error, internal); busy and fenced (another replica shipped) neither count nor end a series."`
 }
 
 // Log configures process logs.

@@ -51,7 +51,7 @@ func eventLogFileOptions(env orgEnv, sh *shape.Shaper) (eventlogfile.Options, er
 	return eventlogfile.Options{
 		Client: env.Client, Shaper: sh,
 		Interval: c.Interval, EventTypes: c.EventTypes, Exclude: c.Exclude, OwnedCategories: owned,
-		Lookback: c.Lookback.D(), SettleWindow: settle, DownloadMaxAge: c.DownloadMaxAge.D(),
+		Lookback: c.Lookback.D(), Start: c.Start.T(), SettleWindow: settle, DownloadMaxAge: c.DownloadMaxAge.D(),
 		PageSize: c.PageSize, TimestampColumn: c.TimestampColumn, StringValues: !c.TypedValues,
 		MaxRowBytes: int(c.MaxRowBytes.Int()), OrgID: org.Salesforce.OrgID, Labels: labels,
 		Log: env.Log, Now: env.Now,

@@ -41,9 +41,10 @@ func pubSubSource(env orgEnv, sh *shape.Shaper) (source.Source, error) {
 	if env.Name != "" {
 		labels = append(labels, loki.Label{Name: "org", Value: env.Name})
 	}
+	start, startAt := c.Start.Preset()
 	src, err := pubsub.New(client, env.Client, pubsub.Options{
 		Topics: c.Topics, MaxEvents: c.MaxEvents, NumRequested: c.NumRequested, Idle: c.Idle.D(),
-		RefreshAfter: refresh, AgeWarning: c.AgeWarning.D(), ReplayLost: pubsub.ReplayLost(c.ReplayLost), Start: pubsub.Start(c.Start),
+		RefreshAfter: refresh, AgeWarning: c.AgeWarning.D(), ReplayLost: pubsub.ReplayLost(c.ReplayLost), Start: start, StartAt: startAt,
 		SkipDiscovered: func(topic string) bool { return slices.Contains(owned, sh.Category(topic)) },
 		Shaper:         sh, Labels: labels,
 		Closer: client, Log: env.Log, Now: env.Now,

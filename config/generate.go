@@ -104,7 +104,7 @@ func hasExample(fields []*field) bool {
 
 // yamlScalar renders a field's default as a YAML scalar, quoted when YAML needs it.
 func yamlScalar(f *field) string {
-	if f.kind == kindString && f.def == "" {
+	if (f.kind == kindString || f.kind == kindTime) && f.def == "" {
 		return `""`
 	}
 	if f.def == "" {
@@ -237,6 +237,11 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 		}}
 	case secretType:
 		return &jsonschema.Schema{Type: "string"}
+	case timeType:
+		return &jsonschema.Schema{Type: "string", AnyOf: []*jsonschema.Schema{{Const: ""}, {Format: "date-time"}}}
+	case pubsubStartType:
+		return &jsonschema.Schema{Type: "string", AnyOf: []*jsonschema.Schema{
+			{Enum: []any{"earliest", "latest"}}, {Format: "date-time"}}}
 	case environmentType:
 		return &jsonschema.Schema{Type: "string", Enum: []any{"", string(EnvironmentProduction), string(EnvironmentSandbox)}}
 	}

@@ -19,6 +19,7 @@ const (
 	kindDuration
 	kindByteSize
 	kindSecret
+	kindTime
 	kindStringList
 	kindStringMap
 	kindStruct
@@ -45,6 +46,9 @@ var (
 	durationType = reflect.TypeOf(Duration(0))
 	byteSizeType = reflect.TypeOf(ByteSize(0))
 	secretType   = reflect.TypeOf(Secret(""))
+	timeType     = reflect.TypeOf(Time(""))
+	// pubsubStartType is a string key whose JSON Schema allows earliest, latest or a time.
+	pubsubStartType = reflect.TypeOf(PubSubStart(""))
 	// environmentType is a string key whose JSON Schema lists its values (it may be empty, so it
 	// has no enum tag).
 	environmentType = reflect.TypeOf(Environment(""))
@@ -101,6 +105,8 @@ func kindOf(t reflect.Type) kind {
 		return kindByteSize
 	case secretType:
 		return kindSecret
+	case timeType:
+		return kindTime
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -145,6 +151,8 @@ func (f *field) typeName() string {
 		return "size"
 	case kindSecret:
 		return "secret"
+	case kindTime:
+		return "time"
 	case kindStringList:
 		return "list of strings"
 	case kindStringMap:
@@ -193,6 +201,12 @@ func setScalar(v reflect.Value, f *field, s string) error {
 			return err
 		}
 		v.SetInt(int64(b))
+	case kindTime:
+		t, err := parseTime(s)
+		if err != nil {
+			return err
+		}
+		v.SetString(string(t))
 	case kindStringList:
 		var items []string
 		for _, p := range strings.Split(s, ",") {

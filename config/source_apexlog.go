@@ -12,6 +12,7 @@ type ApexLogSource struct {
 	Enabled          bool     `yaml:"enabled" desc:"Ship ApexLog debug logs (Tooling API), one entry per log: the body as the line, the log's fields as structured metadata."`
 	Users            []string `yaml:"users" desc:"Only the logs of these usernames (LogUser.Username); empty: every user's."`
 	Lookback         Duration `yaml:"lookback" default:"1h" desc:"How far back the source starts with no checkpoint (by StartTime)."`
+	Start            Time     `yaml:"start" example:"2024-06-01T00:00:00Z" desc:"Instead of lookback: the RFC 3339 time (by StartTime) the source starts from with no checkpoint; ignored once it has one."`
 	MaxBodyBytes     ByteSize `yaml:"max_body_bytes" default:"5MiB" desc:"Larger logs are not downloaded: their entry carries the metadata, body_skipped=true and body_skip_reason=size."`
 	DownloadMaxAge   Duration `yaml:"download_max_age" default:"2h" desc:"A log whose body keeps failing to download holds the source back until it is this old (Salesforce's clock), then ships as metadata with body_skip_reason=download_failed."`
 	PageSize         int      `yaml:"page_size" default:"200" min:"1" desc:"Logs listed per query (SOQL LIMIT, at most 2000); each log costs one more call for its body."`
@@ -22,7 +23,7 @@ type ApexLogSource struct {
 // the caller's).
 func (s ApexLogSource) ApexLogOptions() apexlog.Options {
 	return apexlog.Options{
-		Users: s.Users, Lookback: s.Lookback.D(), MaxBodyBytes: s.MaxBodyBytes.Int(), DownloadMaxAge: s.DownloadMaxAge.D(),
+		Users: s.Users, Lookback: s.Lookback.D(), Start: s.Start.T(), MaxBodyBytes: s.MaxBodyBytes.Int(), DownloadMaxAge: s.DownloadMaxAge.D(),
 		PageSize: s.PageSize, MaxRecordsPerRun: s.MaxRecordsPerRun,
 	}
 }

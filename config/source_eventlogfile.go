@@ -15,6 +15,7 @@ type EventLogFileSource struct {
 	EventTypes      []string `yaml:"event_types" example:"[Login, Logout, API, Report]" desc:"Event types to ship (Login, API, URI, ...), or * for every type the org produces (minus exclude and minus types whose category another source ships); required when enabled."`
 	Exclude         []string `yaml:"exclude" desc:"Event types * discovery leaves out."`
 	Lookback        Duration `yaml:"lookback" default:"24h" desc:"How far back a type with no checkpoint starts (by CreatedDate)."`
+	Start           Time     `yaml:"start" example:"2024-06-01T00:00:00Z" desc:"Instead of lookback: the RFC 3339 time (by CreatedDate) a type with no checkpoint starts from; ignored once the type has one. Salesforce keeps EventLogFiles 30 days (1 year with Shield)."`
 	SettleWindow    Duration `yaml:"settle_window" default:"5m" desc:"Files created less than this long ago (Salesforce's clock) wait for the next run: a just-listed file may still be being written (0 = off)."`
 	DownloadMaxAge  Duration `yaml:"download_max_age" default:"24h" desc:"A file whose download keeps failing is abandoned (error log, file_abandoned counter) once older than this; younger, the type stops at it and retries next run."`
 	PageSize        int      `yaml:"page_size" default:"1000" min:"1" desc:"Files listed per query (SOQL LIMIT, at most 2000); one listing per type per run while the page is not used up."`

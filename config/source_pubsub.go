@@ -7,22 +7,23 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source/pubsub"
 )
 
 // PubSubSource configures the Pub/Sub API source.
 type PubSubSource struct {
-	Enabled      bool     `yaml:"enabled" desc:"Subscribe to the configured topics."`
-	Topics       []string `yaml:"topics" example:"[/event/LoginEventStream, /event/Order_Event__e, /data/AccountChangeEvent]" desc:"Topics to ship: Real-Time Event Monitoring streams (/event/LoginEventStream), custom platform events (/event/X__e), Change Data Capture channels (/data/AccountChangeEvent); * adds every event stream the org has (minus categories another source ships). Per-topic sampling and labels: shape.types with the topic's name without /event/ or /data/ as type."`
-	Endpoint     string   `yaml:"endpoint" default:"api.pubsub.salesforce.com:7443" desc:"Pub/Sub API host:port (a regional endpoint if your org uses one)."`
-	MaxEvents    int      `yaml:"max_events" default:"1000" min:"1" desc:"N: the most events one topic ships per run; the topic's pull stops there (or on idle, or at the run's deadline)."`
-	NumRequested int      `yaml:"num_requested" default:"100" min:"1" desc:"Most events outstanding on one subscription (1-100, Salesforce's cap); more are requested as they arrive."`
-	Idle         Duration `yaml:"idle" default:"5s" desc:"A topic's pull ends when nothing arrived for this long (Salesforce's keepalives come only every ~270s)."`
-	RefreshAfter Duration `yaml:"refresh_after" default:"24h" desc:"When a topic's stored replay id has not advanced for this long, the run waits (up to its deadline) for a keepalive and commits its newer replay id, so a quiet topic never ages out of the ~72h retention; needs run.max_duration above ~5m to see a keepalive. 0 = never."`
-	AgeWarning   Duration `yaml:"age_warning" default:"48h" desc:"A stored replay id older than this adds a note to the run report (and doctor warns)."`
-	ReplayLost   string   `yaml:"replay_lost" default:"fail" enum:"fail|earliest|latest" desc:"When Salesforce refuses a stored replay id (expired after ~72h, or an org migration): fail (exit 7, nothing committed for the topic, a human decides), earliest (resume from the oldest retained event: duplicates, and custom events/CDC count against the delivery allocation) or latest (resume from now: everything in between is lost). Both fallbacks log a warning, count replay_fallback and note in the run report that events may have been missed."`
-	Start        string   `yaml:"start" default:"earliest" enum:"earliest|latest" desc:"Where a topic without a stored replay id starts: earliest (what Salesforce still retains, ~72h) or latest (only new events)."`
-	Plaintext    bool     `yaml:"plaintext" desc:"Talk to the endpoint without TLS: only for a loopback endpoint (the simulated org of sf2loki demo)."`
-	TLS          TLS      `yaml:"tls" desc:"TLS settings for the Pub/Sub endpoint (ca_file, server_name, insecure_skip_verify)."`
+	Enabled      bool        `yaml:"enabled" desc:"Subscribe to the configured topics."`
+	Topics       []string    `yaml:"topics" example:"[/event/LoginEventStream, /event/Order_Event__e, /data/AccountChangeEvent]" desc:"Topics to ship: Real-Time Event Monitoring streams (/event/LoginEventStream), custom platform events (/event/X__e), Change Data Capture channels (/data/AccountChangeEvent); * adds every event stream the org has (minus categories another source ships). Per-topic sampling and labels: shape.types with the topic's name without /event/ or /data/ as type."`
+	Endpoint     string      `yaml:"endpoint" default:"api.pubsub.salesforce.com:7443" desc:"Pub/Sub API host:port (a regional endpoint if your org uses one)."`
+	MaxEvents    int         `yaml:"max_events" default:"1000" min:"1" desc:"N: the most events one topic ships per run; the topic's pull stops there (or on idle, or at the run's deadline)."`
+	NumRequested int         `yaml:"num_requested" default:"100" min:"1" desc:"Most events outstanding on one subscription (1-100, Salesforce's cap); more are requested as they arrive."`
+	Idle         Duration    `yaml:"idle" default:"5s" desc:"A topic's pull ends when nothing arrived for this long (Salesforce's keepalives come only every ~270s)."`
+	RefreshAfter Duration    `yaml:"refresh_after" default:"24h" desc:"When a topic's stored replay id has not advanced for this long, the run waits (up to its deadline) for a keepalive and commits its newer replay id, so a quiet topic never ages out of the ~72h retention; needs run.max_duration above ~5m to see a keepalive. 0 = never."`
+	AgeWarning   Duration    `yaml:"age_warning" default:"48h" desc:"A stored replay id older than this adds a note to the run report (and doctor warns)."`
+	ReplayLost   string      `yaml:"replay_lost" default:"fail" enum:"fail|earliest|latest" desc:"When Salesforce refuses a stored replay id (expired after ~72h, or an org migration): fail (exit 7, nothing committed for the topic, a human decides), earliest (resume from the oldest retained event: duplicates, and custom events/CDC count against the delivery allocation) or latest (resume from now: everything in between is lost). Both fallbacks log a warning, count replay_fallback and note in the run report that events may have been missed."`
+	Start        PubSubStart `yaml:"start" default:"earliest" desc:"Where a topic without a stored replay id starts: earliest (what Salesforce still retains, ~72h), latest (only new events), or an RFC 3339 time: subscribe at earliest and skip (count before_start, advance) the events older than it, since Pub/Sub cannot start at a time. Ignored once the topic has a replay id."`
+	Plaintext    bool        `yaml:"plaintext" desc:"Talk to the endpoint without TLS: only for a loopback endpoint (the simulated org of sf2loki demo)."`
+	TLS          TLS         `yaml:"tls" desc:"TLS settings for the Pub/Sub endpoint (ca_file, server_name, insecure_skip_verify)."`
 }
 
 // topicRE is a Pub/Sub topic name.
@@ -31,7 +32,31 @@ var topicRE = regexp.MustCompile(`^/(event|data)/[A-Za-z0-9_]+$`)
 // pubsubRetention is Salesforce's replay retention for platform events and CDC.
 const pubsubRetention = 72 * time.Hour
 
+// PubSubStart is the start key of the Pub/Sub source: earliest, latest or an RFC 3339 time.
+type PubSubStart string
+
+// Preset returns the subscription start and, for a time, the time before which events are
+// skipped (zero otherwise).
+func (p PubSubStart) Preset() (pubsub.Start, time.Time) {
+	switch p {
+	case "", "earliest":
+		return pubsub.StartEarliest, time.Time{}
+	case "latest":
+		return pubsub.StartLatest, time.Time{}
+	}
+	return pubsub.StartEarliest, Time(p).T()
+}
+
 func validatePubSub(s PubSubSource, path string, errs *Errors) {
+	if s.Start != "earliest" && s.Start != "latest" {
+		if _, err := parseTime(string(s.Start)); err != nil || s.Start == "" {
+			msg := fmt.Sprintf("%q is not earliest, latest or an RFC 3339 time (such as 2024-06-01T00:00:00Z)", s.Start)
+			if sug := suggest(string(s.Start), []string{"earliest", "latest"}); sug != "" {
+				msg += fmt.Sprintf("; did you mean %q?", sug)
+			}
+			errs.add(path+".start", "%s", msg)
+		}
+	}
 	if !s.Enabled {
 		return
 	}

@@ -23,6 +23,7 @@ type SOQLObject struct {
 	Where            string   `yaml:"where" desc:"Extra SOQL condition ANDed to every query, e.g. Status = 'Success' (not for big objects)."`
 	BigObject        bool     `yaml:"big_object" desc:"A Real-Time Event Monitoring Big Object (LoginEvent, ApiEvent, ...): read newest-first on EventDate, keyed on EventIdentifier, at most 200 rows per query."`
 	Lookback         Duration `yaml:"lookback" default:"1h" desc:"How far back an object with no checkpoint starts."`
+	Start            Time     `yaml:"start" example:"2024-06-01T00:00:00Z" desc:"Instead of lookback: the RFC 3339 time (by the timestamp field) an object with no checkpoint starts from; ignored once it has one."`
 	Overlap          Duration `yaml:"overlap" default:"5m" desc:"Window re-read every run for rows that became visible late, de-duplicated against remembered ids (0 = off)."`
 	MaxOverlapIDs    int      `yaml:"max_overlap_ids" default:"500" min:"1" desc:"Ids remembered in the overlap window (kept in the checkpoint, 8 bytes each); with more rows in the window it shrinks to the newest, with a warning."`
 	Settle           Duration `yaml:"settle" default:"0s" desc:"Rows younger than this (Salesforce's clock) wait for a later run; an alternative to overlap for slow persistence (0 = off)."`
@@ -40,7 +41,7 @@ func (o SOQLObject) SourceObject() soql.Object {
 	}
 	return soql.Object{
 		Name: o.Name, TimestampField: o.TimestampField, Fields: o.Fields, Where: o.Where, BigObject: o.BigObject,
-		Lookback: o.Lookback.D(), Overlap: overlap, MaxOverlapIDs: o.MaxOverlapIDs, Settle: o.Settle.D(), NoLateProbe: !o.LateProbe,
+		Lookback: o.Lookback.D(), Start: o.Start.T(), Overlap: overlap, MaxOverlapIDs: o.MaxOverlapIDs, Settle: o.Settle.D(), NoLateProbe: !o.LateProbe,
 		PageSize: o.PageSize, BufferRows: o.BufferRows, MaxRecordsPerRun: o.MaxRecordsPerRun,
 	}
 }

@@ -37,6 +37,27 @@ func parseDuration(s string) (Duration, error) {
 	return Duration(v), nil
 }
 
+// Time is an absolute time, written in RFC 3339 (2024-06-01T00:00:00Z, or with a UTC offset).
+// The loader keeps the text as written and checks that it parses; empty means unset.
+type Time string
+
+// T returns the time (the zero time when unset).
+func (t Time) T() time.Time {
+	v, _ := time.Parse(time.RFC3339Nano, string(t))
+	return v
+}
+
+func parseTime(s string) (Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", nil
+	}
+	if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+		return "", fmt.Errorf("%q is not an RFC 3339 time (such as 2024-06-01T00:00:00Z)", s)
+	}
+	return Time(s), nil
+}
+
 // ByteSize is a size in bytes, written as an integer or with a unit: 512KiB, 4MiB, 1GB.
 type ByteSize int64
 

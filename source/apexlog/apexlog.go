@@ -87,6 +87,9 @@ type Options struct {
 	Users []string
 	// Lookback is where a key without a usable cursor starts (0 = DefaultLookback).
 	Lookback time.Duration
+	// Start, when set, is where (by StartTime) a key without a usable cursor starts, instead of
+	// now − Lookback. A stored cursor always wins.
+	Start time.Time
 	// MaxBodyBytes is the largest body downloaded (0 = DefaultMaxBodyBytes); larger logs are
 	// shipped as metadata only.
 	MaxBodyBytes int64
@@ -241,7 +244,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 	}
 	switch {
 	case err != nil:
-		st.log.Warn("stored cursor is unusable; starting from the lookback", "lookback", s.opts.Lookback, "err", err)
+		st.log.Warn("stored cursor is unusable; starting from the configured start or lookback", "start", s.opts.Start, "lookback", s.opts.Lookback, "err", err)
 		count(EventCursorReset, 1)
 	case ok:
 		t, _ := salesforce.ParseDateTime(c.StartTime)
@@ -381,6 +384,9 @@ func (st *stream) query(n int) (string, error) {
 		from := st.ts
 		if from.IsZero() {
 			from = st.sfNow().Add(-o.Lookback)
+			if !o.Start.IsZero() {
+				from = o.Start
+			}
 		}
 		cond = "StartTime >= " + salesforce.FormatDateTime(from)
 	} else {

@@ -66,6 +66,9 @@ type Options struct {
 	OwnedCategories []string
 	// Lookback is how far back (by CreatedDate) a type without a cursor starts; default 24h.
 	Lookback time.Duration
+	// Start, when set, is where (by CreatedDate) a type without a usable cursor starts, instead
+	// of now − Lookback. A stored cursor always wins.
+	Start time.Time
 	// SettleWindow holds back files created less than this long ago on Salesforce's clock (a
 	// file may be listed before it is completely written); 0 means DefaultSettleWindow (5m),
 	// negative means none.
@@ -237,13 +240,16 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 		c, skip, ok, err := decodeCursor(req.Cursors[key])
 		switch {
 		case err != nil:
-			st.log.Warn("stored cursor is unusable; starting from the lookback", "lookback", s.opts.Lookback, "err", err)
+			st.log.Warn("stored cursor is unusable; starting from the configured start or lookback", "start", s.opts.Start, "lookback", s.opts.Lookback, "err", err)
 			count("cursor_reset", 1)
 		case ok:
 			st.cur, st.has, st.skipIDs = c, true, skip
 		}
 		if !st.has {
 			since := now.Add(-s.opts.Lookback)
+			if !s.opts.Start.IsZero() {
+				since = s.opts.Start
+			}
 			st.cur = Cursor{V: cursorVersion, Created: salesforce.FormatDateTime(since), created: since}
 		}
 		if w := s.opts.Window; w != nil {

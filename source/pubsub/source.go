@@ -24,6 +24,7 @@ package pubsub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,6 +74,10 @@ const (
 	StartLatest Start = "latest"
 )
 
+// SkipBeforeStart is the skip reason (and run-report event) of an event older than
+// Options.StartAt on a topic that had no stored position.
+const SkipBeforeStart = "before_start"
+
 // Defaults of Options.
 const (
 	DefaultMaxEvents    = 1000
@@ -103,6 +108,12 @@ type Options struct {
 	ReplayLost ReplayLost
 	// Start is where a topic without a stored position starts (default StartEarliest).
 	Start Start
+	// StartAt, when set with StartEarliest, also skips (reason SkipBeforeStart, cursor advanced)
+	// the events of a topic without a stored position whose own time (EventDate, CreatedDate or
+	// the CDC commit time) is before it: the Pub/Sub API can only start at the oldest retained
+	// event, the newest, or a replay id, never at a time. Events without a time of their own are
+	// shipped. A stored position always wins.
+	StartAt time.Time
 	// Shaper shapes every topic's events (nil: no transforms, the default routing).
 	Shaper *shape.Shaper
 	// Labels are extra stream labels of every entry (sf_org_id, org).
@@ -168,6 +179,9 @@ func (o Options) Validate() error {
 	case "", StartEarliest, StartLatest:
 	default:
 		return fmt.Errorf("pubsub: Start: %q is not earliest or latest", o.Start)
+	}
+	if !o.StartAt.IsZero() && o.Start == StartLatest {
+		return errors.New("pubsub: StartAt: only with Start earliest (latest ships only new events already)")
 	}
 	return nil
 }

@@ -124,9 +124,11 @@ type stream struct {
 	openErr  error
 	shaper   *shaper
 	fellBack bool
-	closed   bool
-	lastAt   time.Time
-	ev       Event
+	// notBefore is Options.StartAt when the topic started without a stored position (else zero).
+	notBefore time.Time
+	closed    bool
+	lastAt    time.Time
+	ev        Event
 }
 
 func (st *stream) Key() string { return st.key }
@@ -145,6 +147,7 @@ func (st *stream) start(ctx context.Context) error {
 		req.Preset = sfpubsub.Latest
 	default:
 		req.Preset = sfpubsub.Earliest
+		st.notBefore = o.StartAt
 	}
 	return st.open(ctx, req)
 }
@@ -248,6 +251,11 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 		}
 	}
 	st.lastAt = t
+	if ok && t.Before(st.notBefore) {
+		st.count(SkipBeforeStart, 1)
+		st.src.update(func() { st.rep.Skipped++ })
+		return source.Record{Skip: true, SkipReason: SkipBeforeStart, Cursor: source.CursorJSON(st.cursor(ev.ReplayID))}, nil
+	}
 	st.ev = Event{Topic: st.topic, Type: EventType(st.topic), ID: ev.ID, ReplayID: ev.ReplayID, Fields: fields, Time: t, TimeField: field}
 	entry, skip := st.shaper.Shape(&st.ev)
 	cursor := st.cursor(ev.ReplayID)

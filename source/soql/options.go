@@ -76,6 +76,9 @@ type Object struct {
 	BigObject bool
 	// Lookback is how far back a key without a usable cursor starts (0 = DefaultLookback).
 	Lookback time.Duration
+	// Start, when set, is where a key without a usable cursor starts, instead of now − Lookback.
+	// A stored cursor always wins.
+	Start time.Time
 	// Overlap is the overlap window re-read each run for rows that became visible late
 	// (0 = DefaultOverlap; negative = no window).
 	Overlap time.Duration

@@ -138,7 +138,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 		st := &stream{src: s, obj: o, key: key, kind: kind, log: log.With("key", key), count: count, budget: req.Budget, labels: labels}
 		cur, ok, err := decodeCursor(req.Cursors[key], o.TimestampField, kind)
 		if err != nil {
-			st.log.Warn("stored cursor is unusable; starting from the lookback", "lookback", o.Lookback, "err", err)
+			st.log.Warn("stored cursor is unusable; starting from the configured start or lookback", "start", o.Start, "lookback", o.Lookback, "err", err)
 			count(EventCursorReset, 1)
 			ok = false
 		}
@@ -261,6 +261,9 @@ func (st *stream) init(ctx context.Context) error {
 
 	now := st.sfNow()
 	start, incl := position{ts: now.Add(-o.Lookback)}, true
+	if !o.Start.IsZero() {
+		start.ts = o.Start
+	}
 	switch {
 	case st.pos == nil:
 		if st.win != nil {

@@ -1,0 +1,53 @@
+package pubsub_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/source/pubsub"
+)
+
+// TestStartAtSkipsOlderEventsOfAFreshTopicOnly: a topic without a stored replay id subscribes at
+// earliest and skips (counted, cursor advanced) the events older than StartAt; once the topic has
+// a cursor, StartAt no longer applies, even to a new event carrying an older time.
+func TestStartAtSkipsOlderEventsOfAFreshTopicOnly(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{})
+	e.publishLogins(t, 0, 3)
+	e.clock.Advance(time.Hour)
+	startAt := e.clock.Now()
+	e.publishLogins(t, 3, 2)
+	src := e.source(t, pubsub.Options{Topics: []string{loginTopic}, StartAt: startAt, Idle: 500 * time.Millisecond})
+
+	p := pullAll(t, src, nil)
+	key := pubsub.Key(loginTopic)
+	recs := p.records[key]
+	if len(recs) != 5 || p.errs[key] != nil {
+		t.Fatalf("first run: %d records, err %v; want the 5 retained events", len(recs), p.errs[key])
+	}
+	for i, r := range recs {
+		if before := i < 3; r.Skip != before || (before && r.SkipReason != pubsub.SkipBeforeStart) {
+			t.Errorf("event %d: skip %v (%s), want skipped before_start: %v", i, r.Skip, r.SkipReason, before)
+		}
+	}
+	if p.counts[pubsub.SkipBeforeStart] != 3 {
+		t.Errorf("before_start counted %d, want 3", p.counts[pubsub.SkipBeforeStart])
+	}
+
+	// A new event with a time before StartAt, after the topic has a cursor: shipped.
+	evs, err := e.ps.Publish(loginTopic, simpubsub.LoginEvent(5, startAt.Add(-30*time.Minute)))
+	if err != nil || len(evs) != 1 {
+		t.Fatal(err)
+	}
+	p = pullAll(t, e.source(t, pubsub.Options{Topics: []string{loginTopic}, StartAt: startAt, Idle: 500 * time.Millisecond}),
+		map[string]json.RawMessage{key: p.lastCursor(key)})
+	recs = p.records[key]
+	if len(recs) != 1 || recs[0].Skip {
+		t.Fatalf("second run: %+v; want the one new event shipped although its time is before StartAt", recs)
+	}
+
+	if _, err := pubsub.New(e.client, e.sf, pubsub.Options{Topics: []string{loginTopic}, Start: pubsub.StartLatest, StartAt: startAt}); err == nil {
+		t.Error("StartAt with Start latest was accepted")
+	}
+}

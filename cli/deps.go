@@ -237,6 +237,9 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 			return fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
 		p.orgs = append(p.orgs, orgClient{org: org.Name, client: client})
+		if poll, ok := limitsPoll(org, client, sh); ok {
+			p.deps.Limits = append(p.deps.Limits, poll)
+		}
 		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Full: cfg.Full(), Log: log.With("org", org.Name), Now: time.Now}
 		bindings, err := orgBindings(env, org.Sources, sh)
 		if err != nil {

@@ -55,6 +55,7 @@ type Salesforce struct {
 	MaxRetries    int         `yaml:"max_retries" default:"4" min:"0" desc:"Retries of a failed request (5xx, transport errors) with exponential backoff."`
 	BatchSize     int         `yaml:"batch_size" default:"2000" min:"200" desc:"SOQL page size asked for with Sforce-Query-Options (200-2000)."`
 	TLS           TLS         `yaml:"tls" desc:"TLS settings for Salesforce."`
+	Limits        OrgLimits   `yaml:"limits" desc:"Sampling the org's /limits (daily API requests, storage, event allocations) into metrics and, optionally, Loki."`
 }
 
 // Org is one entry of the orgs list.

@@ -190,6 +190,17 @@ func (c *Config) ForJob(name string) (*Config, error) {
 		o.Sources = restrict(o.Name, o.Sources)
 		out.Orgs[k] = o
 	}
+	// One group samples an org's limits: each group keeps its own interval in its own document.
+	for k, o := range c.OrgList() {
+		if c.limitsGroup(o) == j.Name {
+			continue
+		}
+		if len(c.Orgs) == 0 {
+			out.Salesforce.Limits = OrgLimits{}
+		} else {
+			out.Orgs[k].Salesforce.Limits = OrgLimits{}
+		}
+	}
 	out.Lease.Name = j.Lease
 	if out.Lease.Name == "" {
 		out.Lease.Name = withSuffix(c.Lease.Name, j.Name)

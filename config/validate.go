@@ -124,6 +124,7 @@ func (c *Config) validateOrgs(errs *Errors) {
 func validateSalesforce(s Salesforce, path string, required bool, errs *Errors) {
 	validateURL(s.EffectiveLoginURL(), join(path, "login_url"), errs)
 	validateEnvironment(s, path, errs)
+	validateLimits(s.Limits, join(path, "limits"), errs)
 	if s.InstanceURL != "" {
 		validateURL(s.InstanceURL, join(path, "instance_url"), errs)
 	}

@@ -207,4 +207,6 @@ type Deps struct {
 	Coordinator Coordinator
 	Bindings    []Binding
 	Sink        Pusher
+	// Limits sample orgs' /limits at most once per interval (job/limits.go).
+	Limits []LimitsPoll
 }

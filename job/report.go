@@ -71,8 +71,10 @@ type Report struct {
 	Frozen []FrozenKey      `json:"frozen,omitempty"`
 	Events map[string]int64 `json:"events,omitempty"`
 	Egress *EgressReport    `json:"egress,omitempty"`
-	Errors []string         `json:"errors,omitempty"`
-	Notes  []string         `json:"notes,omitempty"`
+	// Limits are the org limits sampled in this run (only when an org's interval had passed).
+	Limits []LimitsSample `json:"limits,omitempty"`
+	Errors []string       `json:"errors,omitempty"`
+	Notes  []string       `json:"notes,omitempty"`
 }
 
 // SourceReport is one source's share of a run (sources of several orgs are reported apart).

@@ -144,6 +144,11 @@ func (r *run) invoke(ctx context.Context) {
 		r.egress = newEgress(e, r.opts.Now, counters)
 	}
 	r.order = newOrderer(r.opts.Ordering, counters)
+	if !r.pollLimits(ctx, r.deadline.Add(-(r.opts.PushReserve + r.opts.CommitReserve + r.opts.ReleaseReserve))) {
+		r.release(ctx)
+		r.decide(false, nil, nil)
+		return
+	}
 
 	// intake stops on the caller's cancellation (signals), the intake deadline, lease loss, a
 	// budget, or a failure; pushes are aborted only by the caller or lease loss.

@@ -66,6 +66,7 @@ const (
 	LabelTopic     = "topic"
 	LabelEvent     = "event" // a source's named event (late_rows, cursor_reset, file_abandoned, ...)
 	LabelVersion   = "version"
+	LabelLimit     = "limit" // an org limit of /limits (DailyApiRequests, DataStorageMB, ...)
 )
 
 var streamLabels = []string{LabelLease, LabelOrg, LabelSource, LabelEventType}
@@ -124,6 +125,8 @@ var catalog = []Instrument{
 	{Name: "sf2loki_salesforce_api_calls", Kind: KindCounter, Labels: []string{LabelLease, LabelOrg, LabelSource, LabelKind}, Description: "Salesforce requests by kind, attributed to the source that made them."},
 	{Name: "sf2loki_salesforce_api_remaining", Kind: KindGauge, Labels: []string{LabelOrg}, Description: "The org's remaining daily API requests (limit minus used, from Sforce-Limit-Info)."},
 	{Name: "sf2loki_salesforce_api_limit", Kind: KindGauge, Labels: []string{LabelOrg}, Description: "The org's daily API request limit (Sforce-Limit-Info)."},
+	{Name: "sf2loki_salesforce_limit_max", Kind: KindGauge, Labels: []string{LabelOrg, LabelLimit}, Description: "An org limit's maximum, from the last /limits sample (salesforce.limits.interval)."},
+	{Name: "sf2loki_salesforce_limit_remaining", Kind: KindGauge, Labels: []string{LabelOrg, LabelLimit}, Description: "An org limit's remaining amount, from the last /limits sample (salesforce.limits.interval)."},
 	{Name: "sf2loki_pubsub_replay_id_age_seconds", Kind: KindGauge, Unit: "s", Labels: []string{LabelLease, LabelOrg, LabelTopic}, Description: "How long a topic's stored replay id had not advanced when the run started (Salesforce keeps about 72 hours)."},
 	{Name: "sf2loki_source_events", Kind: KindCounter, Labels: []string{LabelLease, LabelOrg, LabelSource, LabelEvent}, Description: "Named events the sources count (late_rows, cursor_reset, file_abandoned, file_regenerated, timestamp_fallback, ...)."},
 }

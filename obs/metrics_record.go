@@ -35,6 +35,7 @@ type instruments struct {
 	budgetUsed, budgetLimit             metric.Int64Gauge
 	apiCalls                            metric.Int64Counter
 	apiRemaining, apiLimit              metric.Int64Gauge
+	limitMax, limitRemaining            metric.Int64Gauge
 	replayAge                           metric.Float64Gauge
 	sourceEvents                        metric.Int64Counter
 }
@@ -143,6 +144,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		apiCalls:        b.counter("sf2loki_salesforce_api_calls"),
 		apiRemaining:    b.gauge("sf2loki_salesforce_api_remaining"),
 		apiLimit:        b.gauge("sf2loki_salesforce_api_limit"),
+		limitMax:        b.gauge("sf2loki_salesforce_limit_max"),
+		limitRemaining:  b.gauge("sf2loki_salesforce_limit_remaining"),
 		replayAge:       b.floatGauge("sf2loki_pubsub_replay_id_age_seconds"),
 		sourceEvents:    b.counter("sf2loki_source_events"),
 	}
@@ -397,6 +400,16 @@ func (m *Metrics) SetAPIUsage(ctx context.Context, org string, used, limit int64
 	a := withAttrs(attribute.String(LabelOrg, org))
 	m.apiRemaining.Record(ctx, max(limit-used, 0), a)
 	m.apiLimit.Record(ctx, limit, a)
+}
+
+// SetOrgLimit records one limit of an org's /limits sample.
+func (m *Metrics) SetOrgLimit(ctx context.Context, org, limit string, maxValue, remaining int64) {
+	if m == nil {
+		return
+	}
+	a := withAttrs(attribute.String(LabelOrg, org), attribute.String(LabelLimit, limit))
+	m.limitMax.Record(ctx, maxValue, a)
+	m.limitRemaining.Record(ctx, remaining, a)
 }
 
 // SetReplayAge records how long a topic's stored replay id had not advanced.

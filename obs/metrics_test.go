@@ -40,6 +40,7 @@ func recordAll(ctx context.Context, m *Metrics) {
 		Truncated: 1, RetriesByStatus: map[string]int{"429": 1}, WireBytes: 300, EncodedBytes: 900})
 	m.AddAPICalls(ctx, "sf2loki", "prod", "eventlogfile", "query", 2)
 	m.SetAPIUsage(ctx, "prod", 1500, 100000)
+	m.SetOrgLimit(ctx, "prod", "DataStorageMB", 1024, 1000)
 	m.SetReplayAge(ctx, "sf2loki", "prod", "/event/LoginEventStream", time.Hour)
 	m.AddSourceEvent(ctx, "sf2loki", "prod", "eventlogfile", "timestamp_fallback", 3)
 	m.SetBudget(ctx, "sf2loki", 1<<20, 1<<30)

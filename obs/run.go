@@ -223,6 +223,11 @@ func (m *Metrics) RecordReport(ctx context.Context, lease string, budget time.Du
 	if e := rep.Egress; e != nil {
 		m.SetBudget(ctx, lease, e.Used, e.Budget)
 	}
+	for _, s := range rep.Limits {
+		for name, l := range s.Limits {
+			m.SetOrgLimit(ctx, s.Org, name, l.Max, l.Remaining)
+		}
+	}
 	for _, sr := range rep.Sources {
 		for kind, n := range sr.APICalls {
 			m.AddAPICalls(ctx, lease, sr.Org, sr.Source, kind, n)

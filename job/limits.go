@@ -1,0 +1,161 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/store"
+)
+
+// LimitsCounter names the checkpoint-document counter that holds when an org's limits were last
+// sampled (Unix seconds): "limits_sampled_at" for the single-org form, "limits_sampled_at:<org>"
+// otherwise. It lives with the checkpoints, so every run of the job (group) sees it, and it is
+// written through the fenced writer, so overlapping invocations cannot both sample.
+const LimitsCounter = "limits_sampled_at"
+
+// LimitsReader reads an org's limits (*salesforce.Client implements it).
+type LimitsReader interface {
+	Limits(ctx context.Context) (map[string]salesforce.Limit, error)
+}
+
+// LimitsPoll samples one org's /limits at most once per Interval across the runs of a job.
+// Every /limits call counts against the org's daily API allocation, so the interval is kept in
+// the checkpoint document and the slot is committed before the call: a crash after the commit
+// loses one sample, never spends a second call in the interval.
+type LimitsPoll struct {
+	// Org is the org's name ("" for the single-org form).
+	Org string
+	// Interval is the shortest time between two samples (positive).
+	Interval time.Duration
+	// Client reads the limits.
+	Client LimitsReader
+	// Entry, when set, turns a sample into one Loki entry that the run pushes (best effort: a
+	// failed push is reported, not retried, and moves no cursor).
+	Entry func(ctx context.Context, at time.Time, limits map[string]salesforce.Limit) (loki.Entry, error)
+}
+
+// LimitsSample is one org's sample in the run report.
+type LimitsSample struct {
+	Org    string                      `json:"org,omitempty"`
+	At     time.Time                   `json:"at"`
+	Limits map[string]salesforce.Limit `json:"limits,omitempty"`
+	// Shipped says the sample's entry was accepted by the receiver.
+	Shipped bool   `json:"shipped,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// limitsCounterName is the counter of one org.
+func limitsCounterName(org string) string {
+	if org == "" {
+		return LimitsCounter
+	}
+	return LimitsCounter + ":" + org
+}
+
+// limitsDue reports whether an org last sampled at the stored counter may be sampled at now. A
+// stored time more than one interval in the future (a host with a clock far ahead) does not hold
+// the poller back forever.
+func limitsDue(c store.Counter, ok bool, now time.Time, interval time.Duration) bool {
+	if !ok {
+		return true
+	}
+	last := time.Unix(c.Value, 0)
+	return now.Sub(last) >= interval || last.Sub(now) > interval
+}
+
+// pollLimits samples the orgs whose interval has passed, before intake: it commits their new
+// sample times (one counters-only commit), then calls /limits and pushes the entries. It returns
+// false when that commit failed: the run then ends as a failed commit does (fenced, unavailable).
+func (r *run) pollLimits(ctx context.Context, stop time.Time) bool {
+	if len(r.deps.Limits) == 0 {
+		return true
+	}
+	stored := r.sess.Counters()
+	now := r.opts.Now()
+	var due []LimitsPoll
+	counters := map[string]store.Counter{}
+	for _, p := range r.deps.Limits {
+		name := limitsCounterName(p.Org)
+		c, ok := stored[name]
+		if p.Interval <= 0 || !limitsDue(c, ok, now, p.Interval) {
+			continue
+		}
+		due = append(due, p)
+		counters[name] = store.Counter{Value: now.Unix()}
+	}
+	if len(due) == 0 {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.CommitReserve)
+	err := r.sess.Commit(cctx, store.Change{Counters: counters})
+	cancel()
+	if err != nil {
+		r.commitErr = err
+		r.log.Error("commit of the limits sample times failed: stopping", "err", err)
+		return false
+	}
+	callCtx, cancel := context.WithDeadline(ctx, stop)
+	defer cancel()
+	var entries []loki.Entry
+	var owners []int // entries[i] is the sample of r.rep.Limits[owners[i]]
+	for _, p := range due {
+		s := LimitsSample{Org: p.Org, At: now.UTC()}
+		limits, err := p.Client.Limits(callCtx)
+		switch {
+		case err != nil:
+			s.Error = err.Error()
+			r.log.Warn("cannot sample the org limits; next try after the interval", "org", p.Org, "interval", p.Interval, "err", err)
+		default:
+			s.Limits = limits
+			if p.Entry != nil {
+				e, err := p.Entry(callCtx, now, limits)
+				if err != nil {
+					s.Error = fmt.Sprintf("shaping the limits entry: %v", err)
+					break
+				}
+				entries = append(entries, e)
+				owners = append(owners, len(r.rep.Limits))
+			}
+		}
+		r.rep.Limits = append(r.rep.Limits, s)
+	}
+	if len(entries) > 0 {
+		r.pushLimits(ctx, stop, entries, owners)
+	}
+	return true
+}
+
+// pushLimits pushes the samples' entries once; they carry no cursor, so nothing is retried.
+func (r *run) pushLimits(ctx context.Context, stop time.Time, entries []loki.Entry, owners []int) {
+	for i := range entries {
+		entries[i].Ref = uint64(i)
+	}
+	pctx, cancel := context.WithDeadline(ctx, minTime(time.Now().Add(r.opts.PushReserve), stop))
+	res := r.deps.Sink.Push(pctx, entries)
+	cancel()
+	for i, o := range res.Outcomes {
+		if i >= len(owners) {
+			break
+		}
+		s := &r.rep.Limits[owners[i]]
+		if o == loki.Accepted {
+			s.Shipped = true
+			continue
+		}
+		err := res.Err
+		if o == loki.Rejected || err == nil {
+			err = errors.New(o.String())
+			for _, rej := range res.Rejected {
+				if rej.Index == i {
+					err = fmt.Errorf("rejected (%s): %s", rej.Reason, rej.Detail)
+				}
+			}
+		}
+		s.Error = fmt.Sprintf("pushing the limits entry: %v", err)
+		r.log.Warn("the org limits entry was not shipped", "org", s.Org, "err", err)
+	}
+}

@@ -46,7 +46,7 @@ func (o *Org) describeGlobal(c *execCtx) ([]byte, *apiError) {
 
 var picklists = map[string][]string{
 	"EventLogFile.EventType": {"API", "ApexCallout", "ApexExecution", "ApexUnexpectedException", "ApiTotalUsage",
-		"Login", "Logout", "Report", "RestApi", "URI", "LightningPageView", "VisualforceRequest"},
+		"Login", "Logout", "Report", "ReportExport", "RestApi", "URI", "LightningPageView", "VisualforceRequest"},
 	"EventLogFile.Interval": {"Daily", "Hourly"},
 	"ApexLog.Location":      {"Monitoring", "SystemLog", "Preserved"},
 	"ApexLog.Request":       {"API", "Application"},

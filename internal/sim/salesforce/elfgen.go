@@ -285,6 +285,14 @@ func columnsFor(eventType string) []elfColumn {
 			{name: "URL", typ: "String", gen: oneOf("https://api.example.com/v1/orders", "https://hooks.example.net/notify?a=1,b=2")},
 			colTSD, colUserID18, colClientIP, colURIID,
 		}
+	case "ReportExport":
+		// Report Export: a report exported as Details Only (Formatted Report and XLSX exports
+		// appear in the Report type instead). CLIENT_INFO names the client.
+		return []elfColumn{colEventType, colTS, colReqID, colOrgID, colUserID, colCPUTime, colURI, colSession, colLoginKey,
+			{name: "CLIENT_INFO", typ: "String", gen: oneOf("Browser", "Browser", "Salesforce Mobile", "API")},
+			{name: "REPORT_DESCRIPTION", typ: "String", gen: oneOf("Pipeline by owner", "All open cases", "Contacts with emails, \"EU\"", "")},
+			colTSD, colUserID18, colClientIP, colURIID,
+		}
 	case "ApiTotalUsage":
 		return []elfColumn{colEventType, colTS, colReqID, colOrgID, colUserID,
 			{name: "API_FAMILY", typ: "String", gen: oneOf("REST", "SOAP", "BULK_API_2")},

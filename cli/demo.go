@@ -72,21 +72,9 @@ const (
 // runDemo is the demo: a simulated org, a receiver, a configuration pointing at both, and a few
 // real invocations with new events arriving between them.
 func runDemo(ctx context.Context, w io.Writer, log *slog.Logger, o demoOptions) error {
-	org := simsf.New(simsf.Options{Seed: 42})
-	keys, err := simsf.NewKeyPair(time.Now())
+	org, keys, err := newDemoOrg()
 	if err != nil {
 		return err
-	}
-	org.AddUser(demoUser, simsf.AllPermissions())
-	if err := org.AddJWTApp(demoClient, keys.Certificate, demoUser); err != nil {
-		return err
-	}
-	if err := org.Populate(simsf.DataSet{
-		Window: 6 * time.Hour, EventTypes: []string{"Login", "API", "Report", "URI"}, HourlyFiles: 4, DailyFiles: -1,
-		RowsPerFile: 300, LoginHistory: 400, SetupAuditTrail: 50, AuditEvents: -1, LoginEvents: -1, ApiEvents: -1,
-		ApiAnomalyEventStore: -1, ApexLogs: 20, LateRows: -1,
-	}); err != nil {
-		return fmt.Errorf("demo data: %w", err)
 	}
 	sfSrv, err := org.Start()
 	if err != nil {
@@ -139,18 +127,50 @@ func runDemo(ctx context.Context, w io.Writer, log *slog.Logger, o demoOptions) 
 	return nil
 }
 
+// newDemoOrg returns the demo's simulated org, populated with its data set, and the key pair of
+// its integration user's connected app.
+func newDemoOrg() (*simsf.Org, *simsf.KeyPair, error) {
+	org := simsf.New(simsf.Options{Seed: 42})
+	keys, err := simsf.NewKeyPair(time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	org.AddUser(demoUser, simsf.AllPermissions())
+	if err := org.AddJWTApp(demoClient, keys.Certificate, demoUser); err != nil {
+		return nil, nil, err
+	}
+	if err := org.Populate(demoDataSet()); err != nil {
+		return nil, nil, fmt.Errorf("demo data: %w", err)
+	}
+	return org, keys, nil
+}
+
+// demoDataSet is what the demo's org holds: the event types the Grafana content pack
+// (deploy/grafana/content) draws on, whose test ships this data set.
+func demoDataSet() simsf.DataSet {
+	return simsf.DataSet{
+		Window: 6 * time.Hour, HourlyFiles: 4, DailyFiles: -1, RowsPerFile: 100,
+		EventTypes:   []string{"Login", "API", "ApiTotalUsage", "Report", "ReportExport", "URI", "ApexExecution", "ApexUnexpectedException"},
+		LoginHistory: 400, SetupAuditTrail: 50, AuditEvents: -1, LoginEvents: -1, ApiEvents: -1,
+		ApiAnomalyEventStore: -1, ApexLogs: 20, LateRows: -1,
+	}
+}
+
 // demoConfig is the configuration the demo runs with: the same keys a user writes.
 func demoConfig(sfURL, keyPEM, pushURL, statePath string, maxRecords int) *config.Config {
 	cfg := config.Defaults()
 	cfg.Salesforce.LoginURL = sfURL
 	cfg.Salesforce.ClientID, cfg.Salesforce.Username = demoClient, demoUser
 	cfg.Salesforce.PrivateKey = config.Secret(keyPEM)
+	cfg.Salesforce.Limits = config.OrgLimits{Interval: config.Duration(15 * time.Minute), Ship: true}
 	s := &cfg.Sources
 	s.EventLogFile.Enabled, s.EventLogFile.Interval = true, "Hourly"
 	s.EventLogFile.EventTypes = []string{"*"}
 	s.EventLogFile.Lookback = config.Duration(12 * time.Hour)
 	s.SOQL.Enabled = true
-	s.SOQL.Objects = []config.SOQLObject{demoObject("LoginHistory"), demoObject("SetupAuditTrail")}
+	// SetupAuditTrail only: LoginHistory would take the login category from the Login
+	// EventLogFile type, which the content pack's login panels read.
+	s.SOQL.Objects = []config.SOQLObject{demoObject("SetupAuditTrail")}
 	s.ApexLog.Enabled = true
 	s.ApexLog.Lookback = config.Duration(12 * time.Hour)
 	cfg.Sink.Loki.URL = pushURL
@@ -168,19 +188,20 @@ func demoObject(name string) config.SOQLObject {
 	return obj
 }
 
-// demoNewEvents adds what happens in an org between two runs: a new hourly file, logins.
+// demoNewEvents adds what happens in an org between two runs: a new hourly file of logins,
+// setup changes.
 func demoNewEvents(org *simsf.Org, run int) error {
 	now := time.Now().UTC()
 	if _, err := org.AddEventLogFile(simsf.EventLogFileSpec{EventType: "Login", Interval: simsf.IntervalHourly,
 		LogDate: now.Add(-time.Hour).Truncate(time.Hour), CreatedDate: now.Add(-10 * time.Minute), Sequence: run, Rows: 50}); err != nil {
 		return err
 	}
-	recs := make([]simsf.Record, 0, 25)
-	for k := range 25 {
-		recs = append(recs, simsf.Record{"LoginTime": now.Add(-time.Duration(k) * time.Second), "UserId": "005000000000001AAA",
-			"LoginType": "Application", "Status": "Success", "SourceIp": fmt.Sprintf("203.0.113.%d", k+1)})
+	recs := make([]simsf.Record, 0, 5)
+	for k := range 5 {
+		recs = append(recs, simsf.Record{"CreatedDate": now.Add(-time.Duration(k) * time.Second), "Action": "PermSetAssign",
+			"Section": "Manage Users", "Display": fmt.Sprintf("Permission set \"Demo %d\" assigned to %s", run, demoUser)})
 	}
-	_, err := org.Insert("LoginHistory", recs...)
+	_, err := org.Insert("SetupAuditTrail", recs...)
 	return err
 }
 
@@ -193,6 +214,12 @@ func printDemoRun(w io.Writer, i int, rep *job.Report) {
 	}
 	for _, k := range sortedKeys(rep.Cursors) {
 		fmt.Fprintf(w, "  cursor %-28s %s\n", k, excerpt(string(rep.Cursors[k].After), 90))
+	}
+	for _, s := range rep.Limits {
+		if s.Shipped {
+			fmt.Fprintf(w, "  org limits sampled and shipped: DailyApiRequests %d of %d remaining\n",
+				s.Limits["DailyApiRequests"].Remaining, s.Limits["DailyApiRequests"].Max)
+		}
 	}
 	fmt.Fprintln(w)
 }

@@ -44,7 +44,8 @@ func TestTwoOrgsPrefixKeysLabelEntriesAndMigrateTheLegacyKey(t *testing.T) {
 
 	single := demoConfig(srv.URL, string(keys.KeyPEM), recv.PushURL(), state, 200)
 	single.Sources.EventLogFile.Enabled, single.Sources.ApexLog.Enabled = false, false
-	single.Sources.SOQL.Objects = single.Sources.SOQL.Objects[:1] // LoginHistory
+	single.Sources.SOQL.Objects = []config.SOQLObject{demoObject("LoginHistory")}
+	single.Salesforce.Limits = config.OrgLimits{} // only the records count here
 	if rep := runInvocation(context.Background(), single, log, invocationFlags{}); rep.Outcome != job.OutcomeOK || rep.Records != 200 {
 		t.Fatalf("single-org run: %s, %d records (%s)", rep.Outcome, rep.Records, rep.Error)
 	}

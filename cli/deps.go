@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -64,10 +65,11 @@ func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 			Bucket: st.S3.Bucket, Key: st.S3.Key, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
 			PathStyle: st.S3.PathStyle, AccessKeyID: st.S3.AccessKeyID,
 			SecretAccessKey: st.S3.SecretAccessKey.Value(), SessionToken: st.S3.SessionToken.Value(),
+			Proxy: cfg.HTTP.ProxyFunc(),
 		})
 	case "gcs":
 		b, err = gcsstore.New(ctx, gcsstore.Options{Bucket: st.GCS.Bucket, Object: st.GCS.Object,
-			Endpoint: st.GCS.Endpoint, CredentialsFile: st.GCS.CredentialsFile})
+			Endpoint: st.GCS.Endpoint, CredentialsFile: st.GCS.CredentialsFile, HTTPClient: proxiedClient(cfg.HTTP)})
 	case "configmap":
 		b, err = configmap.New(configmap.Options{Namespace: st.ConfigMap.Namespace, Name: st.ConfigMap.Name,
 			Key: st.ConfigMap.Key, Kubeconfig: st.ConfigMap.Kubeconfig})
@@ -110,6 +112,18 @@ func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv st
 		l = testWrapLease(l)
 	}
 	return l, nil
+}
+
+// proxiedClient returns an HTTP client over Go's default transport with the proxy of the http
+// section, or nil (the store's own default, which follows the environment) when none is set.
+func proxiedClient(h config.HTTP) *http.Client {
+	p := h.ProxyFunc()
+	if p == nil {
+		return nil
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = p
+	return &http.Client{Transport: tr}
 }
 
 // lokiOptions maps sink.loki (and the proxy of http) onto the push client's options.

@@ -291,6 +291,7 @@ func openS3DeadLetter(ctx context.Context, cfg *config.Config, inv string, w *wa
 			o = lambda.S3Options{Endpoint: st.S3.Endpoint, Region: st.S3.Region, PathStyle: st.S3.PathStyle,
 				AccessKeyID: st.S3.AccessKeyID, SecretAccessKey: st.S3.SecretAccessKey.Value(), SessionToken: st.S3.SessionToken.Value()}
 		}
+		o.Proxy = cfg.HTTP.ProxyFunc()
 		nc, err := lambda.NewS3Client(ctx, o)
 		if err != nil {
 			return nil, err

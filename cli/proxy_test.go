@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/config"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/salesforce"
 )
@@ -182,5 +184,48 @@ func TestSandboxEnvironmentUsesTheSandboxLoginHost(t *testing.T) {
 		if proxy.count(want) == 0 {
 			t.Errorf("environment %q: no request to %s; the proxy saw %v", env, want, proxy.hosts)
 		}
+	}
+}
+
+// TestProxyCarriesStoreTraffic: with http.proxy set, the S3 store's requests (a real S3 server,
+// versitygw) and the GCS store's go through the proxy too.
+func TestProxyCarriesStoreTraffic(t *testing.T) {
+	w := newSimWorld(t, 22)
+	proxy, pu := startProxy(t, "")
+	s3 := testenv.StartVersitygw(t)
+	bucket := s3.NewBucket(t)
+	sources := "  soql:\n    enabled: true\n    objects:\n      - name: SetupAuditTrail\n"
+	if _, err := w.org.Insert("SetupAuditTrail", simsf.Record{"CreatedDate": time.Now().Add(-time.Minute), "Action": "PermSetAssign"}); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := w.config(t, "", sources, fmt.Sprintf(`http:
+  proxy: %s
+`, pu.String()))
+	// The fixture's state section is the file store; this run's is S3, by environment override.
+	t.Setenv("SF2LOKI_STATE__STORE", "s3")
+	t.Setenv("SF2LOKI_STATE__S3__BUCKET", bucket)
+	t.Setenv("SF2LOKI_STATE__S3__ENDPOINT", s3.Endpoint)
+	t.Setenv("SF2LOKI_STATE__S3__PATH_STYLE", "true")
+	t.Setenv("SF2LOKI_STATE__S3__REGION", s3.Region)
+	t.Setenv("SF2LOKI_STATE__S3__ACCESS_KEY_ID", s3.AccessKey)
+	t.Setenv("SF2LOKI_STATE__S3__SECRET_ACCESS_KEY", s3.SecretKey)
+	rep, stderr := runOnce(t, cfgPath)
+	if rep.Outcome != job.OutcomeOK || rep.Records != 1 {
+		t.Fatalf("run with the S3 store through the proxy: %s, %d records: %s\n%s", rep.Outcome, rep.Records, rep.Error, stderr)
+	}
+	if got := proxy.count(hostOf(t, s3.Endpoint)); got == 0 {
+		t.Errorf("no S3 request went through the proxy; it saw %v", proxy.hosts)
+	}
+
+	const gcsHost = "gcs.sf2loki.invalid:4443"
+	t.Setenv("SF2LOKI_STATE__STORE", "gcs")
+	t.Setenv("SF2LOKI_STATE__GCS__BUCKET", "b")
+	t.Setenv("SF2LOKI_STATE__GCS__ENDPOINT", "http://"+gcsHost)
+	rep, _ = runOnce(t, cfgPath)
+	if rep.Outcome == job.OutcomeOK {
+		t.Fatalf("a GCS endpoint that does not exist answered")
+	}
+	if got := proxy.count(gcsHost); got == 0 {
+		t.Errorf("the GCS store's request did not go through the proxy; it saw %v", proxy.hosts)
 	}
 }

@@ -30,7 +30,7 @@ type Config struct {
 	Run        Run        `yaml:"run" desc:"One invocation's time budget and the scheduler's numbers it is checked against."`
 	Batch      Batch      `yaml:"batch" desc:"Size bounds of the batch one invocation ships."`
 	Egress     Egress     `yaml:"egress" desc:"Caps on what is sent to Loki: rates and a daily byte budget (per job group)."`
-	HTTP       HTTP       `yaml:"http" desc:"Outbound HTTP of the Salesforce REST and Loki push clients: an explicit proxy."`
+	HTTP       HTTP       `yaml:"http" desc:"Outbound HTTP of the Salesforce REST, Loki push, S3 and GCS clients: an explicit proxy."`
 	Schedule   Schedule   `yaml:"schedule" desc:"The embedded scheduler of 'sf2loki schedule'."`
 	Log        Log        `yaml:"log" desc:"Process logs (stderr)."`
 	Metrics    Metrics    `yaml:"metrics" desc:"OpenTelemetry metrics: OTLP/HTTP push (flushed before a run-once exits) and /metrics in schedule mode."`

@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// HTTP configures outbound HTTP: the proxy of the Salesforce REST and Loki push clients.
+// HTTP configures outbound HTTP: the proxy of the Salesforce REST, Loki push, S3 and GCS clients.
 type HTTP struct {
-	Proxy   Secret   `yaml:"proxy" example:"http://proxy.example.com:3128" desc:"Proxy URL (http, https or socks5; user:password@ allowed, so the whole value is a secret: prefer proxy_file) for the Salesforce REST and Loki push clients; empty = HTTPS_PROXY, HTTP_PROXY and NO_PROXY from the environment, as before."`
+	Proxy   Secret   `yaml:"proxy" example:"http://proxy.example.com:3128" desc:"Proxy URL (http, https or socks5; user:password@ allowed, so the whole value is a secret: prefer proxy_file) for the Salesforce REST, Loki push, S3 (store and dead letters) and GCS clients; empty = HTTPS_PROXY, HTTP_PROXY and NO_PROXY from the environment, as before."`
 	NoProxy []string `yaml:"no_proxy" example:"[loki.internal, 10.0.0.0/8]" desc:"Hosts reached directly although proxy is set: a host name (and its subdomains), .domain (subdomains only), an IP, a CIDR range, host:port, or * (nothing is proxied). Loopback addresses are proxied unless listed."`
 }
 

@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,6 +29,8 @@ type S3Options struct {
 	AccessKeyID     string
 	SecretAccessKey string
 	SessionToken    string
+	// Proxy selects the proxy of each request (nil: the HTTPS_PROXY / NO_PROXY environment).
+	Proxy func(*http.Request) (*url.URL, error)
 }
 
 // AWSConfig loads the AWS SDK configuration with o's region and static credentials, if set.
@@ -36,6 +41,9 @@ func AWSConfig(ctx context.Context, o S3Options) (aws.Config, error) {
 	}
 	if o.AccessKeyID != "" {
 		opts = append(opts, awsconfig.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKeyID, o.SecretAccessKey, o.SessionToken)))
+	}
+	if o.Proxy != nil {
+		opts = append(opts, awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.Proxy = o.Proxy })))
 	}
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -44,6 +45,9 @@ type Options struct {
 	SessionToken    string
 	// MaxSize is the largest document written, in bytes. Default 16 MiB.
 	MaxSize int
+	// Proxy selects the proxy of each request (as http.Transport.Proxy); nil means the SDK's
+	// default (the HTTPS_PROXY / NO_PROXY environment).
+	Proxy func(*http.Request) (*url.URL, error)
 	// Client, when set, is used instead of building one from the fields above.
 	Client *s3.Client
 }
@@ -72,6 +76,9 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		}
 		if o.AccessKeyID != "" {
 			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKeyID, o.SecretAccessKey, o.SessionToken)))
+		}
+		if o.Proxy != nil {
+			opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.Proxy = o.Proxy })))
 		}
 		cfg, err := config.LoadDefaultConfig(ctx, opts...)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/obs"
+	"github.com/sf2loki/sf2loki/schedule"
 )
 
 // metricsFixture is a simulated org with EventLogFiles (one of them empty), a strict receiver,
@@ -186,7 +187,7 @@ func TestScheduleServesMetrics(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var health struct {
-			Jobs map[string]tickState `json:"jobs"`
+			Jobs map[string]schedule.TickState `json:"jobs"`
 		}
 		if err := getJSON(base+"/healthz", &health); err == nil && health.Jobs["default"].LastOutcome != "" {
 			if o := health.Jobs["default"].LastOutcome; o != job.OutcomeOK {

@@ -20,6 +20,7 @@ var forbidden = map[string][]string{
 	"source":     {"store", "lease", "job", "config", "cli", "doctor", "obs"},
 	"job":        {"config", "cli", "doctor", "obs"},
 	"obs":        {"config", "cli", "doctor"},
+	"schedule":   {"config", "cli", "doctor", "obs"},
 	"doctor":     {"config", "cli"},
 	"config":     {"cli", "doctor", "job", "lease", "store"},
 }

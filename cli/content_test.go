@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/sf2loki/sf2loki/internal/demo"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -22,7 +23,7 @@ import (
 // every source is caught up, and returns what the strict receiver holds per stream.
 func shipDemo(t *testing.T, mod func(*config.Config)) []logql.Stream {
 	t.Helper()
-	org, keys, err := newDemoOrg()
+	org, keys, err := demo.NewOrg()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func shipDemo(t *testing.T, mod func(*config.Config)) []logql.Stream {
 	}
 	t.Cleanup(func() { _ = sf.Close() })
 	receiver := simloki.Start(t, simloki.Options{})
-	cfg := demoConfig(sf.URL, string(keys.KeyPEM), receiver.PushURL(), filepath.Join(t.TempDir(), "state.json"), 100_000)
+	cfg := demo.Config(sf.URL, string(keys.KeyPEM), receiver.PushURL(), filepath.Join(t.TempDir(), "state.json"), 100_000)
 	cfg.Orgs = []config.Org{{Name: "demo", Salesforce: cfg.Salesforce, Sources: cfg.Sources}}
 	cfg.Salesforce, cfg.Sources = config.Defaults().Salesforce, config.Defaults().Sources
 	cfg.Run.Drain = true
@@ -71,7 +72,7 @@ func shipDemo(t *testing.T, mod func(*config.Config)) []logql.Stream {
 		logql.JSONFields(e.Line, st.Fields)
 	}
 	var out []logql.Stream
-	for _, k := range sortedKeys(byStream) {
+	for _, k := range slices.Sorted(maps.Keys(byStream)) {
 		out = append(out, *byStream[k])
 	}
 	return out

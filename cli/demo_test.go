@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/internal/demo"
+	"github.com/sf2loki/sf2loki/job"
 	"log/slog"
 	"regexp"
 	"strconv"
@@ -12,7 +15,9 @@ import (
 
 func TestDemoShipsRecordsAndAdvancesCursors(t *testing.T) {
 	var out bytes.Buffer
-	err := runDemo(context.Background(), &out, slog.New(slog.DiscardHandler), demoOptions{runs: 3, maxRecords: 1500, stateDir: t.TempDir()})
+	err := demo.Run(context.Background(), &out, demo.Options{Runs: 3, MaxRecords: 1500, StateDir: t.TempDir()}, func(ctx context.Context, cfg *config.Config) *job.Report {
+		return runInvocation(ctx, cfg, slog.New(slog.DiscardHandler), invocationFlags{})
+	})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}

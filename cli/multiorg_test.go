@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/sf2loki/sf2loki/internal/demo"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -24,8 +25,8 @@ func TestTwoOrgsPrefixKeysLabelEntriesAndMigrateTheLegacyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	org.AddUser(demoUser, simsf.AllPermissions())
-	if err := org.AddJWTApp(demoClient, keys.Certificate, demoUser); err != nil {
+	org.AddUser(demo.User, simsf.AllPermissions())
+	if err := org.AddJWTApp(demo.Client, keys.Certificate, demo.User); err != nil {
 		t.Fatal(err)
 	}
 	if err := org.Populate(simsf.DataSet{Window: 6 * time.Hour, EventTypes: []string{"Login"}, HourlyFiles: -1, DailyFiles: -1,
@@ -42,9 +43,9 @@ func TestTwoOrgsPrefixKeysLabelEntriesAndMigrateTheLegacyKey(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.json")
 	log := slog.New(slog.DiscardHandler)
 
-	single := demoConfig(srv.URL, string(keys.KeyPEM), recv.PushURL(), state, 200)
+	single := demo.Config(srv.URL, string(keys.KeyPEM), recv.PushURL(), state, 200)
 	single.Sources.EventLogFile.Enabled, single.Sources.ApexLog.Enabled = false, false
-	single.Sources.SOQL.Objects = []config.SOQLObject{demoObject("LoginHistory")}
+	single.Sources.SOQL.Objects = []config.SOQLObject{demo.Object("LoginHistory")}
 	single.Salesforce.Limits = config.OrgLimits{} // only the records count here
 	if rep := runInvocation(context.Background(), single, log, invocationFlags{}); rep.Outcome != job.OutcomeOK || rep.Records != 200 {
 		t.Fatalf("single-org run: %s, %d records (%s)", rep.Outcome, rep.Records, rep.Error)

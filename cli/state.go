@@ -431,25 +431,6 @@ func missingKeys(doc *store.Document, keys []string) []string {
 	return out
 }
 
-// exportedDocument is the document without what belongs to one deployment's history: the
-// fence, the writer stamp and the claim history (copied back into another deployment's document, a
-// foreign fence would lock its live job out).
-func exportedDocument(d *store.Document, match func(string) bool) *store.Document {
-	out := &store.Document{Schema: store.SchemaVersion, Checkpoints: map[string]store.Checkpoint{}, LastCommitAt: d.LastCommitAt}
-	for k, cp := range d.Checkpoints {
-		if match(k) {
-			out.Checkpoints[k] = cp
-		}
-	}
-	if len(d.Counters) > 0 {
-		out.Counters = map[string]store.Counter{}
-		for k, ct := range d.Counters {
-			out.Counters[k] = ct
-		}
-	}
-	return out
-}
-
 func stateExport(c *cli.Context) error {
 	t, snap, match, stop, err := readTarget(c)
 	if err != nil {
@@ -457,9 +438,9 @@ func stateExport(c *cli.Context) error {
 	}
 	defer stop()
 	if snap.Absent {
-		return exitf(ExitInternal, "%s does not exist: nothing to export", t.st.Object())
+		return exitf(ExitConfig, "%s does not exist: nothing to export", t.st.Object())
 	}
-	data, err := exportedDocument(snap.Doc, match).Encode()
+	data, err := snap.Doc.Export(match).Encode()
 	if err != nil {
 		return err
 	}
@@ -493,19 +474,9 @@ func stateImport(c *cli.Context) error {
 	if err != nil {
 		return exitf(ExitConfig, "state import: %v", err)
 	}
-	if len(in.Checkpoints) == 0 && len(in.Counters) == 0 {
-		return exitf(ExitConfig, "state import: %s holds no checkpoints", name)
-	}
-	set := make(map[string]json.RawMessage, len(in.Checkpoints))
-	for k, cp := range in.Checkpoints {
-		if k == legacyFenceKey {
-			continue
-		}
-		set[k] = cp.Value
-	}
-	counters := map[string]store.Counter{}
-	for k, ct := range in.Counters {
-		counters[k] = store.Counter{Value: ct.Value, Window: ct.Window}
+	imported, err := in.Imported()
+	if err != nil {
+		return exitf(ExitConfig, "state import: %s: %v", name, err)
 	}
 	t, stop, err := openTarget(c)
 	if err != nil {
@@ -516,7 +487,7 @@ func stateImport(c *cli.Context) error {
 	// checkpoints. Checked before the lease is taken, and again on the claimed version.
 	notEmpty := func(doc *store.Document) error {
 		if doc != nil && (len(doc.Checkpoints) > 0 || len(doc.Counters) > 0) {
-			return exitf(ExitInternal, "%s already holds %d checkpoints: import only into an empty document (delete them, or point the configuration at a new document); nothing was changed",
+			return exitf(ExitConfig, "%s already holds %d checkpoints: import only into an empty document (delete them, or point the configuration at a new document); nothing was changed",
 				t.st.Object(), len(doc.Checkpoints))
 		}
 		return nil
@@ -532,16 +503,12 @@ func stateImport(c *cli.Context) error {
 		if err := notEmpty(doc); err != nil {
 			return nil, err
 		}
-		ch := &store.Change{Set: set}
-		if len(counters) > 0 {
-			ch.Counters = counters
-		}
-		return ch, nil
+		return &imported, nil
 	})
 	if err != nil {
 		return storeExit(err)
 	}
-	_, err = fmt.Fprintf(c.App.Writer, "imported %d checkpoints and %d counters from %s into %s at epoch %d\n", len(set), len(counters), name, t.st.Object(), epoch)
+	_, err = fmt.Fprintf(c.App.Writer, "imported %d checkpoints and %d counters from %s into %s at epoch %d\n", len(imported.Set), len(imported.Counters), name, t.st.Object(), epoch)
 	return err
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -167,6 +168,45 @@ func (d *Document) Encode() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// Export returns what of the document moves to another deployment: the checkpoints match
+// accepts, the counters and the last commit time — without the fence, the writer stamp and the
+// claim history, which belong to this deployment's lease (copied into another document, a
+// foreign fence would lock its live job out).
+func (d *Document) Export(match func(string) bool) *Document {
+	out := &Document{Schema: SchemaVersion, Checkpoints: map[string]Checkpoint{}, LastCommitAt: d.LastCommitAt}
+	for k, cp := range d.Checkpoints {
+		if match(k) {
+			out.Checkpoints[k] = cp
+		}
+	}
+	if len(d.Counters) > 0 {
+		out.Counters = maps.Clone(d.Counters)
+	}
+	return out
+}
+
+// Imported is the change that writes an exported document's checkpoints and counters into
+// another document (the Python fence key, which is no checkpoint, left out). An error says
+// there is nothing to import.
+func (d *Document) Imported() (Change, error) {
+	if len(d.Checkpoints) == 0 && len(d.Counters) == 0 {
+		return Change{}, errors.New("holds no checkpoints")
+	}
+	ch := Change{Set: make(map[string]json.RawMessage, len(d.Checkpoints))}
+	for k, cp := range d.Checkpoints {
+		if k != legacyFenceKey {
+			ch.Set[k] = cp.Value
+		}
+	}
+	if len(d.Counters) > 0 {
+		ch.Counters = make(map[string]Counter, len(d.Counters))
+		for k, ct := range d.Counters {
+			ch.Counters[k] = Counter{Value: ct.Value, Window: ct.Window}
+		}
+	}
+	return ch, nil
 }
 
 // StringValue returns a checkpoint value holding a JSON string.

@@ -271,7 +271,7 @@ func TestStateCommands(t *testing.T) {
 	if err := os.WriteFile(dump, []byte(exp.stdout), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := run("--config", e.cfg, "state", "import", dump); r.code != 1 || !strings.Contains(r.stderr, "empty") {
+	if r := run("--config", e.cfg, "state", "import", dump); r.code != 2 || !strings.Contains(r.stderr, "empty") {
 		t.Fatalf("import into a non-empty document: %s", r)
 	}
 }
@@ -393,7 +393,7 @@ func TestE2EStateExportImportFileToS3(t *testing.T) {
 		t.Fatalf("a run on S3 after the import must continue from the imported cursors (nothing to ship): %s", r)
 	}
 	// Importing again refuses: the target is no longer empty.
-	if r := run("--config", s3cfg, "state", "import", writeTemp(t, run("--config", e.cfg, "state", "export").stdout)); r.code != 1 {
+	if r := run("--config", s3cfg, "state", "import", writeTemp(t, run("--config", e.cfg, "state", "export").stdout)); r.code != 2 {
 		t.Fatalf("a second import: %s", r)
 	}
 }

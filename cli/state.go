@@ -61,7 +61,7 @@ func openTarget(c *cli.Context) (*target, func(), error) {
 	case c.Bool("backfill") && name != "":
 		return nil, nil, exitf(ExitConfig, "--backfill and --job exclude each other: a backfill has one document, not one per job group")
 	case c.Bool("backfill"):
-		cfg = backfillConfig(cfg)
+		cfg = cfg.ForBackfill()
 	case name != "" || len(cfg.Jobs) > 0:
 		if cfg, err = cfg.ForJob(name); err != nil {
 			return nil, nil, exitf(ExitConfig, "%v", err)

@@ -223,3 +223,33 @@ func (c *Config) ForJob(name string) (*Config, error) {
 	}
 	return &out, nil
 }
+
+// backfillSuffix marks the backfill's own document and lease.
+const backfillSuffix = "-backfill"
+
+// ForBackfill returns the configuration of the backfill's own document and lease, like a
+// job group's: lease "<name>-backfill", document "<path>-backfill<ext>" (file), "<key>-backfill<ext>"
+// (S3 key, GCS object), ConfigMap "<name>-backfill". A backfill never reads or fences the live
+// document.
+func (c *Config) ForBackfill() *Config {
+	out := *c
+	name := c.Lease.Name
+	if name == "" {
+		name = "sf2loki"
+	}
+	out.Lease.Name = name + backfillSuffix
+	out.State.File.Path = suffixed(c.State.File.Path)
+	out.State.S3.Key = suffixed(c.State.S3.Key)
+	out.State.GCS.Object = suffixed(c.State.GCS.Object)
+	out.State.ConfigMap.Name = c.State.ConfigMap.Name + backfillSuffix
+	return &out
+}
+
+// suffixed inserts the backfill suffix before a path's extension: state.json -> state-backfill.json.
+func suffixed(p string) string {
+	if p == "" {
+		return p
+	}
+	ext := filepath.Ext(p)
+	return strings.TrimSuffix(p, ext) + backfillSuffix + ext
+}

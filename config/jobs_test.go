@@ -103,3 +103,18 @@ func TestNoJobGroupsMeansOneJob(t *testing.T) {
 		t.Error("--job without groups was accepted")
 	}
 }
+
+// A backfill has its own document and lease beside the live ones, whatever the store.
+func TestForBackfill(t *testing.T) {
+	c := Defaults()
+	c.Lease.Name = "sf2loki-prod"
+	c.State.File.Path, c.State.S3.Key, c.State.GCS.Object, c.State.ConfigMap.Name = "/var/lib/sf2loki/state.json", "prod/state.json", "prod/state.json", "sf2loki-state"
+	b := c.ForBackfill()
+	if b.Lease.Name != "sf2loki-prod-backfill" || b.State.File.Path != "/var/lib/sf2loki/state-backfill.json" ||
+		b.State.S3.Key != "prod/state-backfill.json" || b.State.GCS.Object != "prod/state-backfill.json" || b.State.ConfigMap.Name != "sf2loki-state-backfill" {
+		t.Fatalf("backfill configuration: lease %q, file %q, s3 %q, gcs %q, configmap %q", b.Lease.Name, b.State.File.Path, b.State.S3.Key, b.State.GCS.Object, b.State.ConfigMap.Name)
+	}
+	if c.Lease.Name != "sf2loki-prod" || c.State.File.Path != "/var/lib/sf2loki/state.json" {
+		t.Fatal("ForBackfill changed the live configuration")
+	}
+}

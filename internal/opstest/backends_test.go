@@ -251,7 +251,7 @@ func TestE2EStateAndLeaseKubernetes(t *testing.T) {
 	admin := k.AdminClient(t)
 	ctx := t.Context()
 
-	if r := run("--config", e.cfg, "state", "set", "custom:key", `{"x":1}`, "--wait", "2s"); r.code != 0 {
+	if r := run("--config", e.cfg, "state", "set", "eventlogfile:Login", operatorValue, "--wait", "2s"); r.code != 0 {
 		t.Fatalf("state set: %s", r)
 	}
 	le, err := admin.CoordinationV1().Leases(ns).Get(ctx, "sf2loki", metav1.GetOptions{})
@@ -266,7 +266,7 @@ func TestE2EStateAndLeaseKubernetes(t *testing.T) {
 	if err := json.Unmarshal([]byte(show.stdout), &doc); err != nil {
 		t.Fatal(err, show)
 	}
-	if doc.Fence.Epoch != uint64(*le.Spec.LeaseTransitions) || doc.Fence.Lease.Kind != "Lease" || string(doc.Checkpoints["custom:key"].Value) == "" {
+	if doc.Fence.Epoch != uint64(*le.Spec.LeaseTransitions) || doc.Fence.Lease.Kind != "Lease" || !strings.Contains(string(doc.Checkpoints["eventlogfile:Login"].Value), "0AT000000000999AAA") {
 		t.Fatalf("after state set: fence %+v, lease transitions %d, checkpoints %v", doc.Fence, *le.Spec.LeaseTransitions, doc.Checkpoints)
 	}
 	if le.Spec.HolderIdentity != nil && *le.Spec.HolderIdentity != "" {
@@ -303,13 +303,13 @@ func TestE2EStateAndLeaseKubernetes(t *testing.T) {
 
 	// A live holder: refused without --force; --force takes it over and the claim fences it.
 	setHolder("live-pod/def", time.Now())
-	if r := run("--config", e.cfg, "state", "set", "custom:key", `{"x":2}`, "--wait", "300ms"); r.code != 5 {
+	if r := run("--config", e.cfg, "state", "set", "eventlogfile:Login", operatorValue, "--wait", "300ms"); r.code != 5 {
 		t.Fatalf("state set with a live Kubernetes holder: %s", r)
 	}
 	if r := run("--config", e.cfg, "lease", "release"); r.code != 5 {
 		t.Fatalf("lease release of a live holder: %s", r)
 	}
-	r := run("--config", e.cfg, "state", "set", "custom:key", `{"x":2}`, "--wait", "2s", "--force")
+	r := run("--config", e.cfg, "state", "set", "eventlogfile:Login", operatorValue, "--wait", "2s", "--force")
 	if r.code != 0 || !strings.Contains(r.stderr, "live-pod/def") {
 		t.Fatalf("state set --force: %s", r)
 	}

@@ -320,7 +320,7 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 		if err != nil {
 			return deps, nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
 		}
-		env := orgEnv{Name: o.entry.Name, Client: client, Config: cfg, Log: log.With("org", o.entry.Name), Now: time.Now}
+		env := newOrgEnv(cfg, o.entry, client, log)
 		opts, err := eventLogFileOptions(env, sh)
 		if err != nil {
 			return deps, nil, err

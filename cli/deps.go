@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
@@ -254,7 +253,7 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 		if poll, ok := limitsPoll(org, client, sh); ok {
 			p.deps.Limits = append(p.deps.Limits, poll)
 		}
-		env := orgEnv{Name: org.Name, Client: client, Config: cfg, Full: cfg.Full(), Log: log.With("org", org.Name), Now: time.Now}
+		env := newOrgEnv(cfg, org, client, log)
 		bindings, err := orgBindings(env, org.Sources, sh)
 		if err != nil {
 			return err

@@ -33,9 +33,9 @@ func orgBindings(env orgEnv, s config.Sources, sh *shape.Shaper) ([]job.Binding,
 		}
 		src, err := b.build(env, sh)
 		if err != nil {
-			return nil, fmt.Errorf("org %s, source %s: %w", displayOrgName(env.Name), b.name, err)
+			return nil, fmt.Errorf("org %s, source %s: %w", displayOrgName(env.Org.Name), b.name, err)
 		}
-		out = append(out, job.Binding{Org: env.Name, Source: src})
+		out = append(out, job.Binding{Org: env.Org.Name, Source: src})
 	}
 	return out, nil
 }

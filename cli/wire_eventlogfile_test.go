@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestEventLogFileOptionsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := eventLogFileOptions(orgEnv{Name: "us", Config: cfg}, sh)
+	o, err := eventLogFileOptions(newOrgEnv(cfg, cfg.OrgList()[1], nil, slog.New(slog.DiscardHandler)), sh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,14 +36,14 @@ func TestEventLogFileOptionsFromConfig(t *testing.T) {
 		t.Fatalf("owned categories %v with no other source", o.OwnedCategories)
 	}
 	// A soql source in another job group still owns its category.
-	full := *cfg
-	full.Orgs = append([]config.Org(nil), cfg.Orgs...)
-	full.Orgs[1].Sources.SOQL = config.SOQLSource{Enabled: true, Objects: []config.SOQLObject{{Name: "LoginEvent"}}}
-	o, err = eventLogFileOptions(orgEnv{Name: "us", Config: cfg, Full: &full}, sh)
+	cfg.Orgs[1].Sources.SOQL = config.SOQLSource{Enabled: true, Objects: []config.SOQLObject{{Name: "LoginEvent"}}}
+	cfg.Jobs = []config.Job{{Name: "elf", Sources: []string{"eventlogfile"}}, {Name: "events", Sources: []string{"soql"}}}
+	elf, err := cfg.ForJob("elf")
+	if err != nil || elf.OrgList()[1].Sources.SOQL.Enabled {
+		t.Fatalf("the elf group: soql %v (%v)", elf.OrgList()[1].Sources.SOQL.Enabled, err)
+	}
+	o, err = eventLogFileOptions(newOrgEnv(elf, elf.OrgList()[1], nil, slog.New(slog.DiscardHandler)), sh)
 	if err != nil || len(o.OwnedCategories) != 1 || o.OwnedCategories[0] != "login" {
 		t.Fatalf("owned categories %v (%v), want login from the full configuration", o.OwnedCategories, err)
-	}
-	if _, err := eventLogFileOptions(orgEnv{Name: "nope", Config: cfg}, sh); err == nil {
-		t.Fatal("an unknown org must be an error")
 	}
 }

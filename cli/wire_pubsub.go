@@ -16,10 +16,7 @@ import (
 // session) and closes it when the run has closed every topic's stream. Keys are unprefixed
 // ("pubsub:<topic>"); the job adds the org prefix.
 func pubSubSource(env orgEnv, sh *shape.Shaper) (source.Source, error) {
-	org, path, ok := findOrg(env.Config, env.Name)
-	if !ok {
-		return nil, fmt.Errorf("%w the pubsub source: no org named %q", errWiring, env.Name)
-	}
+	org, path := env.Org, env.Org.SourcesPath()
 	c := org.Sources.PubSub
 	client, err := sfpubsub.New(env.Client, sfpubsub.Options{
 		Endpoint: c.Endpoint, Plaintext: c.Plaintext, TLSCAFile: c.TLS.CAFile, TLSServerName: c.TLS.ServerName,
@@ -38,9 +35,7 @@ func pubSubSource(env orgEnv, sh *shape.Shaper) (source.Source, error) {
 	if org.Salesforce.OrgID != "" {
 		labels = append(labels, loki.Label{Name: "sf_org_id", Value: org.Salesforce.OrgID})
 	}
-	if env.Name != "" {
-		labels = append(labels, loki.Label{Name: "org", Value: env.Name})
-	}
+	labels = append(labels, env.orgLabel()...)
 	start, startAt := c.Start.Preset()
 	src, err := pubsub.New(client, env.Client, pubsub.Options{
 		Topics: c.Topics, MaxEvents: c.MaxEvents, NumRequested: c.NumRequested, Idle: c.Idle.D(),

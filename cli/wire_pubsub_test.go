@@ -76,7 +76,7 @@ func TestPubSubSourceShapesDecodedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := pubSubSource(orgEnv{Client: sf, Config: cfg, Log: log, Now: time.Now}, sh)
+	src, err := pubSubSource(newOrgEnv(cfg, cfg.OrgList()[0], sf, log), sh)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func TestSOQLAndApexLogWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := orgEnv{Name: "prod", Client: client, Config: cfg, Log: slog.New(slog.DiscardHandler), Now: time.Now}
+	env := newOrgEnv(cfg, cfg.OrgList()[0], client, slog.New(slog.DiscardHandler))
 	for _, build := range []func(orgEnv) (source.Source, error){
 		func(e orgEnv) (source.Source, error) { return soqlSource(e, sh) },
 		func(e orgEnv) (source.Source, error) { return apexLogSource(e, sh) },

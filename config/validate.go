@@ -81,6 +81,22 @@ type OrgEntry struct {
 	Sources    Sources
 }
 
+// SourcesPath is the config path of the org's sources section ("sources" or
+// "orgs[i].sources"), for messages.
+func (o OrgEntry) SourcesPath() string {
+	return strings.TrimSuffix(o.Path, "salesforce") + "sources"
+}
+
+// Org returns the org called name (empty: the single-org form).
+func (c *Config) Org(name string) (OrgEntry, bool) {
+	for _, o := range c.OrgList() {
+		if o.Name == name {
+			return o, true
+		}
+	}
+	return OrgEntry{}, false
+}
+
 // OrgList returns the configured orgs: the orgs list, or the single salesforce section.
 func (c *Config) OrgList() []OrgEntry {
 	if len(c.Orgs) > 0 {

@@ -23,9 +23,6 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
-// legacyFenceKey is the Python original's reserved fence key: never a checkpoint.
-const legacyFenceKey = "__fence_epoch__"
-
 // documentFlags select the checkpoint document a state or lease command works on.
 func documentFlags() []cli.Flag {
 	return []cli.Flag{
@@ -328,8 +325,8 @@ func checkKey(k string) error {
 	switch k {
 	case "":
 		return exitf(ExitConfig, "KEY must not be empty")
-	case legacyFenceKey:
-		return exitf(ExitConfig, "%s is the fence of the Python original, not a checkpoint: use `sf2loki state fence raise-floor`", legacyFenceKey)
+	case store.LegacyFenceKey:
+		return exitf(ExitConfig, "%s is the fence of the Python original, not a checkpoint: use `sf2loki state fence raise-floor`", store.LegacyFenceKey)
 	}
 	return nil
 }

@@ -17,8 +17,9 @@ import (
 // schema field is a legacy Python sf2loki flat key map (see decode).
 const SchemaVersion = 2
 
-// legacyFenceKey is the reserved key the Python file store kept its fence epoch under.
-const legacyFenceKey = "__fence_epoch__"
+// LegacyFenceKey is the reserved key the Python file store kept its fence epoch under: never a
+// checkpoint.
+const LegacyFenceKey = "__fence_epoch__"
 
 // Document is the checkpoint document: one JSON object per deployment (job group or backfill),
 // holding the fence, the last writer's stamp and every checkpoint.
@@ -196,7 +197,7 @@ func (d *Document) Imported() (Change, error) {
 	}
 	ch := Change{Set: make(map[string]json.RawMessage, len(d.Checkpoints))}
 	for k, cp := range d.Checkpoints {
-		if k != legacyFenceKey {
+		if k != LegacyFenceKey {
 			ch.Set[k] = cp.Value
 		}
 	}
@@ -284,7 +285,7 @@ func legacyShape(top map[string]json.RawMessage) error {
 		}
 	}
 	for k, v := range top {
-		if k == legacyFenceKey {
+		if k == LegacyFenceKey {
 			continue
 		}
 		if len(v) == 0 || v[0] != '"' {
@@ -307,10 +308,10 @@ func clip(v json.RawMessage) string {
 func decodeLegacy(top map[string]json.RawMessage) (*Document, error) {
 	doc := &Document{Schema: SchemaVersion, Checkpoints: make(map[string]Checkpoint, len(top))}
 	for k, v := range top {
-		if k == legacyFenceKey {
+		if k == LegacyFenceKey {
 			epoch, err := legacyEpoch(v)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", legacyFenceKey, err)
+				return nil, fmt.Errorf("%s: %w", LegacyFenceKey, err)
 			}
 			if epoch > 0 {
 				doc.Fence = &Fence{Epoch: epoch}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,7 +18,6 @@ import (
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
-	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/store"
 	"github.com/sf2loki/sf2loki/store/configmap"
 	"github.com/sf2loki/sf2loki/store/file"
@@ -260,7 +258,7 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 		}
 		p.deps.Bindings = append(p.deps.Bindings, bindings...)
 	}
-	markLegacyFallback(p.deps.Bindings)
+	job.MarkLegacyFallback(p.deps.Bindings)
 	return nil
 }
 
@@ -331,39 +329,14 @@ func checkCursor(ctx context.Context, cfg *config.Config, key string, value json
 	if err := p.bind(cfg, sh, slog.New(slog.DiscardHandler), nil); err != nil {
 		return err
 	}
-	var names []string
-	for _, b := range p.deps.Bindings {
-		rest, ok := strings.CutPrefix(key, b.KeyPrefix())
-		if !ok && !b.LegacyFallback {
-			continue
-		}
-		if !ok {
-			rest = key
-		}
-		_, err := b.Source.CursorTime(rest, value)
-		switch {
-		case err == nil:
-			return nil
-		case !errors.Is(err, source.ErrNotMyKey):
-			return exitf(ExitConfig, "%s cannot use this value for %s, so it would restart the key from its lookback: %v; "+
-				"copy a value of the same form from `sf2loki state show --json`", b.ReportName(), key, err)
-		}
-		names = append(names, b.ReportName())
+	reader, names, err := job.CheckCursor(p.deps.Bindings, key, value)
+	switch {
+	case err != nil:
+		return exitf(ExitConfig, "%s cannot use this value for %s, so it would restart the key from its lookback: %v; "+
+			"copy a value of the same form from `sf2loki state show --json`", reader, key, err)
+	case reader != "":
+		return nil
 	}
 	return exitf(ExitConfig, "no configured source reads the key %s (configured: %s); check the spelling against `sf2loki state show`, "+
 		"or enable the source first", key, strings.Join(names, ", "))
-}
-
-// markLegacyFallback lets the first org of a multi-org configuration read unprefixed keys
-// (state written by a single-org configuration) where it has no prefixed ones.
-func markLegacyFallback(bs []job.Binding) {
-	if len(bs) == 0 || bs[0].Org == "" {
-		return
-	}
-	first := bs[0].Org
-	for i := range bs {
-		if bs[i].Org == first {
-			bs[i].LegacyFallback = true
-		}
-	}
 }

@@ -8,8 +8,10 @@ package job
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
@@ -75,6 +77,55 @@ func (b Binding) KeyPrefix() string {
 		return ""
 	}
 	return "org=" + b.Org + ":"
+}
+
+// Reads returns key as the binding's source knows it (its org prefix removed) and whether the
+// binding reads that key: its org's keys and, with LegacyFallback, unprefixed ones.
+func (b Binding) Reads(key string) (string, bool) {
+	prefix := b.KeyPrefix()
+	if rest, ok := strings.CutPrefix(key, prefix); ok && (prefix != "" || !strings.HasPrefix(key, "org=")) {
+		return rest, true
+	}
+	if b.LegacyFallback && !strings.HasPrefix(key, "org=") {
+		return key, true
+	}
+	return "", false
+}
+
+// MarkLegacyFallback lets the first org of a multi-org configuration read unprefixed keys
+// (state written by a single-org configuration) where it has no prefixed ones.
+func MarkLegacyFallback(bs []Binding) {
+	if len(bs) == 0 || bs[0].Org == "" {
+		return
+	}
+	first := bs[0].Org
+	for i := range bs {
+		if bs[i].Org == first {
+			bs[i].LegacyFallback = true
+		}
+	}
+}
+
+// CheckCursor finds the binding that reads key and lets its source decode value: reader is
+// that binding's report name ("" when no binding reads the key) and err the source's refusal
+// of the value. The bindings reading no such key are listed in names.
+func CheckCursor(bs []Binding, key string, value json.RawMessage) (reader string, names []string, err error) {
+	for _, b := range bs {
+		rest, ok := b.Reads(key)
+		if !ok {
+			names = append(names, b.ReportName())
+			continue
+		}
+		if _, err := b.Source.CursorTime(rest, value); err != nil {
+			if errors.Is(err, source.ErrNotMyKey) {
+				names = append(names, b.ReportName())
+				continue
+			}
+			return b.ReportName(), names, err
+		}
+		return b.ReportName(), names, nil
+	}
+	return "", names, nil
 }
 
 // ReportName is how the binding is named in the run report.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"strings"
 
 	"github.com/sf2loki/sf2loki/source"
 )
@@ -29,28 +28,17 @@ func (k *keyStream) close() {
 // bindingCursors returns the stored cursors a binding's source sees: its org's keys with the
 // prefix removed and, for the legacy fallback, unprefixed keys where no prefixed one exists.
 func bindingCursors(b Binding, all map[string]json.RawMessage) map[string]json.RawMessage {
-	prefix := b.KeyPrefix()
+	prefixed := b.KeyPrefix() != ""
 	out := map[string]json.RawMessage{}
 	for k, v := range all {
-		if prefix == "" {
-			if !strings.HasPrefix(k, "org=") {
-				out[k] = v
-			}
+		rest, ok := b.Reads(k)
+		if !ok {
 			continue
 		}
-		if rest, ok := strings.CutPrefix(k, prefix); ok {
-			out[rest] = v
+		if _, has := out[rest]; has && prefixed && rest == k {
+			continue // an unprefixed legacy cursor never hides the org's own
 		}
-	}
-	if prefix != "" && b.LegacyFallback {
-		for k, v := range all {
-			if strings.HasPrefix(k, "org=") {
-				continue
-			}
-			if _, has := out[k]; !has {
-				out[k] = v
-			}
-		}
+		out[rest] = v
 	}
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -347,7 +346,7 @@ func (r *run) release(ctx context.Context) {
 				r.rep.Cursors = map[string]CursorChange{}
 			}
 			b := r.deps.Bindings[ks.binding]
-			at, _ := b.Source.CursorTime(strings.TrimPrefix(ks.key, b.KeyPrefix()), ks.committed)
+			at, _ := b.Source.CursorTime(ks.key[len(b.KeyPrefix()):], ks.committed)
 			r.rep.Cursors[ks.key] = CursorChange{Before: ks.before, After: ks.committed, At: at}
 		}
 	}

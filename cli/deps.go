@@ -12,6 +12,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lambda"
 	"github.com/sf2loki/sf2loki/lease"
 	leasek8s "github.com/sf2loki/sf2loki/lease/kubernetes"
 	leasestore "github.com/sf2loki/sf2loki/lease/store"
@@ -297,7 +298,11 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 
 // openDeadLetter opens sink.loki.dead_letter_path (a file, or an s3:// prefix) for the run.
 func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts, warm *warmClients) error {
-	if w, err := openS3DeadLetter(ctx, cfg, p.opts.Invocation, warm); err != nil || w != nil {
+	var dead *lambda.DeadLetters
+	if warm != nil {
+		dead = &warm.dead
+	}
+	if w, err := dead.Open(ctx, cfg, p.opts.Invocation); err != nil || w != nil {
 		if err != nil {
 			return fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
 		}

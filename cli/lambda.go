@@ -4,15 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/urfave/cli/v2"
 
 	"github.com/sf2loki/sf2loki/config"
@@ -23,9 +19,6 @@ import (
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/store"
 )
-
-// lambdaConfigYAMLEnv holds the whole configuration as YAML when no file or object is named.
-const lambdaConfigYAMLEnv = "SF2LOKI_CONFIG_YAML"
 
 // lambdaArgs makes the bare binary a Lambda bootstrap: with AWS_LAMBDA_RUNTIME_API set and no
 // command given, it runs the lambda command.
@@ -41,7 +34,7 @@ func lambdaCommand() *cli.Command {
 		Name:  "lambda",
 		Usage: "serve AWS Lambda invocations: one invocation = one run-once (the binary is a provided.al2023 bootstrap)",
 		Description: "Runs when AWS_LAMBDA_RUNTIME_API is set (the bare binary does this by itself). The configuration\n" +
-			"comes from --config (a file in the package or s3://bucket/key), else $" + lambdaConfigYAMLEnv + ", plus\n" +
+			"comes from --config (a file in the package or s3://bucket/key), else $" + lambda.ConfigYAMLEnv + ", plus\n" +
 			"the SF2LOKI_* overrides; ${secretsmanager:...} and ${ssm:...} references are resolved once and again\n" +
 			"after --refresh or a failed invocation. ok, busy and fenced return the run report; any other outcome is\n" +
 			"a function error whose errorType is sf2loki.<outcome>.",
@@ -158,61 +151,28 @@ func (f *lambdaFunction) ensureLoaded(ctx context.Context) error {
 	return nil
 }
 
-// load reads the configuration (a file, an s3:// object or $SF2LOKI_CONFIG_YAML), resolves its
-// secret references and builds a logger that redacts every secret, resolved ones included.
+// load reads the configuration and builds a logger that redacts every secret, resolved
+// ones included.
 func (f *lambdaFunction) load(ctx context.Context) (*config.Config, *slog.Logger, int, error) {
-	s3c := sync.OnceValues(func() (*s3.Client, error) { return lambda.NewS3Client(ctx, lambda.S3Options{}) })
-	reader := lambda.ObjectReader{Ctx: ctx, S3: s3c}
-	path := globalString(f.c, "config")
-	yamlEnv := os.Getenv(lambdaConfigYAMLEnv)
-	if path == "" && yamlEnv != "" {
-		path = "$" + lambdaConfigYAMLEnv
-	}
-	readFile := func(p string) ([]byte, error) {
-		if p == "$"+lambdaConfigYAMLEnv {
-			return []byte(yamlEnv), nil
-		}
-		return reader.ReadFile(p)
-	}
-	var res *lambda.Resolver
-	refs := 0
-	reference := func(ref string) (string, error) {
-		if res == nil {
-			awsCfg, err := lambda.AWSConfig(ctx, lambda.S3Options{})
-			if err != nil {
-				return "", err
-			}
-			res = lambda.NewResolver(awsCfg)
-		}
-		refs++
-		return res.Resolve(ctx, ref)
-	}
-	cfg, err := config.Load(config.LoadOptions{Path: path, ReadFile: readFile, Reference: reference})
+	l, err := lambda.LoadConfig(ctx, globalString(f.c, "config"), f.job)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("configuration is invalid: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
-	}
-	if cfg, err = cfg.ForJob(f.job); err != nil {
 		return nil, nil, 0, err
 	}
-	level, format := cfg.Log.Level, cfg.Log.Format
+	level, format := l.Config.Log.Level, l.Config.Log.Format
 	if v := globalString(f.c, "log-level"); v != "" {
 		level = v
 	}
 	if v := globalString(f.c, "log-format"); v != "" {
 		format = v
 	}
-	secrets := cfg.Secrets()
-	if res != nil {
-		secrets = append(secrets, res.Values()...)
-	}
-	log, err := obs.NewLogger(f.c.App.ErrWriter, obs.LogOptions{Level: level, Format: format, Redactor: obs.NewRedactor(secrets...)})
+	log, err := obs.NewLogger(f.c.App.ErrWriter, obs.LogOptions{Level: level, Format: format, Redactor: obs.NewRedactor(l.Secrets...)})
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	if f.job != "" {
 		log = log.With("job", f.job)
 	}
-	return cfg, log, refs, nil
+	return l.Config, log, l.References, nil
 }
 
 // warmClients are the clients a Lambda execution environment keeps across warm invocations:
@@ -221,11 +181,10 @@ func (f *lambdaFunction) load(ctx context.Context) (*config.Config, *slog.Logger
 // sources and the job are built afresh for every invocation. A nil *warmClients builds every
 // client for one invocation (run-once, schedule).
 type warmClients struct {
-	st       *store.Store
-	sink     *loki.Client
-	sf       map[string]*salesforce.Client // by the org's config path
-	deadS3   *s3.Client
-	deadS3At string // the dead-letter location deadS3 was built for
+	st   *store.Store
+	sink *loki.Client
+	sf   map[string]*salesforce.Client // by the org's config path
+	dead lambda.DeadLetters
 }
 
 func (w *warmClients) store(ctx context.Context, cfg *config.Config, log *slog.Logger) (*store.Store, error) {
@@ -273,33 +232,4 @@ func (w *warmClients) salesforceClient(key string, o salesforce.Options) (*sales
 	}
 	w.sf[key] = c
 	return c, nil
-}
-
-// openS3DeadLetter returns the dead letter of one invocation when sink.loki.dead_letter_path is
-// an s3:// prefix (nil otherwise): one object per dropped entry, written before the commit.
-func openS3DeadLetter(ctx context.Context, cfg *config.Config, inv string, w *warmClients) (io.Writer, error) {
-	path := cfg.Sink.Loki.DeadLetterPath
-	if _, ok, err := lambda.ParseS3URL(path); !ok || err != nil {
-		return nil, err
-	}
-	var c *s3.Client
-	if w != nil && w.deadS3 != nil && w.deadS3At == path {
-		c = w.deadS3
-	} else {
-		o := lambda.S3Options{}
-		if st := cfg.State; st.Store == "s3" {
-			o = lambda.S3Options{Endpoint: st.S3.Endpoint, Region: st.S3.Region, PathStyle: st.S3.PathStyle,
-				AccessKeyID: st.S3.AccessKeyID, SecretAccessKey: st.S3.SecretAccessKey.Value(), SessionToken: st.S3.SessionToken.Value()}
-		}
-		o.Proxy = cfg.HTTP.ProxyFunc()
-		nc, err := lambda.NewS3Client(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		c = nc
-		if w != nil {
-			w.deadS3, w.deadS3At = c, path
-		}
-	}
-	return lambda.NewDeadLetter(c, path, inv, cfg.Run.CommitTimeout.D())
 }

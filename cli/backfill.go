@@ -245,7 +245,7 @@ func runBackfill(c *cli.Context) error {
 		Pushes: rep.Pushes, Commits: rep.Commits, Duration: job.Millis(time.Since(start)), Report: rep,
 	}
 	if lc, ok := deps.Coordinator.(*job.LeaseCoordinator); ok {
-		sum.Document, sum.Lease = lc.Store.Object(), leaseRef(bcfg, lc.Lease).String()
+		sum.Document, sum.Lease = lc.Store.Object(), lc.Lease.Ref().String()
 	}
 	for _, s := range rep.Sources {
 		for k, n := range s.APICalls {

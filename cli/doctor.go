@@ -18,12 +18,11 @@ import (
 	"github.com/sf2loki/sf2loki/doctor"
 	"github.com/sf2loki/sf2loki/lease"
 	leasek8s "github.com/sf2loki/sf2loki/lease/kubernetes"
-	leasestore "github.com/sf2loki/sf2loki/lease/store"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/obs"
 	"github.com/sf2loki/sf2loki/salesforce"
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
-	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/configmap"
 )
 
 // probeSuffix names the probe object next to the document (file path, S3 key, GCS object).
@@ -227,7 +226,7 @@ func doctorStoreAndLease(ctx context.Context, cfg *config.Config, log *slog.Logg
 	case "configmap":
 		ds.ProbeNote = "no probe needed: the Kubernetes API server enforces resourceVersion preconditions on every update (and a least-privilege Role allows no probe object); permissions are checked by dry run in store.rbac"
 		cm := cfg.State.ConfigMap
-		ds.Kube = kubeObject(cm.Kubeconfig, doctor.ResourceConfigMaps, namespaceOrPod(cm.Namespace), cm.Name)
+		ds.Kube = kubeObject(cm.Kubeconfig, doctor.ResourceConfigMaps, configmap.Namespace(cm.Namespace), cm.Name)
 	}
 	if cfg.State.Store != "configmap" {
 		pcfg := *cfg
@@ -250,7 +249,9 @@ func doctorStoreAndLease(ctx context.Context, cfg *config.Config, log *slog.Logg
 	} else {
 		l, err := buildLease(ctx, cfg, st, lease.NewInvocation(), log)
 		dl.Lease, dl.LeaseErr = l, err
-		dl.Ref = leaseRef(cfg, l)
+		if err == nil {
+			dl.Ref = l.Ref()
+		}
 		if cfg.Lease.Type == "kubernetes" && err == nil {
 			dl.Kube = kubeObject(cfg.Lease.Kubeconfig, doctor.ResourceLeases, dl.Ref.Namespace, dl.Ref.Name)
 		}
@@ -275,33 +276,6 @@ func kubeObject(kubeconfig, resource, namespace, name string) *doctor.KubeObject
 		k.ClientErr = err
 	}
 	return k
-}
-
-// namespaceOrPod returns ns, else the pod's namespace, else "default" (the rule of the
-// Kubernetes backends).
-func namespaceOrPod(ns string) string {
-	if ns != "" {
-		return ns
-	}
-	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b))
-	}
-	return "default"
-}
-
-// leaseRef is the lease reference this configuration's runs record in the document's fence.
-func leaseRef(cfg *config.Config, l lease.Lease) store.LeaseRef {
-	if r, ok := l.(interface{ Ref() store.LeaseRef }); ok {
-		return r.Ref()
-	}
-	name := cfg.Lease.Name
-	if name == "" {
-		name = "sf2loki"
-	}
-	if cfg.Lease.Type == "kubernetes" {
-		return store.LeaseRef{Kind: leasek8s.Kind, Namespace: namespaceOrPod(cfg.Lease.Namespace), Name: name}
-	}
-	return store.LeaseRef{Kind: leasestore.Kind, Name: name}
 }
 
 // doctorOrdering is the ordering check of the configuration: a client without its own checks

@@ -67,7 +67,7 @@ func leaseShow(c *cli.Context) error {
 		return storeExit(err)
 	}
 	now, skew := time.Now(), t.cfg.Lease.MaxClockSkew.D()
-	v := leaseView{Lease: leaseRef(t.cfg, l).String()}
+	v := leaseView{Lease: l.Ref().String()}
 	rec, err := l.Inspect(t.ctx)
 	switch {
 	case errors.Is(err, lease.ErrAbsent):
@@ -127,7 +127,7 @@ func leaseRelease(c *cli.Context) error {
 	}
 	rec, err := l.Inspect(t.ctx)
 	if errors.Is(err, lease.ErrAbsent) {
-		_, err := fmt.Fprintf(c.App.Writer, "%s does not exist: nothing to release\n", leaseRef(t.cfg, l))
+		_, err := fmt.Fprintf(c.App.Writer, "%s does not exist: nothing to release\n", l.Ref())
 		return err
 	}
 	if err != nil {

@@ -130,6 +130,8 @@ type Lease interface {
 	// its next renewal (for lease/store, the release is a claim one epoch up, which also
 	// fences the holder). Operators use it (`sf2loki lease release`, `--force`).
 	ReleaseFor(ctx context.Context, rec Record) error
+	// Ref is the lease reference the claims record in the checkpoint document's fence.
+	Ref() store.LeaseRef
 }
 
 // Config holds what every lease backend needs. Zero values mean the defaults.

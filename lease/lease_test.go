@@ -115,6 +115,7 @@ func (f *fakeLease) Release(context.Context, lease.Grant) error { return nil }
 
 func (f *fakeLease) Inspect(context.Context) (lease.Record, error)  { return lease.Record{}, nil }
 func (f *fakeLease) ReleaseFor(context.Context, lease.Record) error { return nil }
+func (f *fakeLease) Ref() store.LeaseRef                            { return store.LeaseRef{Kind: "Fake", Name: "fake"} }
 
 // The renewer cancels the context within one renew interval of losing the lease, and never
 // before the grant's validity passes when the API is merely unreachable.

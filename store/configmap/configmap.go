@@ -62,6 +62,18 @@ type Backend struct {
 
 const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+// Namespace is the namespace an Options.Namespace of ns stands for: ns, else the pod's own
+// namespace when running in a cluster, else "default".
+func Namespace(ns string) string {
+	if ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(inClusterNamespace); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
+}
+
 // New returns a ConfigMap backend. It does not contact the API server.
 func New(o Options) (*Backend, error) {
 	if o.Name == "" {
@@ -73,12 +85,7 @@ func New(o Options) (*Backend, error) {
 	if o.MaxSize <= 0 {
 		o.MaxSize = DefaultMaxSize
 	}
-	if o.Namespace == "" {
-		o.Namespace = "default"
-		if b, err := os.ReadFile(inClusterNamespace); err == nil && strings.TrimSpace(string(b)) != "" {
-			o.Namespace = strings.TrimSpace(string(b))
-		}
-	}
+	o.Namespace = Namespace(o.Namespace)
 	client := o.Client
 	if client == nil {
 		cfg := o.RESTConfig

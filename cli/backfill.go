@@ -354,7 +354,7 @@ func newBackfillProgress(p *backfillPlan) *backfillProgress {
 }
 
 // Pushed implements job.Observer.
-func (p *backfillProgress) Pushed(entries []loki.Entry, res *loki.Result, _ time.Duration) {
+func (p *backfillProgress) Pushed(_ string, entries []loki.Entry, res *loki.Result, _ time.Duration) {
 	p.shipped.Add(int64(len(res.Accepted)))
 	var n int64
 	for _, ref := range res.Accepted {

@@ -21,20 +21,23 @@ import (
 // DeadLetter is one dropped entry as written to the dead-letter file (one JSON object a line):
 // the entry as it was pushed, the key it belongs to, and Loki's reason for refusing it.
 type DeadLetter struct {
-	Time      time.Time         `json:"time"`
-	Key       string            `json:"key"`
-	Reason    loki.Reason       `json:"reason"`
-	Status    int               `json:"status,omitempty"`
-	Detail    string            `json:"detail,omitempty"`
-	Timestamp time.Time         `json:"timestamp"`
-	Labels    string            `json:"labels"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	Line      string            `json:"line"`
+	Time time.Time `json:"time"`
+	Key  string    `json:"key"`
+	// Destination names the destination the entry was refused by (Destination.Name; empty for
+	// the default destination without a name, and in lines written before it was recorded).
+	Destination string            `json:"destination,omitempty"`
+	Reason      loki.Reason       `json:"reason"`
+	Status      int               `json:"status,omitempty"`
+	Detail      string            `json:"detail,omitempty"`
+	Timestamp   time.Time         `json:"timestamp"`
+	Labels      string            `json:"labels"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Line        string            `json:"line"`
 }
 
-func writeDeadLetter(w io.Writer, it item, rej loki.Rejection) error {
+func writeDeadLetter(w io.Writer, it item, rej loki.Rejection, dest string) error {
 	dl := DeadLetter{
-		Time: time.Now().UTC(), Key: it.ks.key, Reason: rej.Reason, Status: rej.Status, Detail: rej.Detail,
+		Time: time.Now().UTC(), Key: it.ks.key, Destination: dest, Reason: rej.Reason, Status: rej.Status, Detail: rej.Detail,
 		Timestamp: it.rec.Entry.Timestamp, Labels: it.rec.Entry.Labels.String(), Line: it.rec.Entry.Line,
 	}
 	if len(it.rec.Entry.Metadata) > 0 {
@@ -77,9 +80,39 @@ func (d *DeadLetter) Entry() (loki.Entry, error) {
 // byte offset of the next line, so a replay interrupted anywhere resumes where it stopped and a
 // finished one ships nothing twice. Only the lines present when the replay opens the file are
 // read: entries refused again and appended to the same file wait for the next replay.
+//
+// With several destinations, one source per destination replays the file: each replays only
+// the lines written for its destination, so an entry never reaches a tenant it was not
+// written for.
 type DeadLetterSource struct {
 	// Path is the dead-letter file.
 	Path string
+	// Destination is the name of the destination this source replays to (its binding's): lines
+	// written for another destination are skipped (reason other_destination).
+	Destination string
+	// Default marks the source of the default destination: it also replays lines without a
+	// destination (written before destinations were recorded), keeps the key
+	// "deadletter:<id>", and reports lines for a destination not in Known (reason
+	// unknown_destination), which no source replays. The others' keys are
+	// "deadletter:<id>@<Destination>".
+	Default bool
+	// Known names every destination replayed at once. A source with neither Destination, Default
+	// nor Known replays every line (a file of one destination).
+	Known []string
+}
+
+// mine reports whether a line written for dest is this source's to replay, and whether dest
+// is a destination no source replays.
+func (s *DeadLetterSource) mine(dest string) (ok, unknown bool) {
+	switch {
+	case s.Destination == "" && !s.Default && s.Known == nil:
+		return true, false
+	case dest == s.Destination, dest == "" && s.Default:
+		return true, false
+	case dest == "":
+		return false, false
+	}
+	return false, s.Default && !slices.Contains(s.Known, dest)
 }
 
 // Name implements source.Source.
@@ -123,6 +156,9 @@ func (s *DeadLetterSource) Open(_ context.Context, req source.OpenRequest) ([]so
 	}
 	sum := sha256.Sum256(first)
 	key := "deadletter:" + hex.EncodeToString(sum[:8])
+	if !s.Default && s.Destination != "" {
+		key += "@" + s.Destination
+	}
 	var cur deadLetterCursor
 	if ok, err := source.DecodeCursor(req.Cursors[key], 1, &cur); err != nil || !ok || cur.Offset < 0 || cur.Offset > st.Size() {
 		if err != nil {
@@ -134,11 +170,12 @@ func (s *DeadLetterSource) Open(_ context.Context, req source.OpenRequest) ([]so
 		_ = f.Close()
 		return nil, err
 	}
-	return []source.Stream{&deadLetterStream{f: f, r: bufio.NewReaderSize(io.LimitReader(f, st.Size()-cur.Offset), 64<<10),
+	return []source.Stream{&deadLetterStream{src: s, f: f, r: bufio.NewReaderSize(io.LimitReader(f, st.Size()-cur.Offset), 64<<10),
 		key: key, offset: cur.Offset, log: req}}, nil
 }
 
 type deadLetterStream struct {
+	src    *DeadLetterSource
 	f      *os.File
 	r      *bufio.Reader
 	key    string
@@ -168,6 +205,17 @@ func (s *deadLetterStream) Next(ctx context.Context) (source.Record, error) {
 	var dl DeadLetter
 	if err := json.Unmarshal(line, &dl); err != nil {
 		return s.skip(rec, fmt.Errorf("not a dead letter: %w", err))
+	}
+	switch mine, unknown := s.src.mine(dl.Destination); {
+	case unknown:
+		s.log.Log.Warn("skipping a dead-letter line of a destination no longer configured: it is not sent to another one",
+			"offset", s.offset, "destination", dl.Destination)
+		s.log.Count("unknown_destination", 1)
+		rec.Skip, rec.SkipReason = true, "unknown_destination"
+		return rec, nil
+	case !mine:
+		rec.Skip, rec.SkipReason = true, "other_destination"
+		return rec, nil
 	}
 	e, err := dl.Entry()
 	if err != nil {

@@ -71,7 +71,7 @@ func TestHeadsPruneExpiredThenOldest(t *testing.T) {
 // TestDecide covers each rule with Loki's defaults: 7 days max age, 10 minutes grace, a 1 hour
 // window (re-stamped when more than 45 minutes behind the head).
 func TestDecide(t *testing.T) {
-	d := newOrderer(OrderingOptions{}, nil)
+	d := newOrderer(OrderingOptions{}, nil, nil)
 	now := time.Date(2026, 6, 30, 14, 37, 0, 0, time.UTC)
 	head := now.Add(-30 * time.Minute)
 	cases := []struct {

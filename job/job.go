@@ -61,6 +61,15 @@ type Pusher interface {
 	Push(ctx context.Context, entries []loki.Entry) loki.Result
 }
 
+// Destination is a receiver the job pushes to: one Loki URL and tenant.
+type Destination struct {
+	// Name identifies the receiver and tenant: the stream heads are kept per name (StreamID),
+	// and the run report and the metrics break pushes down by it. Two destinations share a name
+	// only when they are the same receiver and tenant.
+	Name string
+	Sink Pusher
+}
+
 // Binding is one configured source of one org.
 type Binding struct {
 	// Org is the org's name: keys get the prefix "org=<Org>:". Empty for the single-org form.
@@ -69,6 +78,9 @@ type Binding struct {
 	// absent (the first org of a multi-org config migrating from single-org state).
 	LegacyFallback bool
 	Source         source.Source
+	// Destination receives the binding's entries; nil means Deps.Sink (named by
+	// Options.Ordering.Destination). Bindings sharing a *Destination share its pushes.
+	Destination *Destination
 }
 
 // KeyPrefix returns the checkpoint key prefix of the binding's org.
@@ -246,9 +258,9 @@ func (o Options) withDefaults() Options {
 // Observer receives measurements while a run is in progress; the run report carries the totals.
 // Implementations must be safe for concurrent use and cheap: they are called on the hot path.
 type Observer interface {
-	// Pushed is called after every push with the entries pushed (in push order, Ref = index),
-	// the client's result and the push's duration.
-	Pushed(entries []loki.Entry, res *loki.Result, took time.Duration)
+	// Pushed is called after every push with the destination's name (DestinationLabel), the
+	// entries pushed (in push order, Ref = index), the client's result and the push's duration.
+	Pushed(destination string, entries []loki.Entry, res *loki.Result, took time.Duration)
 	// Committed is called after every commit attempt with its duration and error.
 	Committed(took time.Duration, err error)
 }
@@ -257,7 +269,8 @@ type Observer interface {
 type Deps struct {
 	Coordinator Coordinator
 	Bindings    []Binding
-	Sink        Pusher
+	// Sink is the default destination: every binding without a Destination of its own.
+	Sink Pusher
 	// Limits sample orgs' /limits at most once per interval (job/limits.go).
 	Limits []LimitsPoll
 }

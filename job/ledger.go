@@ -13,6 +13,7 @@ import (
 type keyState struct {
 	key     string // full key, org prefix included
 	binding int    // index into Deps.Bindings
+	dest    int    // index into the run's destinations
 	before  json.RawMessage
 	// candidate is the cursor of the longest prefix of pulled records that are all pushed,
 	// skipped or dropped (encoded into pending when a push settles: positions can be lazy);
@@ -134,6 +135,10 @@ func (r *run) accepted(sh *shipment, idx int, it item, s *settled) {
 	sr := r.sourceReport(it.ks)
 	sr.Records++
 	sr.Bytes += n
+	if dr := r.destReport(it.ks.dest); dr != nil {
+		dr.Records++
+		dr.Bytes += n
+	}
 }
 
 // committedAll marks every dirty key as committed.

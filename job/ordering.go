@@ -32,7 +32,8 @@ type OrderingOptions struct {
 	Limits loki.Limits
 	// Policy is Restamp (default) or RejectLate.
 	Policy TimestampPolicy
-	// Destination names the receiver the heads are kept for ("" for the job's only sink).
+	// Destination names the default destination (Deps.Sink) in the stream heads: its tenant,
+	// "" for a single-tenant receiver. Other destinations are named by Destination.Name.
 	Destination string
 	// MaxStreamHeads bounds the heads kept in the checkpoint document (DefaultMaxStreamHeads).
 	MaxStreamHeads int
@@ -46,6 +47,7 @@ type orderer struct {
 	o     OrderingOptions
 	lim   loki.Limits
 	heads *heads
+	dests []string // the run's destination names, by index
 }
 
 // Restamp reasons: Loki's reasons for the refusals a re-stamp avoids.
@@ -55,8 +57,13 @@ const (
 	restampNew    = loki.ReasonTooNew
 )
 
-func newOrderer(o OrderingOptions, stored map[string]store.Counter) *orderer {
-	return &orderer{o: o, lim: o.Limits.WithDefaults(), heads: loadHeads(stored, o.MaxStreamHeads)}
+// newOrderer returns the orderer of a run pushing to the destinations named dests (by index;
+// nil: the default destination only).
+func newOrderer(o OrderingOptions, stored map[string]store.Counter, dests []string) *orderer {
+	if len(dests) == 0 {
+		dests = []string{o.Destination}
+	}
+	return &orderer{o: o, lim: o.Limits.WithDefaults(), heads: loadHeads(stored, o.MaxStreamHeads), dests: dests}
 }
 
 // margin is how far inside the window an entry must be to ship unchanged: a head that is a
@@ -117,7 +124,7 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 			continue
 		}
 		e := &items[i].rec.Entry
-		head, known := d.heads.get(StreamID(d.o.Destination, e.Labels))
+		head, known := d.heads.get(StreamID(d.dests[items[i].ks.dest], e.Labels))
 		ts, reason := d.decide(now, e.Timestamp, head, known)
 		if reason == "" {
 			continue
@@ -153,12 +160,12 @@ func restamp(e *loki.Entry, ts time.Time) {
 	e.Timestamp = ts
 }
 
-// pushed raises the heads of the streams the push may have written to: entries accepted, and
-// entries whose fate is unknown (sent without an answer).
-func (d *orderer) pushed(es []loki.Entry, outcomes []loki.Outcome) {
+// pushed raises the heads of the streams a push to destination dest may have written to:
+// entries accepted, and entries whose fate is unknown (sent without an answer).
+func (d *orderer) pushed(dest int, es []loki.Entry, outcomes []loki.Outcome) {
 	for i := range es {
 		if i < len(outcomes) && outcomes[i] != loki.Rejected {
-			d.heads.raise(StreamID(d.o.Destination, es[i].Labels), es[i].Timestamp.UnixNano())
+			d.heads.raise(StreamID(d.dests[dest], es[i].Labels), es[i].Timestamp.UnixNano())
 		}
 	}
 }

@@ -77,7 +77,7 @@ func (r *run) open(ctx context.Context, checkpoints map[string]json.RawMessage) 
 				_ = s.Close()
 				continue
 			}
-			ks := &keyState{key: key, binding: i, before: cursors[s.Key()]}
+			ks := &keyState{key: key, binding: i, dest: r.bindingDest[i], before: cursors[s.Key()]}
 			r.keys[key] = ks
 			r.keysInOrder = append(r.keysInOrder, ks)
 			r.sourceReportByBinding(i).Keys++

@@ -60,8 +60,11 @@ type Report struct {
 	// again by the next run.
 	Uncommitted int64                    `json:"uncommitted,omitempty"`
 	Sources     map[string]*SourceReport `json:"sources"`
-	Cursors     map[string]CursorChange  `json:"cursors,omitempty"`
-	Dropped     map[string]int64         `json:"dropped,omitempty"`
+	// Destinations breaks the accepted entries down by destination (DestinationLabel), when
+	// the run pushes to more than one.
+	Destinations map[string]*DestinationReport `json:"destinations,omitempty"`
+	Cursors      map[string]CursorChange       `json:"cursors,omitempty"`
+	Dropped      map[string]int64              `json:"dropped,omitempty"`
 	// Restamped counts entries shipped with another timestamp than their own (kept in structured
 	// metadata event_time), by Loki's reason for the refusal the move avoided.
 	Restamped map[string]int64 `json:"restamped,omitempty"`

@@ -59,6 +59,9 @@ type run struct {
 	frozen      frozenSet
 	egress      *egress
 	order       *orderer
+	dests       []destination // [0] is Deps.Sink
+	bindingDest []int         // binding index -> dests index
+	perDest     bool          // the report breaks down by destination
 
 	eventsMu sync.Mutex
 	errMu    sync.Mutex
@@ -89,6 +92,7 @@ func Run(ctx context.Context, deps Deps, opts Options) (rep *Report) {
 		start: time.Now(),
 	}
 	r.deadline = r.start.Add(opts.MaxDuration)
+	r.resolveDestinations()
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("internal error", "panic", p, "stack", string(debug.Stack()))
@@ -142,7 +146,7 @@ func (r *run) invoke(ctx context.Context) {
 	if e := r.opts.Egress; e.DailyBytes > 0 || e.LinesPerSecond > 0 || e.BytesPerSecond > 0 {
 		r.egress = newEgress(e, r.opts.Now, counters)
 	}
-	r.order = newOrderer(r.opts.Ordering, counters)
+	r.order = newOrderer(r.opts.Ordering, counters, r.destNames())
 	if !r.pollLimits(ctx, r.deadline.Add(-(r.opts.PushReserve + r.opts.CommitReserve + r.opts.ReleaseReserve))) {
 		r.release(ctx)
 		r.decide(false, nil, nil)
@@ -279,7 +283,7 @@ func (r *run) dispose(it item, rej loki.Rejection) bool {
 		return false
 	}
 	if r.opts.DeadLetter != nil {
-		if err := writeDeadLetter(r.opts.DeadLetter, it, rej); err != nil {
+		if err := writeDeadLetter(r.opts.DeadLetter, it, rej, r.dests[it.ks.dest].name); err != nil {
 			r.log.Error("cannot write the dead letter: the key is frozen instead of dropping the entry", "key", it.ks.key, "err", err)
 			r.addErr(fmt.Errorf("dead letter: %w", err))
 			return false

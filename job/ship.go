@@ -25,14 +25,20 @@ func (sh *shipment) lineBytes(slot int, line string) int64 {
 	return int64(len(line))
 }
 
+// pushGroup is what one push to one destination carries: the entries (Ref = index) and the
+// slot of each.
+type pushGroup struct {
+	entries []loki.Entry
+	slots   []int
+}
+
 // ship pushes the entries of items as the orderer planned them (plan is parallel to items, or
-// nil), raises the stream heads, and pushes again, re-stamped, the entries the receiver refused
-// for a timestamp the job did not predict. It returns a *rateStopped, and pushes nothing, when
-// the egress rate caps left no time for the push.
+// nil), one push per destination, raises the stream heads, and pushes again, re-stamped, the
+// entries a receiver refused for a timestamp the job did not predict. It returns a
+// *rateStopped, and pushes nothing, when the egress rate caps left no time for the pushes.
 func (r *run) ship(pushBase context.Context, items []item, plan []planned) (shipment, error) {
 	var ptrs []*loki.Entry
-	entries := make([]loki.Entry, 0, len(items))
-	slots := make([]int, 0, len(items)) // entries index -> slot
+	groups := make([]pushGroup, len(r.dests))
 	sh := shipment{rejected: map[int]loki.Rejection{}}
 	for i := range items {
 		if items[i].rec.Skip {
@@ -52,23 +58,42 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 				r.restamped(p.moved)
 			}
 		}
+		g := &groups[items[i].ks.dest]
 		en := items[i].rec.Entry
-		en.Ref = uint64(len(entries))
-		entries = append(entries, en)
-		slots = append(slots, n)
+		en.Ref = uint64(len(g.entries))
+		g.entries = append(g.entries, en)
+		g.slots = append(g.slots, n)
 	}
-	if len(entries) == 0 {
-		return sh, nil
+	// One wait for every push of the batch: once one destination has its push, the others
+	// must not be stopped by the caps (the batch settles as a whole).
+	var all []loki.Entry
+	if r.egress != nil {
+		for d := range groups {
+			all = append(all, groups[d].entries...)
+		}
 	}
-	res, err := r.push(pushBase, entries)
-	if err != nil {
-		return sh, err
+	if len(all) > 0 {
+		if err := r.waitEgress(pushBase, all); err != nil {
+			return sh, err
+		}
 	}
-	sh.merge(&res, slots)
+	for d := range groups {
+		g := &groups[d]
+		if len(g.entries) == 0 {
+			continue
+		}
+		res := r.push(pushBase, d, g.entries)
+		sh.merge(&res, g.slots)
+		r.pushRefusedAgain(pushBase, d, &res, g.slots, ptrs, &sh)
+	}
+	return sh, nil
+}
 
-	// A refusal for the timestamp that the heads did not predict (the receiver holds a newer
-	// entry than was committed, or its limits are stricter than configured): the entry was not
-	// stored, so it is pushed again with a timestamp the receiver accepts.
+// pushRefusedAgain handles a refusal for the timestamp that the heads did not predict (the
+// receiver holds a newer entry than was committed, or its limits are stricter than
+// configured): the entry was not stored, so it is pushed again, to the same destination, with
+// a timestamp the receiver accepts.
+func (r *run) pushRefusedAgain(pushBase context.Context, d int, res *loki.Result, slots []int, ptrs []*loki.Entry, sh *shipment) {
 	var again []loki.Entry
 	var againSlots []int
 	for _, rej := range res.Rejected {
@@ -84,21 +109,21 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 		againSlots = append(againSlots, n)
 		delete(sh.rejected, n)
 	}
-	if len(again) > 0 {
-		r.log.Warn("the receiver refused entries for their timestamp although the stream heads predicted none: pushing them again, re-stamped",
-			"entries", len(again), "reason", res.Rejected[0].Reason)
-		res2, err := r.push(pushBase, again)
-		if err != nil {
-			// The first push is settled all the same; these entries wait for the next run.
-			for _, n := range againSlots {
-				sh.outcomes[n] = loki.NotDelivered
-			}
-			sh.err = err
-			return sh, nil
-		}
-		sh.merge(&res2, againSlots)
+	if len(again) == 0 {
+		return
 	}
-	return sh, nil
+	r.log.Warn("the receiver refused entries for their timestamp although the stream heads predicted none: pushing them again, re-stamped",
+		"entries", len(again), "reason", res.Rejected[0].Reason, "destination", DestinationLabel(r.dests[d].name))
+	if err := r.waitEgress(pushBase, again); err != nil {
+		// The first push is settled all the same; these entries wait for the next run.
+		for _, n := range againSlots {
+			sh.outcomes[n] = loki.NotDelivered
+		}
+		sh.err = err
+		return
+	}
+	res2 := r.push(pushBase, d, again)
+	sh.merge(&res2, againSlots)
 }
 
 // merge records a push's result for the items at slots (slots[i] is entry i's item slot).
@@ -121,32 +146,46 @@ func (sh *shipment) merge(res *loki.Result, slots []int) {
 	}
 }
 
-// push sends entries (Ref = index) within the push reserve and the egress rate caps, reports
-// the push to the observer and the egress budget, and raises the stream heads. It returns a
-// *rateStopped when the rate caps left no time.
-func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result, error) {
-	pushCtx, cancel := context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
-		r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
-	defer cancel()
-	if r.egress != nil {
-		var n int64
-		for i := range entries {
-			n += entryBytes(&entries[i])
-		}
-		if err := r.egress.wait(pushCtx, len(entries), n); err != nil {
-			return loki.Result{}, &rateStopped{err: err}
-		}
+// waitEgress waits until the egress rate caps allow entries, within the push reserve. It
+// returns a *rateStopped when the caps left no time.
+func (r *run) waitEgress(pushBase context.Context, entries []loki.Entry) error {
+	if r.egress == nil {
+		return nil
 	}
+	ctx, cancel := r.pushContext(pushBase)
+	defer cancel()
+	var n int64
+	for i := range entries {
+		n += entryBytes(&entries[i])
+	}
+	if err := r.egress.wait(ctx, len(entries), n); err != nil {
+		return &rateStopped{err: err}
+	}
+	return nil
+}
+
+// pushContext bounds one push: the push reserve, and never into the commit and release
+// reserves at the end of the run.
+func (r *run) pushContext(pushBase context.Context) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
+		r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
+}
+
+// push sends entries (Ref = index) to destination d, reports the push to the observer and the
+// egress budget, and raises the stream heads.
+func (r *run) push(pushBase context.Context, d int, entries []loki.Entry) loki.Result {
+	pushCtx, cancel := r.pushContext(pushBase)
+	defer cancel()
 	t0 := time.Now()
-	res := r.deps.Sink.Push(pushCtx, entries)
+	res := r.dests[d].sink.Push(pushCtx, entries)
 	if r.opts.Observer != nil {
-		r.opts.Observer.Pushed(entries, &res, time.Since(t0))
+		r.opts.Observer.Pushed(DestinationLabel(r.dests[d].name), entries, &res, time.Since(t0))
 	}
 	r.hook(StepAfterPush)
 	if r.egress != nil {
 		r.egress.accepted(entries, res.Outcomes)
 	}
-	r.order.pushed(entries, res.Outcomes)
+	r.order.pushed(d, entries, res.Outcomes)
 	r.rep.Resent += int64(res.Resent)
 	r.rep.Truncated += int64(res.Truncated)
 	r.rep.InDoubt += int64(res.InDoubt)
@@ -154,7 +193,17 @@ func (r *run) push(pushBase context.Context, entries []loki.Entry) (loki.Result,
 		r.rep.Pushes++
 		r.shipped = true
 	}
-	return res, nil
+	if dr := r.destReport(d); dr != nil {
+		if len(res.Accepted) > 0 {
+			dr.Pushes++
+		}
+		for _, rej := range res.Rejected {
+			if !r.order.retryable(rej) { // a re-stamped retry is not a refusal
+				dr.Rejected++
+			}
+		}
+	}
+	return res
 }
 
 // restamped counts an entry shipped with another timestamp, by Loki's reason for the refusal

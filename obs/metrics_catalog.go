@@ -67,6 +67,9 @@ const (
 	LabelEvent     = "event" // a source's named event (late_rows, cursor_reset, file_abandoned, ...)
 	LabelVersion   = "version"
 	LabelLimit     = "limit" // an org limit of /limits (DailyApiRequests, DataStorageMB, ...)
+	// LabelDestination names the receiver and tenant of a push ("default" for sink.loki without
+	// a tenant; see docs/configuration.md, per-org destinations).
+	LabelDestination = "destination"
 )
 
 var streamLabels = []string{LabelLease, LabelOrg, LabelSource, LabelEventType}
@@ -109,15 +112,15 @@ var catalog = []Instrument{
 	{Name: "sf2loki_records_uncommitted", Kind: KindCounter, Labels: []string{LabelLease}, Description: "Entries accepted by the receiver whose cursor could not be committed (shipped again next run)."},
 	{Name: "sf2loki_ingest_lag_seconds", Kind: KindHistogram, Unit: "s", Labels: streamLabels, Description: "Age of an entry (now minus its timestamp) when the receiver accepted it, observed for one accepted entry in 16 per stream (so _count is not a record count: use sf2loki_records_shipped_total).", Buckets: lagBuckets},
 	// Loki.
-	{Name: "sf2loki_loki_pushes", Kind: KindCounter, Labels: []string{LabelLease, LabelResult}, Description: "Pushes by result: ok (all accepted), partial (some rejected), failed (some not delivered)."},
-	{Name: "sf2loki_loki_push_duration_seconds", Kind: KindHistogram, Unit: "s", Labels: []string{LabelLease}, Description: "Time of one push, retries and splits included.", Buckets: durationBuckets},
-	{Name: "sf2loki_loki_requests", Kind: KindCounter, Labels: []string{LabelLease}, Description: "HTTP requests sent to the receiver, retries included."},
-	{Name: "sf2loki_loki_retries", Kind: KindCounter, Labels: []string{LabelLease, LabelStatus}, Description: "Requests repeated after a 429, a 5xx or a transport error (status transport)."},
-	{Name: "sf2loki_loki_splits", Kind: KindCounter, Labels: []string{LabelLease}, Description: "Requests cut in halves after a 413, a 400 or repeated 429s."},
-	{Name: "sf2loki_loki_resent_entries", Kind: KindCounter, Labels: []string{LabelLease}, Description: "Entries sent again after a 400 the client could not predict: Loki had stored the valid entries of the request, so a receiver that keeps exact duplicates may hold them twice."},
-	{Name: "sf2loki_loki_pushed_bytes", Kind: KindCounter, Unit: "By", Labels: []string{LabelLease}, Description: "Request body bytes sent (compressed, every attempt): the ingest volume Loki bills."},
-	{Name: "sf2loki_loki_encoded_bytes", Kind: KindCounter, Unit: "By", Labels: []string{LabelLease}, Description: "Uncompressed encoded size of the requests built."},
-	{Name: "sf2loki_loki_truncated_lines", Kind: KindCounter, Labels: []string{LabelLease}, Description: "Lines cut by the line cap (sink.loki.line_max_bytes)."},
+	{Name: "sf2loki_loki_pushes", Kind: KindCounter, Labels: []string{LabelLease, LabelDestination, LabelResult}, Description: "Pushes by result: ok (all accepted), partial (some rejected), failed (some not delivered)."},
+	{Name: "sf2loki_loki_push_duration_seconds", Kind: KindHistogram, Unit: "s", Labels: []string{LabelLease, LabelDestination}, Description: "Time of one push, retries and splits included.", Buckets: durationBuckets},
+	{Name: "sf2loki_loki_requests", Kind: KindCounter, Labels: []string{LabelLease, LabelDestination}, Description: "HTTP requests sent to the receiver, retries included."},
+	{Name: "sf2loki_loki_retries", Kind: KindCounter, Labels: []string{LabelLease, LabelDestination, LabelStatus}, Description: "Requests repeated after a 429, a 5xx or a transport error (status transport)."},
+	{Name: "sf2loki_loki_splits", Kind: KindCounter, Labels: []string{LabelLease, LabelDestination}, Description: "Requests cut in halves after a 413, a 400 or repeated 429s."},
+	{Name: "sf2loki_loki_resent_entries", Kind: KindCounter, Labels: []string{LabelLease, LabelDestination}, Description: "Entries sent again after a 400 the client could not predict: Loki had stored the valid entries of the request, so a receiver that keeps exact duplicates may hold them twice."},
+	{Name: "sf2loki_loki_pushed_bytes", Kind: KindCounter, Unit: "By", Labels: []string{LabelLease, LabelDestination}, Description: "Request body bytes sent (compressed, every attempt): the ingest volume Loki bills."},
+	{Name: "sf2loki_loki_encoded_bytes", Kind: KindCounter, Unit: "By", Labels: []string{LabelLease, LabelDestination}, Description: "Uncompressed encoded size of the requests built."},
+	{Name: "sf2loki_loki_truncated_lines", Kind: KindCounter, Labels: []string{LabelLease, LabelDestination}, Description: "Lines cut by the line cap (sink.loki.line_max_bytes)."},
 	// Egress budget.
 	{Name: "sf2loki_egress_budget_used_bytes", Kind: KindGauge, Unit: "By", Labels: []string{LabelLease}, Description: "Bytes counted against today's (UTC) egress budget, as committed in the checkpoint document."},
 	{Name: "sf2loki_egress_budget_limit_bytes", Kind: KindGauge, Unit: "By", Labels: []string{LabelLease}, Description: "The daily egress budget (0 when none is set)."},

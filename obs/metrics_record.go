@@ -163,6 +163,8 @@ func withAttrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 
 func leaseAttr(lease string) attribute.KeyValue { return attribute.String(LabelLease, lease) }
 
+func destAttr(dest string) attribute.KeyValue { return attribute.String(LabelDestination, dest) }
+
 // Stream is the label set of the record instruments.
 type Stream struct {
 	Lease, Org, Source, EventType string
@@ -352,7 +354,9 @@ func (l *LagRecorder) Observe(ctx context.Context, lag time.Duration) {
 // PushFacts describe one push.
 type PushFacts struct {
 	Lease string
-	Took  time.Duration
+	// Destination names the receiver and tenant pushed to (job.DestinationLabel).
+	Destination string
+	Took        time.Duration
 	// Result is ResultOK, ResultPartial (some entries rejected) or ResultFailed (some not
 	// delivered).
 	Result string
@@ -369,8 +373,8 @@ func (m *Metrics) RecordPush(ctx context.Context, f PushFacts) {
 	if m == nil {
 		return
 	}
-	lease := withAttrs(leaseAttr(f.Lease))
-	m.pushes.Add(ctx, 1, withAttrs(leaseAttr(f.Lease), attribute.String(LabelResult, f.Result)))
+	lease := withAttrs(leaseAttr(f.Lease), destAttr(f.Destination))
+	m.pushes.Add(ctx, 1, withAttrs(leaseAttr(f.Lease), destAttr(f.Destination), attribute.String(LabelResult, f.Result)))
 	m.pushDuration.Record(ctx, f.Took.Seconds(), lease)
 	m.requests.Add(ctx, int64(f.Requests), lease)
 	m.splits.Add(ctx, int64(f.Splits), lease)
@@ -379,7 +383,7 @@ func (m *Metrics) RecordPush(ctx context.Context, f PushFacts) {
 	m.pushedBytes.Add(ctx, f.WireBytes, lease)
 	m.encodedBytes.Add(ctx, f.EncodedBytes, lease)
 	for status, n := range f.RetriesByStatus {
-		m.retries.Add(ctx, int64(n), withAttrs(leaseAttr(f.Lease), attribute.String(LabelStatus, status)))
+		m.retries.Add(ctx, int64(n), withAttrs(leaseAttr(f.Lease), destAttr(f.Destination), attribute.String(LabelStatus, status)))
 	}
 }
 
@@ -448,12 +452,12 @@ func (m *Metrics) AddRunOutcome(ctx context.Context, lease, outcome string, n in
 	m.runs.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelOutcome, outcome)))
 }
 
-// AddRetries adds push retries of a status class ("429", "5xx", "transport").
-func (m *Metrics) AddRetries(ctx context.Context, lease, status string, n int64) {
+// AddRetries adds push retries to a destination of a status class ("429", "5xx", "transport").
+func (m *Metrics) AddRetries(ctx context.Context, lease, dest, status string, n int64) {
 	if m == nil {
 		return
 	}
-	m.retries.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelStatus, status)))
+	m.retries.Add(ctx, n, withAttrs(leaseAttr(lease), destAttr(dest), attribute.String(LabelStatus, status)))
 }
 
 // AddCommits adds commits of a result without a duration (n = 0 creates the series).
@@ -464,10 +468,11 @@ func (m *Metrics) AddCommits(ctx context.Context, lease, result string, n int64)
 	m.commits.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelResult, result)))
 }
 
-// AddPushes adds pushes of a result without the rest of RecordPush (n = 0 creates the series).
-func (m *Metrics) AddPushes(ctx context.Context, lease, result string, n int64) {
+// AddPushes adds pushes to a destination of a result without the rest of RecordPush (n = 0
+// creates the series).
+func (m *Metrics) AddPushes(ctx context.Context, lease, dest, result string, n int64) {
 	if m == nil {
 		return
 	}
-	m.pushes.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelResult, result)))
+	m.pushes.Add(ctx, n, withAttrs(leaseAttr(lease), destAttr(dest), attribute.String(LabelResult, result)))
 }

@@ -3,6 +3,7 @@ package obs
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ type RunRecorder struct {
 	mu      sync.Mutex
 	streams map[string]*pushStream // by the entries' canonical label string
 	counted []*countingStream
+	dests   map[string]bool // destinations pushed to
 }
 
 var _ job.Observer = (*RunRecorder)(nil)
@@ -44,7 +46,7 @@ const lagSampleEvery = 16
 
 // NewRunRecorder returns the recorder of one invocation of the job whose lease is named lease.
 func (m *Metrics) NewRunRecorder(lease string) *RunRecorder {
-	return &RunRecorder{m: m, lease: lease, now: time.Now, streams: map[string]*pushStream{}}
+	return &RunRecorder{m: m, lease: lease, now: time.Now, streams: map[string]*pushStream{}, dests: map[string]bool{}}
 }
 
 // Source wraps src (of org) so that its streams count what they yield.
@@ -68,7 +70,7 @@ func (r *RunRecorder) stream(l loki.Labels) *pushStream {
 }
 
 // Pushed implements job.Observer.
-func (r *RunRecorder) Pushed(entries []loki.Entry, res *loki.Result, took time.Duration) {
+func (r *RunRecorder) Pushed(dest string, entries []loki.Entry, res *loki.Result, took time.Duration) {
 	ctx := context.Background()
 	result := ResultOK
 	switch {
@@ -81,12 +83,13 @@ func (r *RunRecorder) Pushed(entries []loki.Entry, res *loki.Result, took time.D
 	if res.Retries > 0 {
 		retries[retryStatus(res)] = res.Retries
 	}
-	r.m.RecordPush(ctx, PushFacts{Lease: r.lease, Took: took, Result: result, Requests: res.Requests,
+	r.m.RecordPush(ctx, PushFacts{Lease: r.lease, Destination: dest, Took: took, Result: result, Requests: res.Requests,
 		Splits: res.Splits, Resent: res.Resent, Truncated: res.Truncated, RetriesByStatus: retries, WireBytes: res.WireBytes,
 		EncodedBytes: res.EncodedBytes})
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.dests[dest] = true
 	now := r.now()
 	var (
 		prev         string
@@ -264,14 +267,20 @@ func (r *RunRecorder) finish(ctx context.Context) {
 			r.m.AddRejected(ctx, s, string(reason), 0)
 		}
 	}
-	for _, status := range []string{"429", "5xx", "transport"} {
-		r.m.AddRetries(ctx, r.lease, status, 0)
+	dests := maps.Clone(r.dests)
+	if len(dests) == 0 {
+		dests = map[string]bool{job.DefaultDestination: true}
+	}
+	for dest := range dests {
+		for _, status := range []string{"429", "5xx", "transport"} {
+			r.m.AddRetries(ctx, r.lease, dest, status, 0)
+		}
+		for _, res := range []string{ResultOK, ResultPartial, ResultFailed} {
+			r.m.AddPushes(ctx, r.lease, dest, res, 0)
+		}
 	}
 	for _, res := range []string{ResultOK, ResultFenced, ResultFailed} {
 		r.m.AddCommits(ctx, r.lease, res, 0)
-	}
-	for _, res := range []string{ResultOK, ResultPartial, ResultFailed} {
-		r.m.AddPushes(ctx, r.lease, res, 0)
 	}
 }
 

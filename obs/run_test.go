@@ -118,7 +118,7 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 		Accepted: []uint64{0, 1}, Rejected: []loki.Rejection{{Index: 2, Ref: 2, Reason: loki.ReasonBadRequest, Status: 400}},
 		Requests: 3, Retries: 1, Splits: 1, WireBytes: 100, EncodedBytes: 300,
 	}
-	rec.Pushed(entries, res, 30*time.Millisecond)
+	rec.Pushed("tenant-a", entries, res, 30*time.Millisecond)
 	rec.Committed(5*time.Millisecond, nil)
 	rec.Committed(5*time.Millisecond, store.ErrFenced)
 	rep := &job.Report{
@@ -139,6 +139,7 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 	api := map[string]string{"lease": "sf2loki-test", "org": "prod", "source": "eventlogfile", "event_type": "API"}
 	login := map[string]string{"lease": "sf2loki-test", "org": "prod", "source": "eventlogfile", "event_type": "Login"}
 	lease := map[string]string{"lease": "sf2loki-test"}
+	dest := merge(lease, "destination", "tenant-a") // the push's destination
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -156,13 +157,13 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 		{"sf2loki_records_rejected_total", merge(api, "reason", "bad_request"), 1},
 		{"sf2loki_records_rejected_total", merge(api, "reason", "too_far_behind"), 0},
 		{"sf2loki_ingest_lag_seconds", api, 1}, // sampled: the first accepted entry of 16
-		{"sf2loki_loki_pushes_total", merge(lease, "result", "partial"), 1},
-		{"sf2loki_loki_pushes_total", merge(lease, "result", "failed"), 0},
-		{"sf2loki_loki_requests_total", lease, 3},
-		{"sf2loki_loki_splits_total", lease, 1},
-		{"sf2loki_loki_pushed_bytes_total", lease, 100},
-		{"sf2loki_loki_encoded_bytes_total", lease, 300},
-		{"sf2loki_loki_retries_total", merge(lease, "status", "429"), 0},
+		{"sf2loki_loki_pushes_total", merge(dest, "result", "partial"), 1},
+		{"sf2loki_loki_pushes_total", merge(dest, "result", "failed"), 0},
+		{"sf2loki_loki_requests_total", dest, 3},
+		{"sf2loki_loki_splits_total", dest, 1},
+		{"sf2loki_loki_pushed_bytes_total", dest, 100},
+		{"sf2loki_loki_encoded_bytes_total", dest, 300},
+		{"sf2loki_loki_retries_total", merge(dest, "status", "429"), 0},
 		{"sf2loki_commits_total", merge(lease, "result", "ok"), 1},
 		{"sf2loki_commits_total", merge(lease, "result", "fenced"), 1},
 		{"sf2loki_runs_total", merge(lease, "outcome", "fenced"), 1},

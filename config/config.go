@@ -63,6 +63,7 @@ type Org struct {
 	Name       string     `yaml:"name" example:"prod" desc:"Short name: the org label and the org=<name>: checkpoint key prefix."`
 	Salesforce Salesforce `yaml:"salesforce" desc:"Connection to this org."`
 	Sources    Sources    `yaml:"sources" desc:"What this org ships."`
+	Sink       OrgSink    `yaml:"sink" desc:"Where this org's entries go, when not to sink.loki (its own tenant, receiver, credentials or labels)."`
 }
 
 // TLS holds client TLS options.

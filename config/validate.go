@@ -38,6 +38,7 @@ func (c *Config) Validate() Errors {
 	c.validateShape(&errs)
 	c.validateSink(&errs)
 	c.validateHTTP(&errs)
+	c.validateOrgSinks(&errs)
 	c.validateState(&errs)
 	c.validateLease(&errs)
 	c.validateSchedule(&errs)
@@ -79,6 +80,10 @@ type OrgEntry struct {
 	Path       string // config path of its salesforce section
 	Salesforce Salesforce
 	Sources    Sources
+	// Sink is what the org's entries are pushed with: sink.loki, with orgs[].sink.loki over it.
+	Sink Loki
+	// OwnSink reports that the org sets orgs[].sink.loki.
+	OwnSink bool
 }
 
 // SourcesPath is the config path of the org's sources section ("sources" or
@@ -102,11 +107,12 @@ func (c *Config) OrgList() []OrgEntry {
 	if len(c.Orgs) > 0 {
 		out := make([]OrgEntry, len(c.Orgs))
 		for i, o := range c.Orgs {
-			out[i] = OrgEntry{Name: o.Name, Path: fmt.Sprintf("orgs[%d].salesforce", i), Salesforce: o.Salesforce, Sources: o.Sources}
+			out[i] = OrgEntry{Name: o.Name, Path: fmt.Sprintf("orgs[%d].salesforce", i), Salesforce: o.Salesforce, Sources: o.Sources,
+				Sink: c.OrgSinkLoki(o.Sink.Loki), OwnSink: o.Sink.Loki.set()}
 		}
 		return out
 	}
-	return []OrgEntry{{Path: "salesforce", Salesforce: c.Salesforce, Sources: c.Sources}}
+	return []OrgEntry{{Path: "salesforce", Salesforce: c.Salesforce, Sources: c.Sources, Sink: c.Sink.Loki}}
 }
 
 // Configured reports whether any credential of the section is set.
@@ -393,6 +399,7 @@ func (c *Config) Warnings() []string {
 			w = append(w, o.Path+".tls.insecure_skip_verify is on: Salesforce's certificate is not checked")
 		}
 	}
+	w = append(w, c.orgSinkWarnings()...)
 	if c.Sink.Loki.BatchMaxBytes > 6<<20 {
 		w = append(w, "sink.loki.batch_max_bytes is above Loki's default ingestion burst (6 MiB); make sure the receiver's limit is higher")
 	}

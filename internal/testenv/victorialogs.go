@@ -87,10 +87,25 @@ func (v *VictoriaLogs) Flush(ctx context.Context) error {
 // QueryContext flushes, runs a LogsQL query and returns one map per row (fields such as _msg,
 // _time, _stream, labels and structured metadata, all values as strings).
 func (v *VictoriaLogs) QueryContext(ctx context.Context, logsql string) ([]map[string]any, error) {
+	return v.queryAs(ctx, nil, logsql)
+}
+
+// QueryTenant is Query in the tenant accountID:projectID (VictoriaLogs' AccountID and
+// ProjectID request headers; Query reads tenant 0:0).
+func (v *VictoriaLogs) QueryTenant(t testing.TB, accountID, projectID, logsql string) []map[string]any {
+	t.Helper()
+	rows, err := v.queryAs(t.Context(), http.Header{"AccountID": {accountID}, "ProjectID": {projectID}}, logsql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+func (v *VictoriaLogs) queryAs(ctx context.Context, h http.Header, logsql string) ([]map[string]any, error) {
 	if err := v.Flush(ctx); err != nil {
 		return nil, err
 	}
-	body, err := v.do(ctx, http.MethodPost, "/select/logsql/query", url.Values{"query": {logsql}})
+	body, err := v.doAs(ctx, h, http.MethodPost, "/select/logsql/query", url.Values{"query": {logsql}})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +138,11 @@ func (v *VictoriaLogs) Query(t testing.TB, logsql string) []map[string]any {
 
 // do sends a request (form-encoded when form is non-nil) and returns the body of a 2xx answer.
 func (v *VictoriaLogs) do(ctx context.Context, method, path string, form url.Values) (string, error) {
+	return v.doAs(ctx, nil, method, path, form)
+}
+
+// doAs is do with the request headers h (a tenant's).
+func (v *VictoriaLogs) doAs(ctx context.Context, h http.Header, method, path string, form url.Values) (string, error) {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -130,6 +150,9 @@ func (v *VictoriaLogs) do(ctx context.Context, method, path string, form url.Val
 	req, err := http.NewRequestWithContext(ctx, method, v.URL+path, body)
 	if err != nil {
 		return "", err
+	}
+	for k, vs := range h {
+		req.Header[k] = vs
 	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -315,13 +315,18 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 	if settle < eventlogfile.DefaultSettleWindow {
 		settle = eventlogfile.DefaultSettleWindow // the window reaches the recent past: let new files settle
 	}
+	dests := &destinations{cfg: cfg, allowed: sh.PromotedLabelNames(), log: log}
 	for _, o := range plan.orgs {
 		client, err := salesforce.New(salesforceOptions(o.entry.Salesforce, cfg.HTTP, log.With("org", o.entry.Name)))
 		if err != nil {
 			return deps, nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
 		}
+		dest, osh, err := dests.forOrg(o.entry, sh)
+		if err != nil {
+			return deps, nil, err
+		}
 		env := newOrgEnv(cfg, o.entry, client, log)
-		opts, err := eventLogFileOptions(env, sh)
+		opts, err := eventLogFileOptions(env, osh)
 		if err != nil {
 			return deps, nil, err
 		}
@@ -335,7 +340,7 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 		if err != nil {
 			return deps, nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
 		}
-		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: inner})
+		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: inner, Destination: dest})
 	}
 	return deps, nil, nil
 }

@@ -70,7 +70,7 @@ func runDeadLetterReplay(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	parts, _, log, err := buildCore(ctx, cfg, log, nil)
+	parts, sh, log, err := buildCore(ctx, cfg, log, nil)
 	if err != nil {
 		return storeExit(err)
 	}
@@ -78,7 +78,10 @@ func runDeadLetterReplay(c *cli.Context) error {
 	if err := openDeadLetter(ctx, cfg, parts, nil); err != nil { // what is refused again goes there
 		return storeExit(err)
 	}
-	parts.deps.Bindings = []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}
+	dests := &destinations{cfg: cfg, allowed: sh.PromotedLabelNames(), log: log}
+	if parts.deps.Bindings, err = dests.replayBindings(path, sh); err != nil {
+		return storeExit(err)
+	}
 	// The whole file in one invocation: the batch bounds would only split it into runs.
 	parts.opts.Drain = true
 	rep := job.Run(ctx, parts.deps, parts.opts)

@@ -185,8 +185,8 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 		Egress: job.EgressOptions{LinesPerSecond: cfg.Egress.LinesPerSecond, BytesPerSecond: float64(cfg.Egress.BytesPerSecond),
 			DailyBytes: cfg.Egress.DailyBytes.Int(), OnBudget: budget, WarnFraction: cfg.Egress.WarnFraction},
 		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook, Now: testNow,
-		// Heads are per tenant: another tenant's streams are other streams.
-		Ordering: job.OrderingOptions{Limits: lokiLimits(cfg.Sink.Loki), Policy: timestamps, Destination: cfg.Sink.Loki.TenantID},
+		// Heads are per destination: another tenant's streams are other streams.
+		Ordering: job.OrderingOptions{Limits: lokiLimits(cfg.Sink.Loki), Policy: timestamps, Destination: cfg.DestinationName(cfg.Sink.Loki)},
 	}
 }
 
@@ -240,6 +240,7 @@ func requireSource(cfg *config.Config) error {
 
 // bind builds every enabled source of every org into the invocation's bindings.
 func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.Logger, warm *warmClients) error {
+	dests := &destinations{cfg: cfg, allowed: sh.PromotedLabelNames(), log: log}
 	for _, org := range cfg.OrgList() {
 		if !org.Sources.Enabled() {
 			continue
@@ -252,10 +253,17 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 		if poll, ok := limitsPoll(org, client, sh); ok {
 			p.deps.Limits = append(p.deps.Limits, poll)
 		}
-		env := newOrgEnv(cfg, org, client, log)
-		bindings, err := orgBindings(env, org.Sources, sh)
+		dest, osh, err := dests.forOrg(org, sh)
 		if err != nil {
 			return err
+		}
+		env := newOrgEnv(cfg, org, client, log)
+		bindings, err := orgBindings(env, org.Sources, osh)
+		if err != nil {
+			return err
+		}
+		for i := range bindings {
+			bindings[i].Destination = dest
 		}
 		p.deps.Bindings = append(p.deps.Bindings, bindings...)
 	}

@@ -149,15 +149,21 @@ func doctorChecks(ctx context.Context, source string, cfg *config.Config, log *s
 		}
 	}
 
-	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
-	lo.MaxRetries = min(lo.MaxRetries, 2)
-	lc, lerr := loki.New(lo)
-	target := doctor.Loki{ClientErr: lerr, URL: obs.RedactURL(cfg.Sink.Loki.URL), Labels: cfg.Sink.Loki.Labels, Run: lease.NewInvocation()}
-	if lc != nil {
-		target.Client = lc
+	run := lease.NewInvocation()
+	for _, d := range doctorDestinations(cfg) {
+		lo := lokiOptions(d.loki, cfg.HTTP, log)
+		lo.MaxRetries = min(lo.MaxRetries, 2)
+		lc, lerr := loki.New(lo)
+		target := doctor.Loki{ClientErr: lerr, URL: obs.RedactURL(d.loki.URL), Labels: d.loki.Labels, Run: run}
+		if lc != nil {
+			target.Client = lc
+		}
+		lokiChecks := []doctor.Check{doctor.LokiCheck(target), doctor.OrderingCheck(doctorOrdering(cfg, d.loki, log, run))}
+		checks = append(checks, doctor.Prefixed(d.prefix, lokiChecks)...)
+		if d.clock != "" {
+			clocks = append(clocks, doctor.HTTPDate(d.clock, d.loki.URL, nil))
+		}
 	}
-	checks = append(checks, doctor.LokiCheck(target), doctor.OrderingCheck(doctorOrdering(cfg, log, target.Run)))
-	clocks = append(clocks, doctor.HTTPDate("Loki", cfg.Sink.Loki.URL, nil))
 
 	groups := []string{""}
 	if len(cfg.Jobs) > 0 {
@@ -280,12 +286,12 @@ func kubeObject(kubeconfig, resource, namespace, name string) *doctor.KubeObject
 
 // doctorOrdering is the ordering check of the configuration: a client without its own checks
 // (the probes must reach the receiver as they are), the limits assumed, and what is shipped.
-func doctorOrdering(cfg *config.Config, log *slog.Logger, run string) doctor.Ordering {
-	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
+func doctorOrdering(cfg *config.Config, l config.Loki, log *slog.Logger, run string) doctor.Ordering {
+	lo := lokiOptions(l, cfg.HTTP, log)
 	lo.MaxRetries = min(lo.MaxRetries, 2)
 	lo.Limits = loki.Limits{MaxAge: -1, CreationGracePeriod: -1, MaxMetadataBytes: -1, MaxMetadataEntries: -1}
 	lc, err := loki.New(lo)
-	o := doctor.Ordering{ClientErr: err, Labels: cfg.Sink.Loki.Labels, Run: run, Configured: lokiLimits(cfg.Sink.Loki),
+	o := doctor.Ordering{ClientErr: err, Labels: l.Labels, Run: run, Configured: lokiLimits(l),
 		Sources: doctor.OrderingSources{Restamp: cfg.Sink.Loki.Restamp}}
 	if lc != nil {
 		o.Client = lc

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
+)
+
+// destinations builds one job.Destination per distinct receiver, tenant and credentials that
+// orgs[].sink.loki names, so that orgs sharing one are pushed together.
+type destinations struct {
+	cfg     *config.Config
+	allowed []string // promoted label names, allowed by every client's label guard
+	log     *slog.Logger
+	built   []builtDestination
+}
+
+// builtDestination is a destination and the settings its client was built from.
+type builtDestination struct {
+	loki config.Loki
+	dest *job.Destination
+}
+
+// forOrg returns the destination of an org's entries (nil: sink.loki's client, the default)
+// and the shaper carrying its static labels.
+func (d *destinations) forOrg(org config.OrgEntry, sh *shape.Shaper) (*job.Destination, *shape.Shaper, error) {
+	if !org.OwnSink {
+		return nil, sh, nil
+	}
+	if !maps.Equal(org.Sink.Labels, d.cfg.Sink.Loki.Labels) {
+		var labels []loki.Label
+		for _, n := range slices.Sorted(maps.Keys(org.Sink.Labels)) {
+			labels = append(labels, loki.Label{Name: n, Value: org.Sink.Labels[n]})
+		}
+		sh = sh.With(labels...)
+	}
+	if config.SameReceiver(org.Sink, d.cfg.Sink.Loki) {
+		return nil, sh, nil // only labels differ: the default client serves it
+	}
+	for _, b := range d.built {
+		if config.SameReceiver(b.loki, org.Sink) {
+			return b.dest, sh, nil
+		}
+	}
+	lo := lokiOptions(org.Sink, d.cfg.HTTP, d.log)
+	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, d.allowed...)
+	c, err := loki.New(lo)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w the Loki client (%s): %w", errWiring, strings.TrimSuffix(org.Path, "salesforce")+"sink.loki", err)
+	}
+	dest := &job.Destination{Name: d.cfg.DestinationName(org.Sink), Sink: c}
+	d.built = append(d.built, builtDestination{loki: org.Sink, dest: dest})
+	return dest, sh, nil
+}
+
+// replayBindings returns the bindings of a dead-letter replay: one source per destination,
+// each replaying the lines written for it to it.
+func (d *destinations) replayBindings(path string, sh *shape.Shaper) ([]job.Binding, error) {
+	def := d.cfg.DestinationName(d.cfg.Sink.Loki)
+	known := []string{def}
+	out := []job.Binding{{Source: &job.DeadLetterSource{Path: path, Destination: def, Default: true}}}
+	for _, org := range d.cfg.OrgList() {
+		dest, _, err := d.forOrg(org, sh)
+		if err != nil {
+			return nil, err
+		}
+		if dest == nil || slices.Contains(known, dest.Name) {
+			continue
+		}
+		known = append(known, dest.Name)
+		out = append(out, job.Binding{Source: &job.DeadLetterSource{Path: path, Destination: dest.Name}, Destination: dest})
+	}
+	for _, b := range out {
+		b.Source.(*job.DeadLetterSource).Known = known
+	}
+	return out, nil
+}
+
+// doctorDestination is one receiver and tenant doctor checks.
+type doctorDestination struct {
+	prefix string // of its checks' ids: "" for sink.loki, "destination[<name>]." for the others
+	loki   config.Loki
+	clock  string // the name of its clock source, "" when another destination has its URL
+}
+
+// doctorDestinations names the checks of every receiver the configuration pushes to.
+func doctorDestinations(cfg *config.Config) []doctorDestination {
+	var out []doctorDestination
+	for _, r := range cfg.Receivers() {
+		if r.Default {
+			out = append(out, doctorDestination{loki: r.Loki, clock: "Loki"})
+			continue
+		}
+		name := job.DestinationLabel(r.Name)
+		d := doctorDestination{prefix: "destination[" + name + "].", loki: r.Loki}
+		if r.FirstAtURL {
+			d.clock = "Loki (" + name + ")"
+		}
+		out = append(out, d)
+	}
+	return out
+}

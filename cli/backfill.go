@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
 )
 
@@ -85,14 +85,9 @@ func (p *backfillPlan) keyPrefix() string {
 	return "backfill:" + p.interval + ":" + p.since.Format(time.RFC3339) + ".." + p.until.Format(time.RFC3339) + ":"
 }
 
-// scanUntil is how far past the window, by CreatedDate, files are listed: a file is written
-// after the period it covers (an hour or a day) and sometimes hours late.
+// scanUntil is how far past the window, by CreatedDate, files are listed.
 func (p *backfillPlan) scanUntil() time.Time {
-	bucket := time.Hour
-	if p.interval == eventlogfile.IntervalDaily {
-		bucket = 24 * time.Hour
-	}
-	return p.until.Add(bucket + 24*time.Hour)
+	return eventlogfile.WindowStopAfter(p.interval, p.until)
 }
 
 func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
@@ -310,39 +305,40 @@ func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, p
 		return deps, nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
 	}
 	deps.Sink = sink
-	lookback := time.Since(plan.since) + 5*time.Minute
-	settle := time.Since(plan.scanUntil())
-	if settle < eventlogfile.DefaultSettleWindow {
-		settle = eventlogfile.DefaultSettleWindow // the window reaches the recent past: let new files settle
-	}
 	dests := &destinations{cfg: cfg, allowed: sh.PromotedLabelNames(), log: log}
 	for _, o := range plan.orgs {
-		client, err := salesforce.New(salesforceOptions(o.entry.Salesforce, cfg.HTTP, log.With("org", o.entry.Name)))
-		if err != nil {
-			return deps, nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
-		}
 		dest, osh, err := dests.forOrg(o.entry, sh)
 		if err != nil {
 			return deps, nil, err
 		}
-		env := newOrgEnv(cfg, o.entry, client, log)
-		opts, err := eventLogFileOptions(env, osh)
+		inner, err := backfillSource(cfg, plan, o, osh, prog.window, log)
 		if err != nil {
 			return deps, nil, err
-		}
-		opts.Interval, opts.EventTypes = plan.interval, o.types
-		opts.Lookback, opts.SettleWindow = lookback, settle
-		opts.Window = &eventlogfile.Window{Since: plan.since, Until: plan.until, StopAfter: plan.scanUntil(),
-			KeyPrefix: plan.keyPrefix(), IngestTime: plan.ingestTime, OwnStreams: plan.ownStreams, Progress: prog.window}
-		// Every file of a backfill is older than the live abandon age: keep retrying instead.
-		opts.DownloadMaxAge = time.Duration(math.MaxInt64)
-		inner, err := eventlogfile.New(opts)
-		if err != nil {
-			return deps, nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
 		}
 		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: inner, Destination: dest})
 	}
 	return deps, nil, nil
+}
+
+// backfillSource is the EventLogFile source of one org restricted to the plan's window.
+func backfillSource(cfg *config.Config, plan *backfillPlan, o backfillOrg, sh *shape.Shaper, prog *eventlogfile.WindowProgress, log *slog.Logger) (*eventlogfile.Source, error) {
+	client, err := salesforce.New(salesforceOptions(o.entry.Salesforce, cfg.HTTP, log.With("org", o.entry.Name)))
+	if err != nil {
+		return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
+	}
+	env := newOrgEnv(cfg, o.entry, client, log)
+	opts, err := eventLogFileOptions(env, sh)
+	if err != nil {
+		return nil, err
+	}
+	opts.Interval, opts.EventTypes = plan.interval, o.types
+	opts.ForWindow(&eventlogfile.Window{Since: plan.since, Until: plan.until, StopAfter: plan.scanUntil(),
+		KeyPrefix: plan.keyPrefix(), IngestTime: plan.ingestTime, OwnStreams: plan.ownStreams, Progress: prog}, time.Now())
+	src, err := eventlogfile.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
+	}
+	return src, nil
 }
 
 // backfillProgress counts what the backfill read (the window's counters) and shipped, and

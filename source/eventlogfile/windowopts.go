@@ -1,0 +1,29 @@
+package eventlogfile
+
+import (
+	"math"
+	"time"
+)
+
+// WindowStopAfter is how far past a window ending at until, by CreatedDate, its files are
+// listed: a file is written after the period it covers (an hour or a day), sometimes hours
+// late.
+func WindowStopAfter(interval string, until time.Time) time.Time {
+	bucket := time.Hour
+	if interval == IntervalDaily {
+		bucket = 24 * time.Hour
+	}
+	return until.Add(bucket + 24*time.Hour)
+}
+
+// ForWindow sets the options a source shipping (or planning) w needs, at now: the listing
+// starts just before the window and stops at its StopAfter (a file newer than that cannot hold
+// the window's events), and a file is never abandoned for its age (every file of a backfill is
+// older than the live abandon age: it is retried instead).
+func (o *Options) ForWindow(w *Window, now time.Time) {
+	o.Window = w
+	o.Start = time.Time{}
+	o.Lookback = now.Sub(w.Since) + 5*time.Minute
+	o.SettleWindow = max(now.Sub(w.StopAfter), DefaultSettleWindow) // the window reaches the recent past: let new files settle
+	o.DownloadMaxAge = time.Duration(math.MaxInt64)
+}

@@ -51,6 +51,10 @@ func backfillCommand() *cli.Command {
 			&cli.DurationFlag{Name: "max-duration", Value: 6 * time.Hour, Usage: "stop after this long (run the command again to continue)"},
 			&cli.DurationFlag{Name: "wait", Usage: "how long to wait for another backfill holding the backfill lease"},
 			&cli.DurationFlag{Name: "progress-interval", Value: 30 * time.Second, Usage: "how often progress is logged when stderr is not a terminal"},
+			&cli.BoolFlag{Name: "plan", Usage: "estimate the backfill's cost per event type and day from the file listing: nothing is downloaded, no lease is taken"},
+			&cli.BoolFlag{Name: "json", Usage: "with --plan: print the plan as JSON"},
+			&cli.IntFlag{Name: "row-bytes", Usage: fmt.Sprintf("with --plan: the average CSV row size to estimate rows from (default %d)", eventlogfile.DefaultRowBytes)},
+			&cli.Float64Flag{Name: "throughput", Usage: "with --plan: encoded Loki bytes per second to estimate the wall time at (default egress.bytes_per_second, else Loki's default ingestion rate, 4 MiB/s)"},
 		},
 		Action: runBackfill,
 	}
@@ -144,7 +148,7 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 		return nil, exitf(ExitConfig, "nothing to backfill: enable sources.eventlogfile with event_types, or give --event-types")
 	}
 	maxAge := cfg.Sink.Loki.MaxAge.D()
-	if maxAge > 0 && time.Since(since) > maxAge && !p.ingestTime {
+	if maxAge > 0 && time.Since(since) > maxAge && !p.ingestTime && !c.Bool("plan") {
 		msg := fmt.Sprintf("warning: the window starts %s ago, further back than the receiver accepts (sink.loki.max_age %s, Loki's reject_old_samples_max_age): "+
 			"those rows would be rejected", time.Since(since).Round(time.Hour), maxAge)
 		if !c.Bool("event-time") {
@@ -176,6 +180,7 @@ type backfillSummary struct {
 	RowsShipped       int64            `json:"rows_shipped"`
 	RowsOutsideWindow int64            `json:"rows_outside_window"`
 	Bytes             int64            `json:"bytes"`
+	DownloadBytes     int64            `json:"download_bytes"`
 	APICalls          map[string]int64 `json:"api_calls"`
 	Pushes            int              `json:"pushes"`
 	Commits           int              `json:"commits"`
@@ -191,6 +196,9 @@ func runBackfill(c *cli.Context) error {
 	plan, err := planBackfill(c, cfg)
 	if err != nil {
 		return err
+	}
+	if c.Bool("plan") {
+		return runBackfillPlan(c, cfg, plan)
 	}
 	bcfg := cfg.ForBackfill()
 	// Transforms apply, sampling does not: a backfill loads history completely.
@@ -236,7 +244,8 @@ func runBackfill(c *cli.Context) error {
 	sum := backfillSummary{
 		Outcome: rep.Outcome, ExitCode: rep.ExitCode, Since: plan.since, Until: plan.until, Interval: plan.interval, EventTypes: plan.eventTypesOf(),
 		IngestTime: plan.ingestTime, CaughtUp: rep.CaughtUp, Files: prog.window.Files.Load(), Rows: prog.window.Rows.Load(),
-		RowsShipped: rep.Records, RowsOutsideWindow: prog.window.Outside.Load(), Bytes: rep.Bytes, APICalls: map[string]int64{},
+		RowsShipped: rep.Records, RowsOutsideWindow: prog.window.Outside.Load(), Bytes: rep.Bytes,
+		DownloadBytes: prog.window.Bytes.Load(), APICalls: map[string]int64{},
 		Pushes: rep.Pushes, Commits: rep.Commits, Duration: job.Millis(time.Since(start)), Report: rep,
 	}
 	if lc, ok := deps.Coordinator.(*job.LeaseCoordinator); ok {

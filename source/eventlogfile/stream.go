@@ -125,6 +125,9 @@ func (st *stream) closeFile() {
 	if n := st.file.fallbacks; n > 0 {
 		st.count("timestamp_fallback", n)
 	}
+	if w := st.src.opts.Window; w != nil && w.Progress != nil {
+		w.Progress.Bytes.Add(st.file.csv.BytesRead())
+	}
 	_ = st.file.dl.Close()
 	st.file = nil
 }

@@ -47,6 +47,7 @@ type WindowProgress struct {
 	Files   atomic.Int64 // files entered
 	Rows    atomic.Int64 // rows inside the window, handed to the job
 	Outside atomic.Int64 // rows outside the window, skipped
+	Bytes   atomic.Int64 // CSV bytes read from the files' downloads
 
 	since, until time.Time
 	mu           sync.Mutex

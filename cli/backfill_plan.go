@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/source/eventlogfile"
+)
+
+// backfillPlanOutput is what `backfill --plan --json` prints: the window and each org's plan.
+type backfillPlanOutput struct {
+	Since    time.Time         `json:"since"`
+	Until    time.Time         `json:"until"`
+	Interval string            `json:"interval"`
+	Orgs     []backfillOrgPlan `json:"orgs"`
+}
+
+type backfillOrgPlan struct {
+	Org string `json:"org,omitempty"`
+	*eventlogfile.Plan
+}
+
+// runBackfillPlan lists the window's files of every org (no download, no lease, no document)
+// and prints what the backfill would cost.
+func runBackfillPlan(c *cli.Context, cfg *config.Config, plan *backfillPlan) error {
+	bcfg := cfg.ForBackfill()
+	log, _, err := newLogger(c, bcfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	sh, err := buildShaper(bcfg)
+	if err != nil {
+		return storeExit(err)
+	}
+	po := eventlogfile.PlanOptions{Throughput: c.Float64("throughput")}
+	if po.Throughput == 0 {
+		po.Throughput = float64(bcfg.Egress.BytesPerSecond.Int())
+	}
+	out := backfillPlanOutput{Since: plan.since, Until: plan.until, Interval: plan.interval}
+	for _, o := range plan.orgs {
+		if n := c.Int("row-bytes"); n > 0 {
+			po.RowBytes = map[string]float64{}
+			for _, t := range o.types {
+				po.RowBytes[t] = float64(n)
+			}
+		}
+		src, err := backfillSource(bcfg, plan, o, sh, nil, log)
+		if err != nil {
+			return storeExit(err)
+		}
+		p, err := src.Plan(ctx, po)
+		if err != nil {
+			log.Error("the backfill plan failed", "org", o.entry.Name, "err", err)
+			return &ExitError{Code: outcomeExit(job.OutcomeOf(err, false), true)}
+		}
+		out.Orgs = append(out.Orgs, backfillOrgPlan{Org: o.entry.Name, Plan: p})
+	}
+	if c.Bool("json") {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "%s\n", b)
+		return nil
+	}
+	writeBackfillPlan(c.App.Writer, out)
+	return nil
+}
+
+// writeBackfillPlan renders a plan as a table per org.
+func writeBackfillPlan(w io.Writer, out backfillPlanOutput) {
+	fmt.Fprintf(w, "backfill plan %s..%s (%s), estimated from the file listing (nothing downloaded)\n",
+		out.Since.Format(time.RFC3339), out.Until.Format(time.RFC3339), out.Interval)
+	for _, o := range out.Orgs {
+		if o.Org != "" {
+			fmt.Fprintf(w, "\norg %s\n", o.Org)
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "day\tevent type\tfiles\tbytes\trows (est.)\tAPI calls\tLoki bytes (est.)\ttime (est.)\t")
+		for _, d := range o.Days {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t\n", d.Day, d.EventType, d.Files, humanBytes(d.Bytes), d.Rows, d.APICalls,
+				humanBytes(d.LokiBytes), seconds(d.Seconds))
+		}
+		var calls int64
+		for _, n := range o.APICalls {
+			calls += n
+		}
+		fmt.Fprintf(tw, "total\t\t%d\t%s\t%d\t%d\t%s\t%s\t\n", o.Files, humanBytes(o.Bytes), o.Rows, calls, humanBytes(o.LokiBytes), seconds(o.Seconds))
+		_ = tw.Flush()
+		var kinds []string
+		for _, k := range slices.Sorted(maps.Keys(o.APICalls)) {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, o.APICalls[k]))
+		}
+		var sizes []string
+		for _, t := range slices.Sorted(maps.Keys(o.RowBytes)) {
+			sizes = append(sizes, fmt.Sprintf("%s %.0f B", t, o.RowBytes[t]))
+		}
+		fmt.Fprintf(w, "API calls: %s (listing included); rows assume rows of %s (--row-bytes); time at %s/s (--throughput) plus %.0f ms per request\n",
+			strings.Join(kinds, ", "), strings.Join(sizes, ", "), humanBytes(int64(o.Throughput)), 1000*o.RoundTrip)
+	}
+}
+
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}

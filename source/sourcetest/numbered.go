@@ -40,6 +40,8 @@ type Numbered struct {
 	SkipEvery int
 	// Delay is slept before each record (respecting the context).
 	Delay time.Duration
+	// Labels, when set, gives further stream labels of record n of key (promoted fields).
+	Labels func(key string, n int) []loki.Label
 
 	mu    sync.Mutex
 	opens int
@@ -196,9 +198,13 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 	if st.src.Stamp != nil {
 		ts = st.src.Stamp(st.key, n)
 	}
+	pairs := []loki.Label{{Name: "job", Value: "sf2loki"}, {Name: "source", Value: st.src.Name()}, {Name: "event_type", Value: st.key}}
+	if st.src.Labels != nil {
+		pairs = append(pairs, st.src.Labels(st.key, n)...)
+	}
 	rec.Entry = loki.Entry{
 		Timestamp: ts,
-		Labels:    loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: st.src.Name()}, loki.Label{Name: "event_type", Value: st.key}),
+		Labels:    loki.NewLabels(pairs...),
 		Line:      line,
 		Metadata:  []loki.Label{{Name: "n", Value: strconv.Itoa(n)}},
 	}

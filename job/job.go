@@ -193,6 +193,8 @@ type Options struct {
 	DeadLetter io.Writer
 	// Egress caps lines/s, bytes/s and the daily byte budget (zero = no caps).
 	Egress EgressOptions
+	// LabelGuard caps the distinct values of the promoted labels per UTC day (job/labelguard.go).
+	LabelGuard LabelGuardOptions
 	// Ordering keeps every entry inside the receiver's timestamp rules (docs/ordering.md).
 	Ordering OrderingOptions
 	// Invocation is this run's id (random when empty).

@@ -65,6 +65,9 @@ type Report struct {
 	Destinations map[string]*DestinationReport `json:"destinations,omitempty"`
 	Cursors      map[string]CursorChange       `json:"cursors,omitempty"`
 	Dropped      map[string]int64              `json:"dropped,omitempty"`
+	// LabelOverflow counts, per promoted label, the entries whose value was past the day's
+	// cap of distinct values (LabelGuardOptions): shipped with the overflow value.
+	LabelOverflow map[string]int64 `json:"label_overflow,omitempty"`
 	// Restamped counts entries shipped with another timestamp than their own (kept in structured
 	// metadata event_time), by Loki's reason for the refusal the move avoided.
 	Restamped map[string]int64 `json:"restamped,omitempty"`

@@ -58,6 +58,7 @@ type run struct {
 	keysInOrder []*keyState
 	frozen      frozenSet
 	egress      *egress
+	guard       *labelGuard
 	order       *orderer
 	dests       []destination // [0] is Deps.Sink
 	bindingDest []int         // binding index -> dests index
@@ -147,6 +148,9 @@ func (r *run) invoke(ctx context.Context) {
 		r.egress = newEgress(e, r.opts.Now, counters)
 	}
 	r.order = newOrderer(r.opts.Ordering, counters, r.destNames())
+	if g := r.opts.LabelGuard; g.MaxValuesPerDay > 0 && len(g.Labels) > 0 {
+		r.guard = newLabelGuard(g, r.opts.Now, counters)
+	}
 	if !r.pollLimits(ctx, r.deadline.Add(-(r.opts.PushReserve + r.opts.CommitReserve + r.opts.ReleaseReserve))) {
 		r.release(ctx)
 		r.decide(false, nil, nil)
@@ -214,7 +218,16 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 	if len(items) == 0 {
 		return nil
 	}
-	// Timestamps are decided first: a re-stamp adds the event time, which the budget counts.
+	// Labels are final first (the heads are per stream), then timestamps: a re-stamp adds the
+	// event time, which the budget counts.
+	if r.guard != nil {
+		for label, n := range r.guard.apply(items) {
+			if r.rep.LabelOverflow == nil {
+				r.rep.LabelOverflow = map[string]int64{}
+			}
+			r.rep.LabelOverflow[label] += n
+		}
+	}
 	plan := r.order.plan(r.opts.Now(), items)
 	var stop error
 	if r.egress != nil {
@@ -310,6 +323,9 @@ func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bo
 		}
 		c.Counters[EgressCounter] = r.egress.counter()
 	}
+	if r.guard != nil {
+		r.guard.change(&c)
+	}
 	err := r.sess.Commit(cctx, c)
 	cancel()
 	if r.opts.Observer != nil {
@@ -327,6 +343,9 @@ func (r *run) commit(ctx context.Context, updates map[string]json.RawMessage) bo
 	r.rep.Commits++
 	r.committedAll()
 	r.order.heads.committed()
+	if r.guard != nil {
+		r.guard.committed()
+	}
 	if r.egress != nil {
 		r.egress.committed()
 		if r.egress.overWarn() {

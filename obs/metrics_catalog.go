@@ -70,6 +70,8 @@ const (
 	// LabelDestination names the receiver and tenant of a push ("default" for sink.loki without
 	// a tenant; see docs/configuration.md, per-org destinations).
 	LabelDestination = "destination"
+	// LabelLabel names a promoted stream label (the label cardinality guard).
+	LabelLabel = "label"
 )
 
 var streamLabels = []string{LabelLease, LabelOrg, LabelSource, LabelEventType}
@@ -105,6 +107,7 @@ var catalog = []Instrument{
 	{Name: "sf2loki_records_shipped_bytes", Kind: KindCounter, Unit: "By", Labels: streamLabels, Description: "Line bytes of the entries the receiver accepted."},
 	{Name: "sf2loki_records_rejected", Kind: KindCounter, Labels: with(streamLabels, LabelReason), Description: "Entries rejected for good by the receiver or refused by the client before sending, by Loki's reason (too_far_behind, greater_than_max_sample_age, too_far_in_future, line_too_long, disallowed_structured_metadata, structured_metadata_too_large, label_value_too_long, ...; bad_request for a rule the client cannot name, too_large, invalid_labels, invalid_timestamp)."},
 	{Name: "sf2loki_records_dropped", Kind: KindCounter, Labels: []string{LabelLease, LabelReason}, Description: "Entries the run discarded: permanent rejections under on_permanent_reject: drop (by Loki's reason, as sf2loki_records_rejected) and the egress budget's drop policy (reason budget)."},
+	{Name: "sf2loki_records_label_overflow", Kind: KindCounter, Labels: []string{LabelLease, LabelLabel}, Description: "Entries shipped with a promoted label set to the overflow value because the label had taken shape.label_cardinality.max_values_per_day distinct values today (the own value is in structured metadata <label>_original)."},
 	{Name: "sf2loki_records_restamped", Kind: KindCounter, Labels: []string{LabelLease, LabelReason}, Description: "Entries shipped with another timestamp than their own (kept in structured metadata event_time), by Loki's reason for the refusal the move avoided: too_far_behind, greater_than_max_sample_age, too_far_in_future (docs/ordering.md)."},
 	{Name: "sf2loki_records_sampled_out", Kind: KindCounter, Labels: streamLabels, Description: "Records removed by deterministic sampling."},
 	{Name: "sf2loki_records_filtered", Kind: KindCounter, Labels: with(streamLabels, LabelRule), Description: "Records removed by a drop_row rule."},

@@ -25,6 +25,7 @@ type instruments struct {
 	frozenKeys                          metric.Int64Gauge
 	ingested, shipped, shippedBytes     metric.Int64Counter
 	rejected, dropped, restamped        metric.Int64Counter
+	labelOverflow                       metric.Int64Counter
 	sampledOut, filtered, skipped       metric.Int64Counter
 	uncommitted                         metric.Int64Counter
 	lag                                 metric.Float64Histogram
@@ -125,6 +126,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		rejected:        b.counter("sf2loki_records_rejected"),
 		dropped:         b.counter("sf2loki_records_dropped"),
 		restamped:       b.counter("sf2loki_records_restamped"),
+		labelOverflow:   b.counter("sf2loki_records_label_overflow"),
 		sampledOut:      b.counter("sf2loki_records_sampled_out"),
 		filtered:        b.counter("sf2loki_records_filtered"),
 		skipped:         b.counter("sf2loki_records_skipped"),
@@ -318,6 +320,14 @@ func (m *Metrics) AddDropped(ctx context.Context, lease, reason string, n int64)
 		return
 	}
 	m.dropped.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelReason, reason)))
+}
+
+// AddLabelOverflow adds entries shipped with a promoted label set to the overflow value.
+func (m *Metrics) AddLabelOverflow(ctx context.Context, lease, label string, n int64) {
+	if m == nil {
+		return
+	}
+	m.labelOverflow.Add(ctx, n, withAttrs(leaseAttr(lease), attribute.String(LabelLabel, label)))
 }
 
 // AddRestamped adds entries shipped with another timestamp, by Loki's reason for the refusal

@@ -35,6 +35,7 @@ func recordAll(ctx context.Context, m *Metrics) {
 	m.AddRejected(ctx, s, "bad_request", 1)
 	m.AddDropped(ctx, "sf2loki", "bad_request", 1)
 	m.AddRestamped(ctx, "sf2loki", "too_far_behind", 1)
+	m.AddLabelOverflow(ctx, "sf2loki", "user_id", 1)
 	m.Lag(s).Observe(ctx, 90*time.Second)
 	m.RecordPush(ctx, PushFacts{Lease: "sf2loki", Destination: "default", Took: 20 * time.Millisecond, Result: ResultPartial, Requests: 3, Splits: 1,
 		Truncated: 1, RetriesByStatus: map[string]int{"429": 1}, WireBytes: 300, EncodedBytes: 900})

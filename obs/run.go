@@ -218,6 +218,9 @@ func (m *Metrics) RecordReport(ctx context.Context, lease string, budget time.Du
 	for _, r := range zeroRestamps {
 		m.AddRestamped(ctx, lease, string(r), rep.Restamped[string(r)])
 	}
+	for label, n := range rep.LabelOverflow {
+		m.AddLabelOverflow(ctx, lease, label, n)
+	}
 	for key, c := range rep.Cursors {
 		if !c.At.IsZero() {
 			m.SetCursorTime(ctx, lease, key, c.At)

@@ -129,9 +129,10 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 				Events: map[string]int64{"timestamp_fallback": 4}},
 			"org=prod:pubsub": {Org: "prod", Source: "pubsub", Events: map[string]int64{pubsub.ReplayAgeEvent("/event/LoginEventStream"): 3600}},
 		},
-		Cursors: map[string]job.CursorChange{"org=prod:eventlogfile:API": {At: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}},
-		Dropped: map[string]int64{"bad_request": 1},
-		Egress:  &job.EgressReport{Day: "2026-03-01", Used: 1000, Budget: 5000},
+		Cursors:       map[string]job.CursorChange{"org=prod:eventlogfile:API": {At: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}},
+		Dropped:       map[string]int64{"bad_request": 1},
+		LabelOverflow: map[string]int64{"user_id": 7},
+		Egress:        &job.EgressReport{Day: "2026-03-01", Used: 1000, Budget: 5000},
 	}
 	m.RecordReport(ctx, "sf2loki-test", 3*time.Minute, rep, rec)
 
@@ -174,6 +175,7 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 		{"sf2loki_run_budget_seconds", lease, 180},
 		{"sf2loki_records_dropped_total", merge(lease, "reason", "bad_request"), 1},
 		{"sf2loki_records_dropped_total", merge(lease, "reason", "budget"), 0},
+		{"sf2loki_records_label_overflow_total", merge(lease, "label", "user_id"), 7},
 		{"sf2loki_egress_budget_used_bytes", lease, 1000},
 		{"sf2loki_egress_budget_limit_bytes", lease, 5000},
 		{"sf2loki_salesforce_api_calls_total", map[string]string{"org": "prod", "source": "eventlogfile", "kind": "eventlogfile_download"}, 2},

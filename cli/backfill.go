@@ -226,6 +226,9 @@ func runBackfill(c *cli.Context) error {
 		return storeExit(err)
 	}
 	opts := jobOptions(bcfg, inv, log)
+	if sh, err := buildShaper(bcfg); err == nil {
+		opts.LabelGuard = labelGuard(bcfg, sh)
+	}
 	opts.Drain, opts.MaxDuration, opts.Observer = true, c.Duration("max-duration"), prog
 	done := make(chan struct{})
 	var shown sync.WaitGroup

@@ -294,6 +294,7 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	p.opts.LabelGuard = labelGuard(cfg, sh)
 	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
 	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
 	sink, err := warm.lokiClient(lo)
@@ -352,4 +353,11 @@ func checkCursor(ctx context.Context, cfg *config.Config, key string, value json
 	}
 	return exitf(ExitConfig, "no configured source reads the key %s (configured: %s); check the spelling against `sf2loki state show`, "+
 		"or enable the source first", key, strings.Join(names, ", "))
+}
+
+// labelGuard is the cap on the promoted labels' values: the labels the shaper promotes, the
+// cap of shape.label_cardinality.
+func labelGuard(cfg *config.Config, sh *shape.Shaper) job.LabelGuardOptions {
+	lc := cfg.Shape.LabelCardinality
+	return job.LabelGuardOptions{Labels: sh.PromotedLabelNames(), MaxValuesPerDay: lc.MaxValuesPerDay, Overflow: lc.OverflowValue}
 }

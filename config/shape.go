@@ -11,12 +11,13 @@ import (
 // Shape configures how records become Loki entries: transforms, sampling, field routing. It
 // applies to every source and org (package shape).
 type Shape struct {
-	Salt            Secret            `yaml:"salt" desc:"Deployment salt of the hash transform (HMAC-SHA256), at least 16 bytes; prefer salt_file. Changing it changes every hashed value."`
-	Transforms      []ShapeTransform  `yaml:"transforms" desc:"Field transforms, applied in order to every record before sampling and routing (drop_row rules are evaluated first, on the values as Salesforce sent them)."`
-	Metadata        []string          `yaml:"metadata" desc:"Fields sent as structured metadata for every type (names or globs, case-insensitive); every field is also in the JSON line."`
-	Types           []ShapeType       `yaml:"types" desc:"Per-type settings (EventLogFile event type, SOQL object): promoted labels, structured metadata, sampling."`
-	OmitEmpty       bool              `yaml:"omit_empty" desc:"Leave fields with an empty value out of the JSON line."`
-	CategoryAliases map[string]string `yaml:"category_aliases" desc:"Extra names for the overlap guard: name -> event category (built in: LoginHistory -> login; Event, EventStream and EventStore suffixes are ignored)."`
+	Salt             Secret            `yaml:"salt" desc:"Deployment salt of the hash transform (HMAC-SHA256), at least 16 bytes; prefer salt_file. Changing it changes every hashed value."`
+	Transforms       []ShapeTransform  `yaml:"transforms" desc:"Field transforms, applied in order to every record before sampling and routing (drop_row rules are evaluated first, on the values as Salesforce sent them)."`
+	Metadata         []string          `yaml:"metadata" desc:"Fields sent as structured metadata for every type (names or globs, case-insensitive); every field is also in the JSON line."`
+	Types            []ShapeType       `yaml:"types" desc:"Per-type settings (EventLogFile event type, SOQL object): promoted labels, structured metadata, sampling."`
+	OmitEmpty        bool              `yaml:"omit_empty" desc:"Leave fields with an empty value out of the JSON line."`
+	CategoryAliases  map[string]string `yaml:"category_aliases" desc:"Extra names for the overlap guard: name -> event category (built in: LoginHistory -> login; Event, EventStream and EventStore suffixes are ignored)."`
+	LabelCardinality LabelCardinality  `yaml:"label_cardinality" desc:"A cap on the distinct values of the promoted labels per day, past which entries share one overflow value."`
 }
 
 // ShapeTransform is one entry of shape.transforms.
@@ -74,6 +75,7 @@ func (c *Config) validateShape(errs *Errors) {
 		}
 	}
 	c.validateAliasOverlap(errs)
+	c.validateLabelCardinality(errs)
 }
 
 // addShapeErrors turns the shape package's *OptionErrors into key-named config errors.

@@ -400,6 +400,7 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	w = append(w, c.orgSinkWarnings()...)
+	w = append(w, c.labelCardinalityWarnings()...)
 	if c.Sink.Loki.BatchMaxBytes > 6<<20 {
 		w = append(w, "sink.loki.batch_max_bytes is above Loki's default ingestion burst (6 MiB); make sure the receiver's limit is higher")
 	}

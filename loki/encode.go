@@ -2,13 +2,13 @@ package loki
 
 import (
 	"bytes"
-	"compress/gzip"
 	"io"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
-	"github.com/golang/snappy"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/s2"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/sf2loki/sf2loki/internal/jsonenc"
@@ -418,11 +418,11 @@ func (a *appendWriter) Write(p []byte) (int, error) {
 func compress(w *wireBuf, raw []byte, enc Encoding, gz bool) {
 	switch {
 	case enc == EncodingProtobuf:
-		need := snappy.MaxEncodedLen(len(raw))
+		need := s2.MaxEncodedLen(len(raw))
 		if cap(w.b) < need {
 			w.b = make([]byte, need)
 		}
-		w.b = snappy.Encode(w.b[:need], raw)
+		w.b = s2.EncodeSnappy(w.b[:need], raw)
 	case gz:
 		zw := gzipPool.Get().(*gzip.Writer)
 		aw := appendWriter{b: w.b[:0]}

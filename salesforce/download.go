@@ -1,7 +1,6 @@
 package salesforce
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Download is a streamed response body (an EventLogFile CSV or an ApexLog

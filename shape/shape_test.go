@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/jsonenc"
 	"github.com/sf2loki/sf2loki/loki"
 )
 
@@ -359,6 +360,34 @@ func TestEntriesDoNotShareBuffers(t *testing.T) {
 	for i, e := range entries {
 		if want := fmt.Sprintf(`{"A":"v%d"}`, i); e.Line != want || e.Metadata[0].Value != fmt.Sprint("v", i) || len(e.Metadata) != 1 || cap(e.Metadata) != 1 {
 			t.Fatalf("entry %d changed: %s %v", i, e.Line, e.Metadata)
+		}
+	}
+}
+
+// TestEntriesStayIntactAcrossChunks: lines are shaped into shared chunks; rows whose escapes
+// outgrow the room reserved for them, and rows larger than a chunk, must leave every line
+// handed out before them as it was.
+func TestEntriesStayIntactAcrossChunks(t *testing.T) {
+	s := mustShaper(t, Options{Metadata: []string{"B"}})
+	p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"A", "B"}})
+	var r Record
+	var entries []loki.Entry
+	var want []string
+	for i := range 2000 {
+		a := fmt.Sprint("v", i)
+		switch i % 7 {
+		case 3:
+			a = strings.Repeat("\x01", 500) // every byte escaped: six times its size
+		case 5:
+			a = strings.Repeat("x", lineChunkSize+i)
+		}
+		e, _ := p.Shape(row(&r, "A", a, "B", fmt.Sprint("b", i)))
+		entries = append(entries, e)
+		want = append(want, string(jsonenc.AppendString([]byte(`{"A":`), a, jsonenc.LiteralFFFD))+fmt.Sprintf(`,"B":"b%d"}`, i))
+	}
+	for i, e := range entries {
+		if e.Line != want[i] || len(e.Metadata) != 1 || e.Metadata[0].Value != fmt.Sprint("b", i) {
+			t.Fatalf("entry %d changed: %.80s… %v", i, e.Line, e.Metadata)
 		}
 	}
 }

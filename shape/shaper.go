@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/sf2loki/sf2loki/internal/jsonenc"
 	"github.com/sf2loki/sf2loki/loki"
@@ -122,7 +123,8 @@ type Plan struct {
 	sh          *Shaper
 	h           *hasher
 
-	out       []byte    // line, then metadata values
+	chunk     []byte    // lines handed out so far; the next row is shaped after them
+	keysLen   int       // the JSON member names of every schema field, with separators
 	scratch   []byte    // mask output
 	keyBuf    []byte    // label cache key
 	promoVals [][]byte  // promoted values of the current row
@@ -156,6 +158,12 @@ const maxLabelCache = 4096
 // metaChunkSize is how many metadata pairs are allocated at once and handed out as slices.
 const metaChunkSize = 1024
 
+// lineChunkSize is how many bytes of lines are allocated at once. A row is shaped straight into
+// the chunk, and its entry's line and metadata values are strings over the bytes written: no
+// copy of the line and no allocation per row. A chunk is never written again where it was
+// handed out, so the strings stay immutable; it is freed when the last entry over it is.
+const lineChunkSize = 64 << 10
+
 // Plan resolves the rules for records of schema.
 func (s *Shaper) Plan(schema Schema) *Plan {
 	p := &Plan{
@@ -177,6 +185,7 @@ func (s *Shaper) Plan(schema Schema) *Plan {
 	p.rules = make([]*fieldRules, len(p.names))
 	for i, n := range p.names {
 		p.rules[i] = p.rulesFor(n)
+		p.keysLen += len(p.rules[i].key) + 1
 	}
 	for _, c := range s.transforms {
 		if c.Op != OpDropRow || !c.appliesTo(schema.Type) {
@@ -330,7 +339,7 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 	if p.sh.fieldOps {
 		p.transform(r, aligned)
 	}
-	out := p.out[:0]
+	out := p.lineBuf(r)
 	metas := p.metaRefs[:0]
 	for i := range p.promoVals {
 		p.promoVals[i] = nil
@@ -377,7 +386,7 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 		out = append(out, v...)
 		metas[k].end = len(out)
 	}
-	all := string(out)
+	all := p.handOut(out)
 	e = loki.Entry{Timestamp: r.Time, Line: all[:lineLen], Labels: p.labels()}
 	if len(metas) > 0 {
 		sortMeta(metas)
@@ -391,8 +400,33 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 		}
 		e.Metadata = md
 	}
-	p.out, p.metaRefs = out, metas
+	p.metaRefs = metas
 	return e, ""
+}
+
+// lineBuf returns an empty buffer, in the current chunk, with room for r's line as it is likely
+// to be written (every value and member name once, plus the JSON punctuation); a new chunk is
+// started when the current one has not that much left. Escapes may still outgrow it: then
+// append moves the line to memory of its own, which handOut takes as it is.
+func (p *Plan) lineBuf(r *Record) []byte {
+	need := len(r.buf) + p.keysLen + 2*len(r.fields) + 2
+	if cap(p.chunk)-len(p.chunk) < need {
+		p.chunk = make([]byte, 0, max(lineChunkSize, need))
+	}
+	return p.chunk[len(p.chunk):len(p.chunk)]
+}
+
+// handOut returns the shaped bytes as a string without copying them and makes sure they are
+// never written again: when they lie in the current chunk, the chunk's next row starts after
+// them.
+func (p *Plan) handOut(out []byte) string {
+	if len(out) == 0 {
+		return ""
+	}
+	if free := p.chunk[len(p.chunk):cap(p.chunk)]; len(free) > 0 && unsafe.SliceData(free) == unsafe.SliceData(out) {
+		p.chunk = p.chunk[:len(p.chunk)+len(out)]
+	}
+	return unsafe.String(unsafe.SliceData(out), len(out))
 }
 
 func (p *Plan) fieldRules(r *Record, aligned bool, i int) *fieldRules {

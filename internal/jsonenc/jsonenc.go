@@ -29,8 +29,8 @@ const (
 
 const hexDigits = "0123456789abcdef"
 
-// safe marks the ASCII bytes that need no escaping inside a JSON string.
-var safe = func() (t [utf8.RuneSelf]bool) {
+// safe marks the bytes that need no attention inside a JSON string: ASCII that is not escaped.
+var safe = func() (t [256]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
@@ -40,8 +40,13 @@ var safe = func() (t [utf8.RuneSelf]bool) {
 // AppendString appends s to dst as a quoted JSON string and returns the extended buffer.
 func AppendString[S ~string | ~[]byte](dst []byte, s S, r Replacement) []byte {
 	dst = append(dst, '"')
+	i := cleanPrefix(s)
+	if i == len(s) { // the common case: one copy
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	start := 0
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		// Eight bytes at a time while none needs attention (the common case); a word that has
 		// one leads straight to its first such byte.
 		for i+8 <= len(s) {
@@ -145,6 +150,21 @@ func StringLen[S ~string | ~[]byte](s S, r Replacement) int {
 		i += size
 	}
 	return n
+}
+
+// cleanPrefix returns the length of the longest prefix of s that needs no attention: eight bytes
+// at a time, then byte by byte through the table (field values are mostly short).
+func cleanPrefix[S ~string | ~[]byte](s S) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if m := attention8(load8(s, i)); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(s) && safe[s[i]] {
+		i++
+	}
+	return i
 }
 
 // load8 reads the eight bytes of s at i as a little-endian word.

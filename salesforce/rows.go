@@ -1,0 +1,704 @@
+package salesforce
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// RowPage is one page of a SOQL answer decoded without maps: every record is a Row over the
+// page's own bytes. It is what a source that reads many rows uses (Page and Record decode each
+// row into a map[string]any, about a hundred allocations per row).
+type RowPage struct {
+	// TotalSize is Salesforce's count of matching rows (over all pages).
+	TotalSize int
+	// Done is true on the last page.
+	Done bool
+	// NextRecordsURL is the instance path of the next page when Done is false.
+	NextRecordsURL string
+	// Rows are the records of this page, in server order.
+	Rows []Row
+
+	tooling bool
+}
+
+// ValueKind is the JSON type of a Row value.
+type ValueKind uint8
+
+// Kinds of Row values.
+const (
+	ValueNull   ValueKind = iota
+	ValueString           // the text, unescaped
+	ValueNumber           // the number's JSON text as sent (12899.0 stays 12899.0)
+	ValueBool             // true or false
+	ValueObject           // an object or array: its JSON text as sent
+)
+
+// Row is one SOQL record: its fields in the order Salesforce sent them, relationship objects
+// flattened into dotted names ("LogUser.Username") after the object itself, "attributes"
+// members left out (they stay in an object's JSON text). A null relationship is one null field.
+// A Row's bytes belong to its page; it is valid as long as the page is referenced.
+type Row struct {
+	p      *rowText
+	fields []rowField
+}
+
+// rowText is what the rows of a page share.
+type rowText struct {
+	body  []byte   // the page's JSON, as received
+	esc   []byte   // strings that needed unescaping or UTF-8 repair, decoded
+	names []string // flattened field names
+}
+
+// rowField is one value: a name index, a kind and the value's bytes in body or (esc) in esc.
+type rowField struct {
+	name       uint16
+	kind       ValueKind
+	esc        bool
+	start, end uint32
+}
+
+// Len returns the number of fields.
+func (r Row) Len() int { return len(r.fields) }
+
+// Name returns the flattened name of field i.
+func (r Row) Name(i int) string { return r.p.names[r.fields[i].name] }
+
+// Kind returns the kind of field i.
+func (r Row) Kind(i int) ValueKind { return r.fields[i].kind }
+
+// Value returns the bytes of field i (see ValueKind); nil for null. Do not modify them.
+func (r Row) Value(i int) []byte {
+	f := &r.fields[i]
+	if f.kind == ValueNull {
+		return nil
+	}
+	if f.esc {
+		return r.p.esc[f.start:f.end:f.end]
+	}
+	return r.p.body[f.start:f.end:f.end]
+}
+
+// Index returns the position of the field called path ("LogUser.Username"), or -1. The search
+// starts at hint (the position after the previous field looked up, when fields are read in
+// order) and wraps around.
+func (r Row) Index(path string, hint int) int {
+	n := len(r.fields)
+	if hint < 0 || hint >= n {
+		hint = 0
+	}
+	for k := range n {
+		i := hint + k
+		if i >= n {
+			i -= n
+		}
+		if r.p.names[r.fields[i].name] == path {
+			return i
+		}
+	}
+	return -1
+}
+
+// String returns the value at path as text: strings as they are, numbers in their JSON form,
+// booleans as "true"/"false" (as Record.String). ok is false for missing, null and object values.
+func (r Row) String(path string) (string, bool) {
+	i := r.Index(path, 0)
+	if i < 0 {
+		return "", false
+	}
+	switch r.fields[i].kind {
+	case ValueString, ValueNumber, ValueBool:
+		return string(r.Value(i)), true
+	}
+	return "", false
+}
+
+// QueryRows runs a SOQL query and returns its first page as rows (see Query).
+func (c *Client) QueryRows(ctx context.Context, soql string) (*RowPage, error) {
+	if strings.TrimSpace(soql) == "" {
+		return nil, errors.New("salesforce: empty SOQL query")
+	}
+	return c.fetchRowPage(ctx, c.dataPath("query")+"?q="+url.QueryEscape(soql), false)
+}
+
+// NextRowPage fetches the page after p by its nextRecordsUrl. It returns (nil, nil) when p is
+// the last page.
+func (c *Client) NextRowPage(ctx context.Context, p *RowPage) (*RowPage, error) {
+	if p == nil || p.Done || p.NextRecordsURL == "" {
+		return nil, nil
+	}
+	return c.fetchRowPage(ctx, p.NextRecordsURL, p.tooling)
+}
+
+func (c *Client) fetchRowPage(ctx context.Context, path string, tooling bool) (*RowPage, error) {
+	if !strings.HasPrefix(path, "/services/") {
+		return nil, fmt.Errorf("%w: nextRecordsUrl %q is not an instance path", ErrBadResponse, excerpt([]byte(path)))
+	}
+	kind := KindQuery
+	if tooling {
+		kind = KindToolingQuery
+	}
+	hdr := http.Header{"Sforce-Query-Options": {"batchSize=" + strconv.Itoa(c.opts.BatchSize)}}
+	var page *RowPage
+	err := c.authorizedJSON(ctx, kind, path, hdr, func(b []byte) error {
+		p, err := DecodeRowPage(b)
+		if err != nil {
+			return err
+		}
+		p.tooling, page = tooling, p
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// maxRowDepth bounds the nesting of a record's objects.
+const maxRowDepth = 64
+
+// DecodeRowPage decodes a query result (totalSize, done, nextRecordsUrl, records) from b, which
+// the page keeps: b must not be modified afterwards. Values are read as encoding/json reads them:
+// invalid UTF-8 and unpaired surrogates become U+FFFD.
+func DecodeRowPage(b []byte) (*RowPage, error) {
+	d := &rowDecoder{b: b, t: &rowText{body: b}, index: map[string]uint16{}}
+	p, err := d.page()
+	if err != nil {
+		return nil, fmt.Errorf("not a query result: %w", err)
+	}
+	return p, nil
+}
+
+type rowDecoder struct {
+	b      []byte
+	pos    int
+	t      *rowText
+	index  map[string]uint16 // name → index into t.names
+	fields []rowField
+	name   []byte   // the flattened name being built
+	seen   []uint32 // per name: the last row (counted from 1) that had it
+	row    uint32
+}
+
+var errSyntax = errors.New("invalid JSON")
+
+func (d *rowDecoder) syntax(what string) error {
+	return fmt.Errorf("%w: %s at offset %d", errSyntax, what, d.pos)
+}
+
+func (d *rowDecoder) ws() {
+	for d.pos < len(d.b) {
+		switch d.b[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips whitespace and returns the next byte (0 at the end).
+func (d *rowDecoder) peek() byte {
+	d.ws()
+	if d.pos >= len(d.b) {
+		return 0
+	}
+	return d.b[d.pos]
+}
+
+func (d *rowDecoder) expect(c byte) error {
+	if d.peek() != c {
+		return d.syntax("expected " + strconv.QuoteRune(rune(c)))
+	}
+	d.pos++
+	return nil
+}
+
+// members calls member for each member of the object at the current position, with its key
+// (valid until the next call); member must consume the value.
+func (d *rowDecoder) members(member func(key []byte) error) error {
+	if err := d.expect('{'); err != nil {
+		return err
+	}
+	if d.peek() == '}' {
+		d.pos++
+		return nil
+	}
+	for {
+		if d.peek() != '"' {
+			return d.syntax("expected a member name")
+		}
+		s, e, esc, err := d.str()
+		if err != nil {
+			return err
+		}
+		var key []byte
+		if esc {
+			key = d.t.esc[s:e]
+		} else {
+			key = d.b[s:e]
+		}
+		if err := d.expect(':'); err != nil {
+			return err
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+		switch d.peek() {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return nil
+		default:
+			return d.syntax("expected , or }")
+		}
+	}
+}
+
+func (d *rowDecoder) page() (*RowPage, error) {
+	p := &RowPage{}
+	var haveDone, haveRecords bool
+	err := d.members(func(key []byte) error {
+		// Names match as encoding/json matches them to struct fields: case-insensitively.
+		switch {
+		case bytes.EqualFold(key, []byte("totalSize")):
+			s, e, err := d.number()
+			if err != nil {
+				return err
+			}
+			n, err := strconv.Atoi(string(d.b[s:e]))
+			if err != nil {
+				return fmt.Errorf("totalSize: %w", err)
+			}
+			p.TotalSize = n
+		case bytes.EqualFold(key, []byte("done")):
+			v, err := d.boolean()
+			if err != nil {
+				return err
+			}
+			p.Done, haveDone = v, true
+		case bytes.EqualFold(key, []byte("nextRecordsUrl")):
+			if d.peek() == 'n' {
+				return d.literal("null")
+			}
+			s, e, esc, err := d.str()
+			if err != nil {
+				return err
+			}
+			if esc {
+				p.NextRecordsURL = string(d.t.esc[s:e])
+			} else {
+				p.NextRecordsURL = string(d.b[s:e])
+			}
+		case bytes.EqualFold(key, []byte("records")):
+			if d.peek() == 'n' {
+				return d.literal("null") // haveRecords stays false
+			}
+			rows, err := d.records()
+			if err != nil {
+				return err
+			}
+			p.Rows, haveRecords = rows, true
+		default:
+			return d.skip(0)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if d.peek() != 0 {
+		return nil, d.syntax("data after the result")
+	}
+	if !haveDone || !haveRecords {
+		return nil, errors.New("missing done or records")
+	}
+	if !p.Done && p.NextRecordsURL == "" {
+		return nil, errors.New("done is false but nextRecordsUrl is missing")
+	}
+	return p, nil
+}
+
+func (d *rowDecoder) records() ([]Row, error) {
+	if err := d.expect('['); err != nil {
+		return nil, err
+	}
+	var bounds []int // field index where each row starts
+	if d.peek() == ']' {
+		d.pos++
+		return []Row{}, nil
+	}
+	for {
+		bounds = append(bounds, len(d.fields))
+		d.name = d.name[:0]
+		d.row++
+		if d.peek() != '{' {
+			return nil, d.syntax("expected a record object")
+		}
+		if err := d.object(0); err != nil {
+			return nil, err
+		}
+		switch d.peek() {
+		case ',':
+			d.pos++
+			continue
+		case ']':
+			d.pos++
+		default:
+			return nil, d.syntax("expected , or ]")
+		}
+		break
+	}
+	rows := make([]Row, len(bounds))
+	d.fields = d.fields[:len(d.fields):len(d.fields)]
+	for i, lo := range bounds {
+		hi := len(d.fields)
+		if i+1 < len(bounds) {
+			hi = bounds[i+1]
+		}
+		rows[i] = Row{p: d.t, fields: d.fields[lo:hi:hi]}
+	}
+	return rows, nil
+}
+
+// object flattens the members of the object at the current position into fields named after
+// d.name (the prefix, with its trailing dot).
+func (d *rowDecoder) object(depth int) error {
+	if depth > maxRowDepth {
+		return d.syntax("objects nested too deep")
+	}
+	prefix := len(d.name)
+	return d.members(func(key []byte) error {
+		if string(key) == "attributes" {
+			return d.skip(depth + 1)
+		}
+		d.name = append(d.name[:prefix], key...)
+		name, err := d.intern()
+		if err != nil {
+			return err
+		}
+		f := rowField{name: name}
+		switch c := d.peek(); {
+		case c == '"':
+			s, e, esc, err := d.str()
+			if err != nil {
+				return err
+			}
+			f.kind, f.start, f.end, f.esc = ValueString, uint32(s), uint32(e), esc //nolint:gosec // bodies are bounded by maxJSONBody
+		case c == 'n':
+			if err := d.literal("null"); err != nil {
+				return err
+			}
+		case c == 't' || c == 'f':
+			s := d.pos
+			if _, err := d.boolean(); err != nil {
+				return err
+			}
+			f.kind, f.start, f.end = ValueBool, uint32(s), uint32(d.pos) //nolint:gosec // bounded
+		case c == '-' || c >= '0' && c <= '9':
+			s, e, err := d.number()
+			if err != nil {
+				return err
+			}
+			f.kind, f.start, f.end = ValueNumber, uint32(s), uint32(e) //nolint:gosec // bounded
+		case c == '{':
+			at := len(d.fields)
+			d.fields = append(d.fields, rowField{name: name, kind: ValueObject, start: uint32(d.pos)}) //nolint:gosec // bounded
+			d.name = append(d.name, '.')
+			if err := d.object(depth + 1); err != nil {
+				return err
+			}
+			d.fields[at].end = uint32(d.pos) //nolint:gosec // bounded
+			return nil
+		case c == '[':
+			s := d.pos
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+			f.kind, f.start, f.end = ValueObject, uint32(s), uint32(d.pos) //nolint:gosec // bounded
+		default:
+			return d.syntax("expected a value")
+		}
+		d.fields = append(d.fields, f)
+		return nil
+	})
+}
+
+// intern returns the index of the name in d.name; a name the current row already has is an
+// error (a map would keep only the last value).
+func (d *rowDecoder) intern() (uint16, error) {
+	if i, ok := d.index[string(d.name)]; ok {
+		if d.seen[i] == d.row {
+			return 0, d.syntax(fmt.Sprintf("field %q twice in one record", d.name))
+		}
+		d.seen[i] = d.row
+		return i, nil
+	}
+	if len(d.t.names) > 0xffff {
+		return 0, errors.New("too many distinct field names")
+	}
+	i := uint16(len(d.t.names)) //nolint:gosec // checked above
+	s := string(d.name)
+	d.t.names = append(d.t.names, s)
+	d.seen = append(d.seen, d.row)
+	d.index[s] = i
+	return i, nil
+}
+
+// skip validates and skips the value at the current position.
+func (d *rowDecoder) skip(depth int) error {
+	if depth > maxRowDepth {
+		return d.syntax("values nested too deep")
+	}
+	switch c := d.peek(); {
+	case c == '"':
+		_, _, _, err := d.str()
+		return err
+	case c == 'n':
+		return d.literal("null")
+	case c == 't' || c == 'f':
+		_, err := d.boolean()
+		return err
+	case c == '-' || c >= '0' && c <= '9':
+		_, _, err := d.number()
+		return err
+	case c == '{':
+		return d.members(func([]byte) error { return d.skip(depth + 1) })
+	case c == '[':
+		d.pos++
+		if d.peek() == ']' {
+			d.pos++
+			return nil
+		}
+		for {
+			if err := d.skip(depth + 1); err != nil {
+				return err
+			}
+			switch d.peek() {
+			case ',':
+				d.pos++
+			case ']':
+				d.pos++
+				return nil
+			default:
+				return d.syntax("expected , or ]")
+			}
+		}
+	}
+	return d.syntax("expected a value")
+}
+
+func (d *rowDecoder) literal(lit string) error {
+	if !bytes.HasPrefix(d.b[d.pos:], []byte(lit)) {
+		return d.syntax("expected " + lit)
+	}
+	d.pos += len(lit)
+	return nil
+}
+
+func (d *rowDecoder) boolean() (bool, error) {
+	switch d.peek() {
+	case 't':
+		return true, d.literal("true")
+	case 'f':
+		return false, d.literal("false")
+	}
+	return false, d.syntax("expected true or false")
+}
+
+// number scans a JSON number and returns its bounds.
+func (d *rowDecoder) number() (start, end int, err error) {
+	d.ws()
+	b, i := d.b, d.pos
+	start = i
+	digits := func() int {
+		n := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		d.pos = i
+		return 0, 0, d.syntax("expected a number")
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			d.pos = i
+			return 0, 0, d.syntax("expected a digit after the decimal point")
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			d.pos = i
+			return 0, 0, d.syntax("expected a digit in the exponent")
+		}
+	}
+	d.pos = i
+	return start, i, nil
+}
+
+// str scans the string at the current position. A string with neither escapes nor invalid
+// UTF-8 is returned as its bounds in the body; any other is decoded into t.esc (esc true).
+func (d *rowDecoder) str() (start, end int, esc bool, err error) {
+	if d.peek() != '"' {
+		return 0, 0, false, d.syntax("expected a string")
+	}
+	b := d.b
+	i := d.pos + 1
+	start = i
+	ascii := true
+	for i < len(b) {
+		c := b[i]
+		if c == '"' {
+			if ascii || utf8.Valid(b[start:i]) {
+				d.pos = i + 1
+				return start, i, false, nil
+			}
+			break
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+		i++
+	}
+	if i >= len(b) {
+		d.pos = i
+		return 0, 0, false, d.syntax("unterminated string")
+	}
+	return d.unquote(start)
+}
+
+// unquote decodes the string starting at body offset start into t.esc, as encoding/json does.
+func (d *rowDecoder) unquote(start int) (int, int, bool, error) {
+	b := d.b
+	out := d.t.esc
+	s := len(out)
+	for i := start; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"':
+			d.pos = i + 1
+			d.t.esc = out
+			return s, len(out), true, nil
+		case c < 0x20:
+			d.pos = i
+			return 0, 0, false, d.syntax("control character in string")
+		case c == '\\':
+			if i+1 >= len(b) {
+				d.pos = i
+				return 0, 0, false, d.syntax("unterminated escape")
+			}
+			switch e := b[i+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+				i += 2
+			case 'b':
+				out, i = append(out, '\b'), i+2
+			case 'f':
+				out, i = append(out, '\f'), i+2
+			case 'n':
+				out, i = append(out, '\n'), i+2
+			case 'r':
+				out, i = append(out, '\r'), i+2
+			case 't':
+				out, i = append(out, '\t'), i+2
+			case 'u':
+				r, ok := hex4(b, i+2)
+				if !ok {
+					d.pos = i
+					return 0, 0, false, d.syntax("invalid \\u escape")
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					r2, ok := rune(-1), false
+					if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
+						r2, ok = hex4(b, i+2)
+					}
+					if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+						r = dec
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				out = utf8.AppendRune(out, r)
+			default:
+				d.pos = i
+				return 0, 0, false, d.syntax("invalid escape")
+			}
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				out = append(out, "\ufffd"...)
+			} else {
+				out = append(out, b[i:i+n]...)
+			}
+			i += n
+		}
+	}
+	d.pos = len(b)
+	return 0, 0, false, d.syntax("unterminated string")
+}
+
+// hex4 decodes the four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r*16 + rune(c)
+	}
+	return r, true
+}
+
+// ObjectJSON returns an object or array value as encoding/json writes the decoded value
+// (members sorted by name, as json.Marshal writes a map): what a Record value of the same field
+// is marshalled to.
+func ObjectJSON(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}

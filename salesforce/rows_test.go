@@ -1,0 +1,183 @@
+package salesforce
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// recordPage decodes b as fetchPage does (the map-based oracle).
+func recordPage(b []byte) (*pageJSON, error) {
+	var pj pageJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&pj); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("data after the result")
+	}
+	return &pj, nil
+}
+
+// paths lists every value path of m as Record.Get walks it: objects themselves and their members,
+// "attributes" left out below the top level too.
+func paths(prefix string, m map[string]any, out map[string]any) {
+	for k, v := range m {
+		if k == "attributes" {
+			continue
+		}
+		out[prefix+k] = v
+		if sub, ok := v.(map[string]any); ok {
+			paths(prefix+k+".", sub, out)
+		}
+	}
+}
+
+// sameAsRecord checks that every row of rp holds exactly the values the map-based decoding of
+// the same bytes holds, in the form the SOQL source writes them.
+func sameAsRecord(t *testing.T, b []byte, rp *RowPage) {
+	t.Helper()
+	pj, err := recordPage(b)
+	if err != nil {
+		t.Fatalf("encoding/json refuses what DecodeRowPage accepted: %v\n%s", err, b)
+	}
+	if len(pj.Records) != len(rp.Rows) || rp.TotalSize != derefInt(pj.TotalSize) || rp.NextRecordsURL != pj.NextRecordsURL {
+		t.Fatalf("page: rows %d/%d, totalSize %d, next %q vs %q", len(rp.Rows), len(pj.Records), rp.TotalSize, rp.NextRecordsURL, pj.NextRecordsURL)
+	}
+	for i, rec := range pj.Records {
+		row := rp.Rows[i]
+		want := map[string]any{}
+		paths("", rec, want)
+		got := map[string]bool{}
+		for j := range row.Len() {
+			got[row.Name(j)] = true
+		}
+		if len(got) != len(want) || len(got) != row.Len() {
+			t.Fatalf("row %d: fields %v, want the paths of %v", i, slices.Sorted(mapsKeys(got)), rec)
+		}
+		for path, v := range want {
+			j := row.Index(path, 3)
+			if j < 0 {
+				t.Fatalf("row %d: no %s", i, path)
+			}
+			val, kind := row.Value(j), row.Kind(j)
+			switch x := v.(type) {
+			case nil:
+				if kind != ValueNull || val != nil {
+					t.Fatalf("row %d %s: %v %q, want null", i, path, kind, val)
+				}
+			case string:
+				if kind != ValueString || string(val) != x {
+					t.Fatalf("row %d %s: %v %q, want string %q", i, path, kind, val, x)
+				}
+			case json.Number:
+				if kind != ValueNumber || string(val) != x.String() {
+					t.Fatalf("row %d %s: %v %q, want number %s", i, path, kind, val, x)
+				}
+			case bool:
+				if kind != ValueBool || string(val) != fmt.Sprint(x) {
+					t.Fatalf("row %d %s: %v %q, want %v", i, path, kind, val, x)
+				}
+			default:
+				wantJSON, _ := json.Marshal(x)
+				gotJSON, err := ObjectJSON(val)
+				if kind != ValueObject || err != nil || !bytes.Equal(gotJSON, wantJSON) {
+					t.Fatalf("row %d %s: %v %s (%v), want %s", i, path, kind, gotJSON, err, wantJSON)
+				}
+			}
+			if s, ok := row.String(path); ok != (kind == ValueString || kind == ValueNumber || kind == ValueBool) {
+				t.Fatalf("row %d %s: String ok=%v for %v", i, path, ok, kind)
+			} else if rs, rok := rec.String(path); ok && (!rok || rs != s) && !dottedName(rec, path) {
+				t.Fatalf("row %d %s: String %q, Record.String %q %v", i, path, s, rs, rok)
+			}
+		}
+	}
+}
+
+// dottedName reports whether path is not a walk of rec's members: a member name holds a dot
+// itself (Salesforce field names never do; Record.Get cannot reach them).
+func dottedName(rec Record, path string) bool {
+	_, ok := rec.Get(path)
+	return !ok
+}
+
+func derefInt(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+var rowPages = []string{
+	`{"totalSize":2,"done":true,"records":[` +
+		`{"attributes":{"type":"LoginHistory","url":"/services/data/v62.0/sobjects/LoginHistory/0Ya1"},"Id":"0Ya1","LoginTime":"2026-06-30T01:00:00.000+0000","Status":"Success","LoginUrl":null,"CountryIso":"FR","Latitude":48.85,"Count__c":12899.0,"Big__c":123456789012345678,"Active":true,"Inactive":false},` +
+		` {"attributes":{"type":"LoginHistory"},"Id":"0Ya2","LoginTime":"2026-06-30T01:00:01.000+0000","Status":"Failed: \"quoted\" \\ back\/slash \n\t\u00e9\u2028 \ud83d\ude00 lone \ud800 x \udc00","Browser":"Firefox été 😀"}]}`,
+	`{"totalSize":3,"done":false,"nextRecordsUrl":"/services/data/v62.0/query/01g-2000","records":[` +
+		`{"attributes":{"type":"SetupAuditTrail"},"Id":"0Ym1","CreatedBy":{"attributes":{"type":"User"},"Username":"a@example.com","Profile":{"attributes":{"type":"Profile"},"Name":"Admin"}},"Display":"x"},` +
+		`{"attributes":{"type":"SetupAuditTrail"},"Id":"0Ym2","CreatedBy":null,"Display":""},` +
+		`{"Id":"0Ym3","BillingAddress":{"city":"Paris","street":"1 <rue> & co","geocodeAccuracy":null,"latitude":48.8},"Tags":["a",1,{"b":null}],"Empty":{},"EmptyList":[]}]}`,
+	"{ \"done\" : true , \"records\" : [ ] , \"extra\" : {\"a\":[1,2,{\"b\":\"c\"}]} }\n",
+	`{"totalSize":1,"done":true,"records":[{"Id":"0Ya3","Name":"bad utf-8 ` + "\xff\xfe" + ` here","Key\u0041":"escaped key"}]}`,
+}
+
+// TestDecodeRowPageMatchesRecords: the map-free decoder yields, for every field path, the value
+// the map-based decoding yields (strings unescaped as encoding/json does, numbers as sent,
+// relationships flattened, compound values as their JSON).
+func TestDecodeRowPageMatchesRecords(t *testing.T) {
+	for i, s := range rowPages {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			b := []byte(s)
+			rp, err := DecodeRowPage(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameAsRecord(t, b, rp)
+		})
+	}
+}
+
+// TestDecodeRowPageRefusesWhatIsNotAQueryResult: malformed JSON and results without done or
+// records are errors, as they are for Query.
+func TestDecodeRowPageRefusesWhatIsNotAQueryResult(t *testing.T) {
+	for _, s := range []string{
+		``, `[]`, `{"done":true}`, `{"records":[]}`, `{"done":true,"records":null}`,
+		`{"done":false,"records":[]}`, `{"done":true,"records":[{"Id":"x"]}`, `{"done":true,"records":[{"Id":"x\q"}]}`,
+		`{"done":true,"records":[{"Id":"x` + "\x01" + `"}]}`, `{"done":true,"records":[{"N":01}]}`, `{"done":true,"records":[{"N":1.}]}`,
+		`{"done":true,"records":[{"N":-}]}`, `{"done":true,"records":[{"B":tru}]}`, `{"done":true,"records":[]} x`,
+		`{"done":true,"records":[{"Id":"x"}],}`, `{"done":"yes","records":[]}`, `{"totalSize":1.5,"done":true,"records":[]}`,
+		`{"done":true,"records":[` + strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100) + `]}`,
+	} {
+		if _, err := DecodeRowPage([]byte(s)); err == nil {
+			t.Errorf("DecodeRowPage(%q) accepted it", s)
+		}
+	}
+}
+
+// FuzzDecodeRowPage: whatever DecodeRowPage accepts, encoding/json accepts too, with the same
+// values.
+func FuzzDecodeRowPage(f *testing.F) {
+	for _, s := range rowPages {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rp, err := DecodeRowPage(bytes.Clone(b))
+		if err != nil {
+			return
+		}
+		sameAsRecord(t, b, rp)
+	})
+}

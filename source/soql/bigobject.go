@@ -294,12 +294,12 @@ func (r *bigReader) fetchTie(ctx context.Context, t *tiePager) error {
 func (r *bigReader) run(ctx context.Context, cond string) ([]row, error) {
 	soql := "SELECT " + r.q.selectList + " FROM " + r.q.object + " WHERE " + cond +
 		" ORDER BY " + r.q.tsField + " DESC LIMIT " + strconv.Itoa(r.pageSize)
-	p, err := r.q.client.Query(ctx, soql)
+	p, err := r.q.client.QueryRows(ctx, soql)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]row, 0, len(p.Records))
-	for _, rec := range p.Records {
+	out := make([]row, 0, len(p.Rows))
+	for _, rec := range p.Rows {
 		x, err := r.q.parse(rec)
 		if err != nil {
 			return nil, err

@@ -15,7 +15,7 @@ import (
 
 // row is one record read, with its position.
 type row struct {
-	rec salesforce.Record
+	rec salesforce.Row
 	pos position
 }
 
@@ -85,7 +85,7 @@ func (q *querier) before(p position, incl bool) (string, error) {
 // parse reads a row's position. A row without a usable timestamp or key cannot be placed in
 // the order the cursor follows; Salesforce never returns one for a query filtered on the
 // timestamp, so it is an error.
-func (q *querier) parse(r salesforce.Record) (row, error) {
+func (q *querier) parse(r salesforce.Row) (row, error) {
 	s, ok := r.String(q.tsField)
 	if !ok {
 		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.tsField)
@@ -124,8 +124,8 @@ type keysetReader struct {
 	limit func() int
 
 	last  *position
-	page  *salesforce.Page
-	buf   []salesforce.Record
+	page  *salesforce.RowPage
+	buf   []salesforce.Row
 	open  bool // a query's pages are being read
 	got   int  // rows received by the open query
 	asked int  // its LIMIT, negative for none
@@ -152,7 +152,7 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 		}
 		if k.open {
 			if !k.page.Done {
-				p, err := k.q.client.NextPage(ctx, k.page)
+				p, err := k.q.client.NextRowPage(ctx, k.page)
 				var apiErr *salesforce.APIError
 				if errors.As(err, &apiErr) && apiErr.ErrorCode == salesforce.CodeInvalidQueryLocator {
 					// The locator expired or was released: continue with a keyset query.
@@ -162,8 +162,8 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 				if err != nil {
 					return row{}, err
 				}
-				k.page, k.buf = p, p.Records
-				k.got += len(p.Records)
+				k.page, k.buf = p, p.Rows
+				k.got += len(p.Rows)
 				continue
 			}
 			k.open = false
@@ -192,11 +192,11 @@ func (k *keysetReader) query(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p, err := k.q.client.Query(ctx, soql)
+	p, err := k.q.client.QueryRows(ctx, soql)
 	if err != nil {
 		return err
 	}
-	k.page, k.buf, k.got, k.asked, k.open = p, p.Records, len(p.Records), n, true
+	k.page, k.buf, k.got, k.asked, k.open = p, p.Rows, len(p.Rows), n, true
 	return nil
 }
 

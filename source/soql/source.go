@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -437,9 +436,15 @@ func (st *stream) emit(r row) source.Record {
 	rec.Type = st.obj.Name
 	rec.ID = append(rec.ID, r.pos.key...)
 	rec.Time = r.pos.ts
+	hint := 0
 	for _, f := range st.fields {
-		v, _ := r.rec.Get(f)
-		appendValue(rec, f, v)
+		i := r.rec.Index(f, hint)
+		if i < 0 {
+			rec.AppendString(f, shape.Null, "") // absent, or below a null relationship
+			continue
+		}
+		appendValue(rec, f, r.rec.Kind(i), r.rec.Value(i))
+		hint = i + 1
 	}
 	e, skip := st.plan.Shape(rec)
 	cur := st.cursor()
@@ -457,23 +462,23 @@ func (st *stream) cursor() source.Position {
 	return source.LazyCursor(newCursorState(st.obj.TimestampField, st.kind, *st.pos, from, st.win, st.maxID))
 }
 
-// appendValue adds one Salesforce value to a shape record with the kind it is written as.
-func appendValue(rec *shape.Record, name string, v any) {
-	switch x := v.(type) {
-	case nil:
+// appendValue adds one Salesforce value to a shape record with the kind it is written as:
+// strings, numbers (their text as sent) and booleans as they are, an object or array (a
+// compound field such as an address) as its JSON with members sorted by name.
+func appendValue(rec *shape.Record, name string, kind salesforce.ValueKind, v []byte) {
+	switch kind {
+	case salesforce.ValueNull:
 		rec.AppendString(name, shape.Null, "")
-	case string:
-		rec.AppendString(name, shape.String, x)
-	case json.Number:
-		rec.AppendString(name, shape.Number, x.String())
-	case bool:
-		rec.AppendString(name, shape.Bool, strconv.FormatBool(x))
-	case float64:
-		rec.AppendString(name, shape.Number, strconv.FormatFloat(x, 'f', -1, 64))
+	case salesforce.ValueString:
+		rec.Append(name, shape.String, v)
+	case salesforce.ValueNumber:
+		rec.Append(name, shape.Number, v)
+	case salesforce.ValueBool:
+		rec.Append(name, shape.Bool, v)
 	default:
-		b, err := json.Marshal(x)
+		b, err := salesforce.ObjectJSON(v)
 		if err != nil {
-			b = []byte(fmt.Sprint(x))
+			b = v
 		}
 		rec.Append(name, shape.String, b)
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -26,6 +27,8 @@ const (
 	maxJSONBody = 256 << 20
 	// maxErrorBody bounds an error answer read for its code and message.
 	maxErrorBody = 64 << 10
+	// maxSpareBody bounds the answer buffer a client keeps for the next answer.
+	maxSpareBody = 32 << 20
 )
 
 // Client talks to one Salesforce org. It is safe for concurrent use; its
@@ -41,6 +44,11 @@ type Client struct {
 	orgID string // from userinfo, when the identity URL did not carry it
 
 	describes describeCache
+
+	// spareBody is a buffer for the next JSON answer: the last one read, once its decoder (or
+	// the caller, RowPage.Release) is done with it, so that paging through a query reads every
+	// page into the same memory.
+	spareBody atomic.Pointer[[]byte]
 }
 
 // New returns a Client for opts after validating them (errors are
@@ -165,6 +173,9 @@ type request struct {
 	// the attempt a failure, classified by the policy like any other. nil
 	// accepts any 2xx.
 	accept func(*http.Response) error
+	// keepsBody: the decoder keeps the JSON answer it is given (a RowPage), so callJSON must
+	// not reuse it.
+	keepsBody bool
 }
 
 // send performs r with the retry policy; no authentication. On success the
@@ -279,8 +290,9 @@ func (c *Client) giveUp(resp *http.Response, err error, attempts int) (*http.Res
 func (c *Client) callJSON(ctx context.Context, r request, decode func([]byte) error) error {
 	r.accept = func(resp *http.Response) error {
 		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody+1))
+		b, err := readAll(c.takeBody(), io.LimitReader(resp.Body, maxJSONBody+1))
 		if err != nil {
+			c.putBody(b)
 			return fmt.Errorf("salesforce: reading %s response: %w", r.kind, err)
 		}
 		if len(b) > maxJSONBody {
@@ -291,8 +303,13 @@ func (c *Client) callJSON(ctx context.Context, r request, decode func([]byte) er
 		if err != nil {
 			u := *resp.Request.URL
 			u.RawQuery = ""
-			return &BadResponseError{URL: u.String(), StatusCode: resp.StatusCode,
+			bad := &BadResponseError{URL: u.String(), StatusCode: resp.StatusCode,
 				ContentType: resp.Header.Get("Content-Type"), Excerpt: excerpt(b), Err: err}
+			c.putBody(b)
+			return bad
+		}
+		if !r.keepsBody {
+			c.putBody(b)
 		}
 		return nil
 	}
@@ -302,6 +319,43 @@ func (c *Client) callJSON(ctx context.Context, r request, decode func([]byte) er
 	}
 	_ = resp.Body.Close() // already read and closed by accept
 	return nil
+}
+
+// takeBody returns the spare answer buffer (empty), or nil.
+func (c *Client) takeBody() []byte {
+	if b := c.spareBody.Swap(nil); b != nil {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+// putBody offers b, which nothing refers to any more, as the spare answer buffer.
+func (c *Client) putBody(b []byte) {
+	if cap(b) == 0 || cap(b) > maxSpareBody {
+		return
+	}
+	c.spareBody.Store(&b)
+}
+
+// readAll is io.ReadAll appending to buf[:0] (growing it as io.ReadAll grows its own).
+func readAll(buf []byte, r io.Reader) ([]byte, error) {
+	b := buf[:0]
+	if cap(b) < 512 {
+		b = make([]byte, 0, 512)
+	}
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append pick the next capacity
+		}
+	}
 }
 
 // authorize performs r (whose url is a path on the instance) with the current
@@ -335,11 +389,17 @@ func (c *Client) authorize(ctx context.Context, r request, path string, call fun
 
 // authorizedJSON GETs path on the instance and decodes the JSON answer.
 func (c *Client) authorizedJSON(ctx context.Context, kind Kind, path string, header http.Header, decode func([]byte) error) error {
+	return c.authorizedJSONKeep(ctx, kind, path, header, false, decode)
+}
+
+// authorizedJSONKeep is authorizedJSON for a decoder that keeps the answer's bytes when keep
+// is set (they are then never reused for another answer).
+func (c *Client) authorizedJSONKeep(ctx context.Context, kind Kind, path string, header http.Header, keep bool, decode func([]byte) error) error {
 	if header == nil {
 		header = http.Header{}
 	}
 	header.Set("Accept", "application/json")
-	r := request{kind: kind, method: http.MethodGet, header: header}
+	r := request{kind: kind, method: http.MethodGet, header: header, keepsBody: keep}
 	return c.authorize(ctx, r, path, func(ar request) error {
 		return c.callJSON(ctx, ar, decode)
 	})

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -28,6 +30,20 @@ type RowPage struct {
 	Rows []Row
 
 	tooling bool
+	c       *Client
+	body    []byte
+}
+
+// Release hands the page's memory back to the client that read it, for the next page. Call it
+// only when nothing refers to the page's rows or their values any more: the next answer is
+// read over them.
+func (p *RowPage) Release() {
+	if p == nil || p.c == nil {
+		return
+	}
+	c, b := p.c, p.body
+	p.Rows, p.c, p.body = nil, nil, nil
+	c.putBody(b)
 }
 
 // ValueKind is the JSON type of a Row value.
@@ -148,12 +164,12 @@ func (c *Client) fetchRowPage(ctx context.Context, path string, tooling bool) (*
 	}
 	hdr := http.Header{"Sforce-Query-Options": {"batchSize=" + strconv.Itoa(c.opts.BatchSize)}}
 	var page *RowPage
-	err := c.authorizedJSON(ctx, kind, path, hdr, func(b []byte) error {
+	err := c.authorizedJSONKeep(ctx, kind, path, hdr, true, func(b []byte) error {
 		p, err := DecodeRowPage(b)
 		if err != nil {
 			return err
 		}
-		p.tooling, page = tooling, p
+		p.tooling, p.c, p.body, page = tooling, c, b, p
 		return nil
 	})
 	if err != nil {
@@ -170,6 +186,13 @@ const maxRowDepth = 64
 // invalid UTF-8 and unpaired surrogates become U+FFFD.
 func DecodeRowPage(b []byte) (*RowPage, error) {
 	d := &rowDecoder{b: b, t: &rowText{body: b}, index: map[string]uint16{}}
+	if s, ok := decoderScratch.Get().(*rowScratch); ok {
+		d.fields, d.bounds = s.fields[:0], s.bounds[:0]
+		defer func() {
+			s.fields, s.bounds = d.fields[:0], d.bounds[:0]
+			decoderScratch.Put(s)
+		}()
+	}
 	p, err := d.page()
 	if err != nil {
 		return nil, fmt.Errorf("not a query result: %w", err)
@@ -177,12 +200,22 @@ func DecodeRowPage(b []byte) (*RowPage, error) {
 	return p, nil
 }
 
+// rowScratch is a decoder's working memory, kept between pages: the fields of a page are
+// collected here and copied once into a slice of their exact size.
+type rowScratch struct {
+	fields []rowField
+	bounds []int
+}
+
+var decoderScratch = sync.Pool{New: func() any { return new(rowScratch) }}
+
 type rowDecoder struct {
 	b      []byte
 	pos    int
 	t      *rowText
 	index  map[string]uint16 // name → index into t.names
 	fields []rowField
+	bounds []int    // per record: the index of its first field
 	name   []byte   // the flattened name being built
 	seen   []uint32 // per name: the last row (counted from 1) that had it
 	row    uint32
@@ -332,13 +365,13 @@ func (d *rowDecoder) records() ([]Row, error) {
 	if err := d.expect('['); err != nil {
 		return nil, err
 	}
-	var bounds []int // field index where each row starts
+	d.fields, d.bounds = d.fields[:0], d.bounds[:0] // a repeated records member replaces the first
 	if d.peek() == ']' {
 		d.pos++
 		return []Row{}, nil
 	}
 	for {
-		bounds = append(bounds, len(d.fields))
+		d.bounds = append(d.bounds, len(d.fields))
 		d.name = d.name[:0]
 		d.row++
 		if d.peek() != '{' {
@@ -358,14 +391,14 @@ func (d *rowDecoder) records() ([]Row, error) {
 		}
 		break
 	}
-	rows := make([]Row, len(bounds))
-	d.fields = d.fields[:len(d.fields):len(d.fields)]
-	for i, lo := range bounds {
-		hi := len(d.fields)
-		if i+1 < len(bounds) {
-			hi = bounds[i+1]
+	fields := slices.Clone(d.fields)
+	rows := make([]Row, len(d.bounds))
+	for i, lo := range d.bounds {
+		hi := len(fields)
+		if i+1 < len(d.bounds) {
+			hi = d.bounds[i+1]
 		}
-		rows[i] = Row{p: d.t, fields: d.fields[lo:hi:hi]}
+		rows[i] = Row{p: d.t, fields: fields[lo:hi:hi]}
 	}
 	return rows, nil
 }

@@ -2,11 +2,14 @@ package salesforce
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // recordPage decodes b as fetchPage does (the map-based oracle).
@@ -180,4 +183,41 @@ func FuzzDecodeRowPage(f *testing.F) {
 		}
 		sameAsRecord(t, b, rp)
 	})
+}
+
+// TestRowPagesReuseOnlyReleasedMemory: a page read after another was released is read into the
+// released page's memory; a page that was not released keeps its values whatever is read next.
+func TestRowPagesReuseOnlyReleasedMemory(t *testing.T) {
+	org := newTestOrg(t)
+	org.handle("GET /services/data/v60.0/query", func(w http.ResponseWriter, r *http.Request) {
+		queryPage(w, 3, "/services/data/v60.0/query/01g-2", map[string]any{"Id": "001000000000001AAA", "Name": strings.Repeat("a", 4000)})
+	})
+	org.handle("GET /services/data/v60.0/query/{loc}", func(w http.ResponseWriter, r *http.Request) {
+		queryPage(w, 3, "", map[string]any{"Id": "001000000000002AAA", "Name": strings.Repeat("b", 4000)})
+	})
+	c := org.client(t)
+	ctx := context.Background()
+	p1, err := c.QueryRows(ctx, "SELECT Id, Name FROM Account")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.NextRowPage(ctx, p1) // p1 kept
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := p1.Rows[0].String("Name"); s != strings.Repeat("a", 4000) {
+		t.Fatalf("an unreleased page changed when the next was read: %.20s…", s)
+	}
+	mem := unsafe.SliceData(p2.body)
+	p2.Release()
+	p3, err := c.NextRowPage(ctx, p1) // the same answer as p2's
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.SliceData(p3.body) != mem {
+		t.Fatalf("the page read after a release did not reuse its memory")
+	}
+	if s, _ := p3.Rows[0].String("Name"); s != strings.Repeat("b", 4000) || len(p2.Rows) != 0 {
+		t.Fatalf("page read over released memory: %.20s…, released rows %d", s, len(p2.Rows))
+	}
 }

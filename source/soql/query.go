@@ -152,6 +152,9 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 		}
 		if k.open {
 			if !k.page.Done {
+				// Every row of the page has been handed out and shaped by now (the stream
+				// reads one row at a time): the next page may be read over it.
+				k.page.Release()
 				p, err := k.q.client.NextRowPage(ctx, k.page)
 				var apiErr *salesforce.APIError
 				if errors.As(err, &apiErr) && apiErr.ErrorCode == salesforce.CodeInvalidQueryLocator {
@@ -192,6 +195,7 @@ func (k *keysetReader) query(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	k.page.Release() // as in next: its rows are all handed out
 	p, err := k.q.client.QueryRows(ctx, soql)
 	if err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/sf2loki/sf2loki/internal/jsonenc"
 )
 
 // RowPage is one page of a SOQL answer decoded without maps: every record is a Row over the
@@ -219,6 +221,8 @@ type rowDecoder struct {
 	name   []byte   // the flattened name being built
 	seen   []uint32 // per name: the last row (counted from 1) that had it
 	row    uint32
+	order  []uint16 // the names of the previous record, in order
+	ord    int      // fields of the current record so far
 }
 
 var errSyntax = errors.New("invalid JSON")
@@ -374,6 +378,7 @@ func (d *rowDecoder) records() ([]Row, error) {
 		d.bounds = append(d.bounds, len(d.fields))
 		d.name = d.name[:0]
 		d.row++
+		d.ord = 0
 		if d.peek() != '{' {
 			return nil, d.syntax("expected a record object")
 		}
@@ -469,6 +474,30 @@ func (d *rowDecoder) object(depth int) error {
 // intern returns the index of the name in d.name; a name the current row already has is an
 // error (a map would keep only the last value).
 func (d *rowDecoder) intern() (uint16, error) {
+	// Records of a page have the same fields in the same order: the name at this place of the
+	// previous record is the likely one.
+	k := d.ord
+	d.ord++
+	if k < len(d.order) {
+		if i := d.order[k]; d.t.names[i] == string(d.name) && d.seen[i] != d.row {
+			d.seen[i] = d.row
+			return i, nil
+		}
+	}
+	i, err := d.lookup()
+	if err != nil {
+		return 0, err
+	}
+	if k < len(d.order) {
+		d.order[k] = i
+	} else {
+		d.order = append(d.order, i)
+	}
+	return i, nil
+}
+
+// lookup is intern's slow path, through the map of names.
+func (d *rowDecoder) lookup() (uint16, error) {
 	if i, ok := d.index[string(d.name)]; ok {
 		if d.seen[i] == d.row {
 			return 0, d.syntax(fmt.Sprintf("field %q twice in one record", d.name))
@@ -599,8 +628,8 @@ func (d *rowDecoder) str() (start, end int, esc bool, err error) {
 		return 0, 0, false, d.syntax("expected a string")
 	}
 	b := d.b
-	i := d.pos + 1
-	start = i
+	start = d.pos + 1
+	i := start + jsonenc.Plain(b[start:])
 	ascii := true
 	for i < len(b) {
 		c := b[i]

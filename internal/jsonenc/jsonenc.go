@@ -40,7 +40,7 @@ var safe = func() (t [256]bool) {
 // AppendString appends s to dst as a quoted JSON string and returns the extended buffer.
 func AppendString[S ~string | ~[]byte](dst []byte, s S, r Replacement) []byte {
 	dst = append(dst, '"')
-	i := cleanPrefix(s)
+	i := Plain(s)
 	if i == len(s) { // the common case: one copy
 		dst = append(dst, s...)
 		return append(dst, '"')
@@ -152,9 +152,10 @@ func StringLen[S ~string | ~[]byte](s S, r Replacement) int {
 	return n
 }
 
-// cleanPrefix returns the length of the longest prefix of s that needs no attention: eight bytes
-// at a time, then byte by byte through the table (field values are mostly short).
-func cleanPrefix[S ~string | ~[]byte](s S) int {
+// Plain returns the length of the longest prefix of s that needs no attention, inside a JSON
+// string written or read: no '"', '\\', control character or non-ASCII byte. It looks at eight
+// bytes at a time, then byte by byte through a table (field values are mostly short).
+func Plain[S ~string | ~[]byte](s S) int {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
 		if m := attention8(load8(s, i)); m != 0 {

@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -126,14 +127,64 @@ func (o *Org) ClearFaults() {
 	o.statMu.Lock()
 	defer o.statMu.Unlock()
 	o.faults = nil
-	o.latency = 0
+	o.latency, o.latencyMax = 0, 0
 }
 
 // SetLatency delays every request by d (0 = none).
 func (o *Org) SetLatency(d time.Duration) {
+	o.SetLatencyRange(d, d)
+}
+
+// SetLatencyRange delays every request by a time drawn uniformly from [least, most], as a
+// real org answers (50-200 ms for a REST call), from the org's seed.
+func (o *Org) SetLatencyRange(least, most time.Duration) {
 	o.statMu.Lock()
 	defer o.statMu.Unlock()
-	o.latency = d
+	o.latency, o.latencyMax = least, max(least, most)
+	if o.latencyRand == nil {
+		o.latencyRand = rand.New(rand.NewPCG(uint64(o.opts.Seed), 0x1a7e)) //nolint:gosec // a simulation
+	}
+}
+
+// drawLatency returns the delay of one request (statMu held).
+func (o *Org) drawLatency() time.Duration {
+	if o.latencyMax <= o.latency {
+		return o.latency
+	}
+	return o.latency + time.Duration(o.latencyRand.Int64N(int64(o.latencyMax-o.latency)+1))
+}
+
+// SetConcurrentLimit answers a REST request that arrives while n others are being answered with
+// 403 REQUEST_LIMIT_EXCEEDED for the concurrent-requests limit (0 = no limit), as an org does
+// over its concurrent-request allowance.
+func (o *Org) SetConcurrentLimit(n int) {
+	o.statMu.Lock()
+	defer o.statMu.Unlock()
+	o.concLimit = n
+}
+
+// PeakConcurrent returns the most REST requests the org has answered at once (those refused by
+// SetConcurrentLimit included).
+func (o *Org) PeakConcurrent() int {
+	o.statMu.Lock()
+	defer o.statMu.Unlock()
+	return o.inflightMax
+}
+
+// enter counts a REST request in; it reports false when the request is over the concurrent
+// limit. Call leave when the answer is written.
+func (o *Org) enter() bool {
+	o.statMu.Lock()
+	defer o.statMu.Unlock()
+	o.inflight++
+	o.inflightMax = max(o.inflightMax, o.inflight)
+	return o.concLimit <= 0 || o.inflight <= o.concLimit
+}
+
+func (o *Org) leave() {
+	o.statMu.Lock()
+	defer o.statMu.Unlock()
+	o.inflight--
 }
 
 // SetRequestLimitExceeded makes every REST call answer 403
@@ -177,7 +228,7 @@ func (o *Org) takeFault(kind CallKind) (*Fault, time.Duration) {
 		}
 		if f.After > 0 {
 			f.After--
-			return nil, o.latency
+			return nil, o.drawLatency()
 		}
 		cp := *f
 		if f.Times > 0 {
@@ -186,9 +237,9 @@ func (o *Org) takeFault(kind CallKind) (*Fault, time.Duration) {
 				o.faults = append(o.faults[:i:i], o.faults[i+1:]...)
 			}
 		}
-		return &cp, o.latency
+		return &cp, o.drawLatency()
 	}
-	return nil, o.latency
+	return nil, o.drawLatency()
 }
 
 func (o *Org) count(kind CallKind) {

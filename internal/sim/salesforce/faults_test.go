@@ -221,3 +221,39 @@ func TestFaultAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentLimitAndLatencyRange: with a concurrent limit of 2, a third request arriving
+// while two are being answered (held by the latency) is refused with the concurrent-requests
+// REQUEST_LIMIT_EXCEEDED; the peak counts it; once they finish a request is answered again.
+func TestConcurrentLimitAndLatencyRange(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	e.org.SetLatencyRange(time.Second, 1200*time.Millisecond) // long enough for the third to arrive
+	e.org.SetConcurrentLimit(2)
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for range 2 {
+		wg.Go(func() {
+			resp, _ := e.get(ver + "/limits")
+			codes <- resp.StatusCode
+		})
+	}
+	for e.org.PeakConcurrent() < 2 { // both are being answered
+		time.Sleep(time.Millisecond)
+	}
+	resp, b := e.get(ver + "/limits")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), string(LimitConcurrentRequests)) {
+		t.Fatalf("third concurrent request: %d %s", resp.StatusCode, b)
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != http.StatusOK {
+			t.Fatalf("a request within the limit got %d", c)
+		}
+	}
+	e.org.SetLatency(0)
+	if resp, _ := e.get(ver + "/limits"); resp.StatusCode != http.StatusOK || e.org.PeakConcurrent() != 3 {
+		t.Fatalf("after the others finished: %d, peak %d", resp.StatusCode, e.org.PeakConcurrent())
+	}
+}

@@ -142,6 +142,14 @@ func (o *Org) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTML(w, http.StatusRequestURITooLong, "<html><head><title>414 Request-URI Too Large</title></head><body><h1>Request-URI Too Large</h1><p>The requested URL's length exceeds the capacity limit for this server.</p></body></html>")
 		return
 	}
+	if rest := rt.kind != KindToken && rt.kind != KindUserInfo && rt.kind != KindIdentity && rt.kind != KindVersions; rest {
+		ok := o.enter()
+		defer o.leave()
+		if !ok {
+			writeFaultStatus(w, &Fault{Status: http.StatusForbidden, Limit: LimitConcurrentRequests})
+			return
+		}
+	}
 	f, delay := o.takeFault(rt.kind)
 	if f != nil {
 		delay += f.Delay

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sort"
@@ -197,7 +198,13 @@ type Org struct {
 	apiMax        int
 	limitExceeded bool
 	latency       time.Duration
+	latencyMax    time.Duration // latency is the least, latencyMax the most (uniform)
+	latencyRand   *rand.Rand
 	faults        []*Fault
+
+	inflight    int // REST requests being answered
+	inflightMax int // the most seen at once
+	concLimit   int // more at once answer REQUEST_LIMIT_EXCEEDED (0 = no limit)
 }
 
 // New returns an empty org (schema only, no users, no records).

@@ -9,14 +9,15 @@ import (
 
 // ApexLogSource configures the ApexLog source.
 type ApexLogSource struct {
-	Enabled          bool     `yaml:"enabled" desc:"Ship ApexLog debug logs (Tooling API), one entry per log: the body as the line, the log's fields as structured metadata."`
-	Users            []string `yaml:"users" desc:"Only the logs of these usernames (LogUser.Username); empty: every user's."`
-	Lookback         Duration `yaml:"lookback" default:"1h" desc:"How far back the source starts with no checkpoint (by StartTime)."`
-	Start            Time     `yaml:"start" example:"2024-06-01T00:00:00Z" desc:"Instead of lookback: the RFC 3339 time (by StartTime) the source starts from with no checkpoint; ignored once it has one."`
-	MaxBodyBytes     ByteSize `yaml:"max_body_bytes" default:"5MiB" desc:"Larger logs are not downloaded: their entry carries the metadata, body_skipped=true and body_skip_reason=size."`
-	DownloadMaxAge   Duration `yaml:"download_max_age" default:"2h" desc:"A log whose body keeps failing to download holds the source back until it is this old (Salesforce's clock), then ships as metadata with body_skip_reason=download_failed."`
-	PageSize         int      `yaml:"page_size" default:"200" min:"1" desc:"Logs listed per query (SOQL LIMIT, at most 2000); each log costs one more call for its body."`
-	MaxRecordsPerRun int      `yaml:"max_records_per_run" default:"0" min:"0" desc:"Logs one run ships (0 = only batch.max_records)."`
+	Enabled             bool     `yaml:"enabled" desc:"Ship ApexLog debug logs (Tooling API), one entry per log: the body as the line, the log's fields as structured metadata."`
+	Users               []string `yaml:"users" desc:"Only the logs of these usernames (LogUser.Username); empty: every user's."`
+	Lookback            Duration `yaml:"lookback" default:"1h" desc:"How far back the source starts with no checkpoint (by StartTime)."`
+	Start               Time     `yaml:"start" example:"2024-06-01T00:00:00Z" desc:"Instead of lookback: the RFC 3339 time (by StartTime) the source starts from with no checkpoint; ignored once it has one."`
+	MaxBodyBytes        ByteSize `yaml:"max_body_bytes" default:"5MiB" desc:"Larger logs are not downloaded: their entry carries the metadata, body_skipped=true and body_skip_reason=size."`
+	DownloadMaxAge      Duration `yaml:"download_max_age" default:"2h" desc:"A log whose body keeps failing to download holds the source back until it is this old (Salesforce's clock), then ships as metadata with body_skip_reason=download_failed."`
+	PageSize            int      `yaml:"page_size" default:"200" min:"1" desc:"Logs listed per query (SOQL LIMIT, at most 2000); each log costs one more call for its body."`
+	DownloadConcurrency int      `yaml:"download_concurrency" default:"8" min:"1" desc:"Bodies downloaded at once, ahead of the job and shipped in order (at most 16; 1 = one at a time)."`
+	MaxRecordsPerRun    int      `yaml:"max_records_per_run" default:"0" min:"0" desc:"Logs one run ships (0 = only batch.max_records)."`
 }
 
 // ApexLogOptions returns the source options the section maps to (Client, Shaper and labels are
@@ -24,7 +25,7 @@ type ApexLogSource struct {
 func (s ApexLogSource) ApexLogOptions() apexlog.Options {
 	return apexlog.Options{
 		Users: s.Users, Lookback: s.Lookback.D(), Start: s.Start.T(), MaxBodyBytes: s.MaxBodyBytes.Int(), DownloadMaxAge: s.DownloadMaxAge.D(),
-		PageSize: s.PageSize, MaxRecordsPerRun: s.MaxRecordsPerRun,
+		PageSize: s.PageSize, MaxRecordsPerRun: s.MaxRecordsPerRun, DownloadConcurrency: s.DownloadConcurrency,
 	}
 }
 
@@ -48,6 +49,9 @@ func validateApexLog(s ApexLogSource, path string, errs *Errors) {
 	}
 	if s.PageSize > apexlog.MaxPageSize {
 		errs.add(path+".page_size", "%d is above %d", s.PageSize, apexlog.MaxPageSize)
+	}
+	if s.DownloadConcurrency > apexlog.MaxDownloadConcurrency {
+		errs.add(path+".download_concurrency", "%d is above %d", s.DownloadConcurrency, apexlog.MaxDownloadConcurrency)
 	}
 }
 

@@ -12,7 +12,10 @@
 // stays a separate conjunct. A missing or unusable cursor starts at now − Lookback (an unusable
 // one is logged and counted as "cursor_reset").
 //
-// Each log costs one body download, made only when the job pulls the log. A log whose LogLength
+// Each log costs one body download. Bodies are fetched ahead of the job, in listing order, up to
+// DownloadConcurrency at a time (Salesforce answers each call in 50-200 ms; one at a time, a
+// stream would ship at most a few logs per second); they are shipped in order, so a failure
+// still stops the key at the first log that could not be shipped. A log whose LogLength
 // exceeds MaxBodyBytes is not downloaded: its entry carries the metadata, body_skipped=true and
 // body_skip_reason=size, and a short line saying so (counted as "body_skipped"). A body that
 // cannot be downloaded (5xx, transport errors, after the client's retries; any other refusal)
@@ -33,6 +36,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
@@ -54,6 +58,11 @@ const (
 	DefaultDownloadMaxAge = 2 * time.Hour
 	DefaultPageSize       = 200
 	MaxPageSize           = 2000
+	// DefaultDownloadConcurrency is how many bodies are downloaded at once: well within the
+	// concurrent requests an org allows (docs/performance.md, ApexLog), enough to hide the
+	// latency of one call.
+	DefaultDownloadConcurrency = 8
+	MaxDownloadConcurrency     = 16
 )
 
 // Events counted through source.OpenRequest.Count.
@@ -98,6 +107,10 @@ type Options struct {
 	DownloadMaxAge time.Duration
 	// PageSize is the LIMIT of one listing query, at most MaxPageSize (0 = DefaultPageSize).
 	PageSize int
+	// DownloadConcurrency is how many bodies are downloaded at once, ahead of the job, at most
+	// MaxDownloadConcurrency (0 = DefaultDownloadConcurrency; 1 = one at a time, when the job
+	// pulls the log).
+	DownloadConcurrency int
 	// MaxRecordsPerRun ends the key's run after this many logs (0 = only the job's budget).
 	MaxRecordsPerRun int
 	// Now is the wall clock (nil = time.Now).
@@ -126,6 +139,9 @@ func (o Options) Validate() error {
 	}
 	if o.PageSize < 0 || o.PageSize > MaxPageSize {
 		errs = append(errs, fmt.Errorf("apexlog: PageSize %d is outside 1..%d", o.PageSize, MaxPageSize))
+	}
+	if o.DownloadConcurrency < 0 || o.DownloadConcurrency > MaxDownloadConcurrency {
+		errs = append(errs, fmt.Errorf("apexlog: DownloadConcurrency %d is outside 1..%d", o.DownloadConcurrency, MaxDownloadConcurrency))
 	}
 	if o.Lookback < 0 || o.DownloadMaxAge < 0 || o.MaxRecordsPerRun < 0 {
 		errs = append(errs, errors.New("apexlog: Lookback, DownloadMaxAge and MaxRecordsPerRun must not be negative"))
@@ -167,6 +183,9 @@ func New(opts Options) (*Source, error) {
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
+	}
+	if opts.DownloadConcurrency == 0 {
+		opts.DownloadConcurrency = DefaultDownloadConcurrency
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -279,6 +298,10 @@ type stream struct {
 	plan    *shape.Plan
 	rec     shape.Record
 	buf     []salesforce.Record
+	ahead   []*body // per log of buf: its body being fetched ahead, nil when not started
+	fetches sync.WaitGroup
+	stop    context.CancelFunc // cancels the fetches ahead (nil before the first)
+	fctx    context.Context    // the fetches' context
 	page    *salesforce.Page
 	asked   int
 	got     int
@@ -288,8 +311,23 @@ type stream struct {
 	err     error
 }
 
-func (st *stream) Key() string  { return Key }
-func (st *stream) Close() error { return nil }
+// body is one log's body download: done is closed when b and err are set.
+type body struct {
+	done chan struct{}
+	b    []byte
+	err  error
+}
+
+func (st *stream) Key() string { return Key }
+
+// Close cancels the downloads still running ahead and waits for them.
+func (st *stream) Close() error {
+	if st.stop != nil {
+		st.stop()
+	}
+	st.fetches.Wait()
+	return nil
+}
 
 func (st *stream) Next(ctx context.Context) (source.Record, error) {
 	if st.err != nil {
@@ -308,14 +346,55 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 			return source.Record{}, st.fail(ctx, err)
 		}
 	}
+	st.fetchAhead(ctx)
 	r := st.buf[0]
-	rec, err := st.ship(ctx, r)
+	rec, err := st.ship(ctx, r, st.ahead[0])
 	if err != nil {
 		return source.Record{}, st.fail(ctx, err)
 	}
-	st.buf = st.buf[1:]
+	st.buf, st.ahead = st.buf[1:], st.ahead[1:]
 	st.emitted++
 	return rec, nil
+}
+
+// fetchAhead starts the body downloads of the next logs of buf, up to DownloadConcurrency in
+// flight. With a concurrency of 1 nothing is fetched ahead: ship downloads the body itself.
+func (st *stream) fetchAhead(ctx context.Context) {
+	o := st.src.opts
+	if len(st.ahead) != len(st.buf) {
+		st.ahead = make([]*body, len(st.buf), cap(st.buf))
+	}
+	if o.DownloadConcurrency <= 1 {
+		return
+	}
+	if st.stop == nil {
+		// The downloads outlive this call: they end with the stream (Close) or its context.
+		st.fctx, st.stop = context.WithCancel(ctx)
+	}
+	ctx = st.fctx
+	for i := range min(len(st.buf), o.DownloadConcurrency) {
+		if st.ahead[i] != nil || !st.wantsBody(st.buf[i]) {
+			continue
+		}
+		id, ok := st.buf[i].String("Id")
+		if !ok || salesforce.ValidateID(id) != nil {
+			continue // ship reports it
+		}
+		f := &body{done: make(chan struct{})}
+		st.ahead[i] = f
+		st.fetches.Add(1)
+		go func() {
+			defer st.fetches.Done()
+			defer close(f.done)
+			f.b, f.err = st.download(ctx, id)
+		}()
+	}
+}
+
+// wantsBody reports whether the log's body is to be downloaded (not over MaxBodyBytes).
+func (st *stream) wantsBody(r salesforce.Record) bool {
+	n, ok := r.Int64("LogLength")
+	return !ok || n <= st.src.opts.MaxBodyBytes
 }
 
 // fail makes err sticky unless the run is being canceled.
@@ -414,7 +493,7 @@ func (st *stream) sfNow() time.Time {
 
 // ship downloads one log's body (or decides not to) and returns its record. An error leaves
 // the log unshipped.
-func (st *stream) ship(ctx context.Context, r salesforce.Record) (source.Record, error) {
+func (st *stream) ship(ctx context.Context, r salesforce.Record, ahead *body) (source.Record, error) {
 	o := st.src.opts
 	id, ok := r.String("Id")
 	if !ok || salesforce.ValidateID(id) != nil {
@@ -426,10 +505,10 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record) (source.Record,
 	}
 	var body []byte
 	reason := ""
-	if n, ok := r.Int64("LogLength"); ok && n > o.MaxBodyBytes {
+	if !st.wantsBody(r) {
 		reason = ReasonSize
 	} else {
-		b, err := st.download(ctx, id)
+		b, err := st.body(ctx, id, ahead)
 		var apiErr *salesforce.APIError
 		switch {
 		case err == nil:
@@ -490,6 +569,20 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record) (source.Record,
 		return source.Record{Cursor: source.CursorJSON(b), Skip: true, SkipReason: skip}, nil
 	}
 	return source.Record{Entry: e, Cursor: source.CursorJSON(b)}, nil
+}
+
+// body returns the log's body: the download fetched ahead when there is one (waiting for it),
+// else downloaded now.
+func (st *stream) body(ctx context.Context, id string, ahead *body) ([]byte, error) {
+	if ahead == nil {
+		return st.download(ctx, id)
+	}
+	select {
+	case <-ahead.done:
+		return ahead.b, ahead.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // download reads a body up to the cap.

@@ -80,6 +80,9 @@ func (e *env) run(t *testing.T, opts apexlog.Options, cursor json.RawMessage, ma
 		res.records = append(res.records, rec)
 		res.cursor = rec.Cursor.JSON()
 	}
+	if err := streams[0].Close(); err != nil {
+		t.Fatal(err)
+	}
 	return res
 }
 
@@ -146,6 +149,43 @@ func TestBodies(t *testing.T) {
 	}
 	if res.events[apexlog.EventBodySkipped] != 1 {
 		t.Fatalf("events %v", res.events)
+	}
+}
+
+// TestBodiesAheadStayInOrderWithinTheLimit: with bodies fetched ahead DownloadConcurrency at a
+// time against an org that answers in 20-40 ms and refuses more concurrent requests than that,
+// every log is shipped once, in listing order, with its own body, and no request is refused;
+// with a concurrency of 1 the org never sees two requests at once.
+func TestBodiesAheadStayInOrderWithinTheLimit(t *testing.T) {
+	for _, conc := range []int{4, 1} {
+		t.Run(fmt.Sprint(conc), func(t *testing.T) {
+			e := newEnv(t)
+			var ids []string
+			for i := range 30 {
+				id, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Duration(40-i) * time.Minute), Body: []byte(fmt.Sprint("body ", i))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			e.org.SetLatencyRange(20*time.Millisecond, 40*time.Millisecond)
+			e.org.SetConcurrentLimit(conc)
+			res := e.run(t, apexlog.Options{DownloadConcurrency: conc, PageSize: 12}, nil, 0)
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			if len(res.records) != len(ids) {
+				t.Fatalf("%d records, want %d", len(res.records), len(ids))
+			}
+			for i, rec := range res.records {
+				if meta(rec.Entry, "Id") != ids[i] || rec.Entry.Line != fmt.Sprint("body ", i) {
+					t.Fatalf("record %d is log %s with %q, want log %s with its body", i, meta(rec.Entry, "Id"), rec.Entry.Line, ids[i])
+				}
+			}
+			if peak := e.org.PeakConcurrent(); peak > conc || conc > 1 && peak < 2 {
+				t.Fatalf("the org saw %d requests at once; want at most %d, and more than one when fetching ahead", peak, conc)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package loki
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"strconv"
 	"sync"
@@ -75,6 +76,7 @@ type scratch struct {
 	counts  []int32
 	spare   []item
 	raw     []byte
+	piece   []byte // compressed piece (snappy)
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{index: make(map[string]int32)} }}
@@ -414,15 +416,20 @@ func (a *appendWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// compress fills w with the wire form of raw for the client's encoding.
-func compress(w *wireBuf, raw []byte, enc Encoding, gz bool) {
+// snappyPiece is how much of a body is snappy-compressed at a time. A snappy block is a length
+// and a sequence of literals and back-references; the encoder's output for consecutive pieces,
+// each without its own length, is the block of the whole (each piece refers only to itself).
+// Compressing by pieces needs a piece's worst case of working memory, not the whole body's
+// (MaxEncodedLen, 1.17 times the body), so a push holds its encoding and its compressed form
+// and little more; the pieces are large enough to compress as well as the whole.
+const snappyPiece = 1 << 20
+
+// compress fills w with the wire form of raw for the client's encoding. piece is working
+// memory, returned (grown) for the next call.
+func compress(w *wireBuf, raw []byte, enc Encoding, gz bool, piece []byte) []byte {
 	switch {
 	case enc == EncodingProtobuf:
-		need := s2.MaxEncodedLen(len(raw))
-		if cap(w.b) < need {
-			w.b = make([]byte, need)
-		}
-		w.b = s2.EncodeSnappy(w.b[:need], raw)
+		w.b = appendSnappy(w.b[:0], raw, &piece)
 	case gz:
 		zw := gzipPool.Get().(*gzip.Writer)
 		aw := appendWriter{b: w.b[:0]}
@@ -435,4 +442,22 @@ func compress(w *wireBuf, raw []byte, enc Encoding, gz bool) {
 	default:
 		w.b = append(w.b[:0], raw...)
 	}
+	return piece
+}
+
+// appendSnappy appends the snappy block of src to dst, compressing snappyPiece bytes at a time
+// in *piece.
+func appendSnappy(dst, src []byte, piece *[]byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(src)))
+	for len(src) > 0 {
+		n := min(len(src), snappyPiece)
+		if need := s2.MaxEncodedLen(n); cap(*piece) < need {
+			*piece = make([]byte, need)
+		}
+		b := s2.EncodeSnappy((*piece)[:cap(*piece)], src[:n])
+		_, h := binary.Uvarint(b) // the piece's own length
+		dst = append(dst, b[h:]...)
+		src = src[n:]
+	}
+	return dst
 }

@@ -37,6 +37,9 @@ const bodyExcerptBytes = 1024
 func (p *push) encode(lo, hi int) *wireBuf {
 	items := p.s.items[lo:hi]
 	raw := p.s.raw[:0]
+	if need := p.encodedSize(items); cap(raw) < need {
+		raw = make([]byte, 0, need) // at once, not by doubling: one copy of the payload
+	}
 	if p.c.opts.Encoding == EncodingJSON {
 		raw = p.appendJSON(raw, items)
 	} else {
@@ -44,12 +47,25 @@ func (p *push) encode(lo, hi int) *wireBuf {
 	}
 	p.s.raw = raw
 	w := p.c.getWire()
-	compress(w, raw, p.c.opts.Encoding, p.c.opts.Gzip)
+	p.s.piece = compress(w, raw, p.c.opts.Encoding, p.c.opts.Gzip, p.s.piece)
 	p.res.EncodedBytes += int64(len(raw))
 	if len(raw) > 0 && (p.c.opts.Encoding == EncodingProtobuf || p.c.opts.Gzip) {
 		p.c.storeRatio(0.7*p.c.ratio() + 0.3*float64(len(w.b))/float64(len(raw)))
 	}
 	return w
+}
+
+// encodedSize returns an upper bound of the encoded size of items: their entries and, per
+// stream, its labels and framing.
+func (p *push) encodedSize(items []item) int {
+	n := 2 + len(`{"streams":[]}`)
+	for i := range items {
+		n += items[i].size
+		if i == 0 || items[i].stream != items[i-1].stream {
+			n += streamOverhead(p.c.opts.Encoding, p.labels(items[i].stream))
+		}
+	}
+	return n
 }
 
 // send pushes items[lo:hi], splitting on 413, 400 and repeated 429s. A

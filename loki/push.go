@@ -38,7 +38,9 @@ func (p *push) encode(lo, hi int) *wireBuf {
 	items := p.s.items[lo:hi]
 	raw := p.s.raw[:0]
 	if need := p.encodedSize(items); cap(raw) < need {
-		raw = make([]byte, 0, need) // at once, not by doubling: one copy of the payload
+		// At once, not by doubling: one copy of the payload, with an eighth more for the next
+		// request, which is rarely the same size.
+		raw = make([]byte, 0, need+need/8)
 	}
 	if p.c.opts.Encoding == EncodingJSON {
 		raw = p.appendJSON(raw, items)

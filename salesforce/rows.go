@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +33,7 @@ type RowPage struct {
 	tooling bool
 	c       *Client
 	body    []byte
+	fields  []rowField // every row's fields
 }
 
 // Release hands the page's memory back to the client that read it, for the next page. Call it
@@ -43,9 +43,10 @@ func (p *RowPage) Release() {
 	if p == nil || p.c == nil {
 		return
 	}
-	c, b := p.c, p.body
-	p.Rows, p.c, p.body = nil, nil, nil
+	c, b, f := p.c, p.body, p.fields
+	p.Rows, p.c, p.body, p.fields = nil, nil, nil, nil
 	c.putBody(b)
+	c.spareFields.Store(&f)
 }
 
 // ValueKind is the JSON type of a Row value.
@@ -167,7 +168,11 @@ func (c *Client) fetchRowPage(ctx context.Context, path string, tooling bool) (*
 	hdr := http.Header{"Sforce-Query-Options": {"batchSize=" + strconv.Itoa(c.opts.BatchSize)}}
 	var page *RowPage
 	err := c.authorizedJSONKeep(ctx, kind, path, hdr, true, func(b []byte) error {
-		p, err := DecodeRowPage(b)
+		var reuse []rowField
+		if f := c.spareFields.Swap(nil); f != nil {
+			reuse = *f
+		}
+		p, err := decodeRowPage(b, reuse)
 		if err != nil {
 			return err
 		}
@@ -187,7 +192,13 @@ const maxRowDepth = 64
 // the page keeps: b must not be modified afterwards. Values are read as encoding/json reads them:
 // invalid UTF-8 and unpaired surrogates become U+FFFD.
 func DecodeRowPage(b []byte) (*RowPage, error) {
-	d := &rowDecoder{b: b, t: &rowText{body: b}, index: map[string]uint16{}}
+	return decodeRowPage(b, nil)
+}
+
+// decodeRowPage is DecodeRowPage storing the rows' fields in reuse when it is large enough (a
+// released page's).
+func decodeRowPage(b []byte, reuse []rowField) (*RowPage, error) {
+	d := &rowDecoder{b: b, t: &rowText{body: b}, index: map[string]uint16{}, reuse: reuse}
 	if s, ok := decoderScratch.Get().(*rowScratch); ok {
 		d.fields, d.bounds = s.fields[:0], s.bounds[:0]
 		defer func() {
@@ -217,9 +228,11 @@ type rowDecoder struct {
 	t      *rowText
 	index  map[string]uint16 // name → index into t.names
 	fields []rowField
-	bounds []int    // per record: the index of its first field
-	name   []byte   // the flattened name being built
-	seen   []uint32 // per name: the last row (counted from 1) that had it
+	reuse  []rowField // memory for the page's fields (a released page's), or nil
+	kept   []rowField // the page's fields
+	bounds []int      // per record: the index of its first field
+	name   []byte     // the flattened name being built
+	seen   []uint32   // per name: the last row (counted from 1) that had it
 	row    uint32
 	order  []uint16 // the names of the previous record, in order
 	ord    int      // fields of the current record so far
@@ -362,6 +375,7 @@ func (d *rowDecoder) page() (*RowPage, error) {
 	if !p.Done && p.NextRecordsURL == "" {
 		return nil, errors.New("done is false but nextRecordsUrl is missing")
 	}
+	p.fields = d.kept
 	return p, nil
 }
 
@@ -396,7 +410,12 @@ func (d *rowDecoder) records() ([]Row, error) {
 		}
 		break
 	}
-	fields := slices.Clone(d.fields)
+	fields := d.reuse[:0]
+	if cap(fields) < len(d.fields) {
+		fields = make([]rowField, 0, len(d.fields)+len(d.fields)/8)
+	}
+	fields = append(fields, d.fields...)
+	d.kept, d.reuse = fields, nil
 	rows := make([]Row, len(d.bounds))
 	for i, lo := range d.bounds {
 		hi := len(fields)
@@ -415,60 +434,100 @@ func (d *rowDecoder) object(depth int) error {
 		return d.syntax("objects nested too deep")
 	}
 	prefix := len(d.name)
-	return d.members(func(key []byte) error {
-		if string(key) == "attributes" {
-			return d.skip(depth + 1)
+	// members, written out: a callback would cost an allocation per record.
+	if err := d.expect('{'); err != nil {
+		return err
+	}
+	if d.peek() == '}' {
+		d.pos++
+		return nil
+	}
+	for {
+		if d.peek() != '"' {
+			return d.syntax("expected a member name")
 		}
-		d.name = append(d.name[:prefix], key...)
-		name, err := d.intern()
+		s, e, esc, err := d.str()
 		if err != nil {
 			return err
 		}
-		f := rowField{name: name}
-		switch c := d.peek(); {
-		case c == '"':
-			s, e, esc, err := d.str()
-			if err != nil {
-				return err
-			}
-			f.kind, f.start, f.end, f.esc = ValueString, uint32(s), uint32(e), esc //nolint:gosec // bodies are bounded by maxJSONBody
-		case c == 'n':
-			if err := d.literal("null"); err != nil {
-				return err
-			}
-		case c == 't' || c == 'f':
-			s := d.pos
-			if _, err := d.boolean(); err != nil {
-				return err
-			}
-			f.kind, f.start, f.end = ValueBool, uint32(s), uint32(d.pos) //nolint:gosec // bounded
-		case c == '-' || c >= '0' && c <= '9':
-			s, e, err := d.number()
-			if err != nil {
-				return err
-			}
-			f.kind, f.start, f.end = ValueNumber, uint32(s), uint32(e) //nolint:gosec // bounded
-		case c == '{':
-			at := len(d.fields)
-			d.fields = append(d.fields, rowField{name: name, kind: ValueObject, start: uint32(d.pos)}) //nolint:gosec // bounded
-			d.name = append(d.name, '.')
-			if err := d.object(depth + 1); err != nil {
-				return err
-			}
-			d.fields[at].end = uint32(d.pos) //nolint:gosec // bounded
-			return nil
-		case c == '[':
-			s := d.pos
-			if err := d.skip(depth + 1); err != nil {
-				return err
-			}
-			f.kind, f.start, f.end = ValueObject, uint32(s), uint32(d.pos) //nolint:gosec // bounded
-		default:
-			return d.syntax("expected a value")
+		var key []byte
+		if esc {
+			key = d.t.esc[s:e]
+		} else {
+			key = d.b[s:e]
 		}
-		d.fields = append(d.fields, f)
+		if err := d.expect(':'); err != nil {
+			return err
+		}
+		if err := d.member(key, prefix, depth); err != nil {
+			return err
+		}
+		switch d.peek() {
+		case ',':
+			d.pos++
+		case '}':
+			d.pos++
+			return nil
+		default:
+			return d.syntax("expected , or }")
+		}
+	}
+}
+
+// member reads the value of one member of a record's object into fields.
+func (d *rowDecoder) member(key []byte, prefix, depth int) error {
+	if string(key) == "attributes" {
+		return d.skip(depth + 1)
+	}
+	d.name = append(d.name[:prefix], key...)
+	name, err := d.intern()
+	if err != nil {
+		return err
+	}
+	f := rowField{name: name}
+	switch c := d.peek(); {
+	case c == '"':
+		s, e, esc, err := d.str()
+		if err != nil {
+			return err
+		}
+		f.kind, f.start, f.end, f.esc = ValueString, uint32(s), uint32(e), esc //nolint:gosec // bodies are bounded by maxJSONBody
+	case c == 'n':
+		if err := d.literal("null"); err != nil {
+			return err
+		}
+	case c == 't' || c == 'f':
+		s := d.pos
+		if _, err := d.boolean(); err != nil {
+			return err
+		}
+		f.kind, f.start, f.end = ValueBool, uint32(s), uint32(d.pos) //nolint:gosec // bounded
+	case c == '-' || c >= '0' && c <= '9':
+		s, e, err := d.number()
+		if err != nil {
+			return err
+		}
+		f.kind, f.start, f.end = ValueNumber, uint32(s), uint32(e) //nolint:gosec // bounded
+	case c == '{':
+		at := len(d.fields)
+		d.fields = append(d.fields, rowField{name: name, kind: ValueObject, start: uint32(d.pos)}) //nolint:gosec // bounded
+		d.name = append(d.name, '.')
+		if err := d.object(depth + 1); err != nil {
+			return err
+		}
+		d.fields[at].end = uint32(d.pos) //nolint:gosec // bounded
 		return nil
-	})
+	case c == '[':
+		s := d.pos
+		if err := d.skip(depth + 1); err != nil {
+			return err
+		}
+		f.kind, f.start, f.end = ValueObject, uint32(s), uint32(d.pos) //nolint:gosec // bounded
+	default:
+		return d.syntax("expected a value")
+	}
+	d.fields = append(d.fields, f)
+	return nil
 }
 
 // intern returns the index of the name in d.name; a name the current row already has is an

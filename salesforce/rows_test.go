@@ -208,13 +208,13 @@ func TestRowPagesReuseOnlyReleasedMemory(t *testing.T) {
 	if s, _ := p1.Rows[0].String("Name"); s != strings.Repeat("a", 4000) {
 		t.Fatalf("an unreleased page changed when the next was read: %.20s…", s)
 	}
-	mem := unsafe.SliceData(p2.body)
+	mem, fields := unsafe.SliceData(p2.body), unsafe.SliceData(p2.fields)
 	p2.Release()
 	p3, err := c.NextRowPage(ctx, p1) // the same answer as p2's
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unsafe.SliceData(p3.body) != mem {
+	if unsafe.SliceData(p3.body) != mem || unsafe.SliceData(p3.fields) != fields {
 		t.Fatalf("the page read after a release did not reuse its memory")
 	}
 	if s, _ := p3.Rows[0].String("Name"); s != strings.Repeat("b", 4000) || len(p2.Rows) != 0 {

@@ -182,6 +182,8 @@ type stream struct {
 	fields  []string
 	plan    *shape.Plan
 	rec     shape.Record
+	ctxIn   context.Context // the last context Next was given
+	ctx     context.Context // ctxIn with the source's call counter
 	emitted int
 	shrunk  bool
 	err     error
@@ -198,7 +200,10 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 	if m := st.obj.MaxRecordsPerRun; m > 0 && st.emitted >= m {
 		return source.Record{}, io.EOF
 	}
-	ctx = salesforce.WithCounter(ctx, st.src.counter)
+	if ctx != st.ctxIn { // the job passes the same context every time: attach the counter once
+		st.ctxIn, st.ctx = ctx, salesforce.WithCounter(ctx, st.src.counter)
+	}
+	ctx = st.ctx
 	if st.rd == nil {
 		if err := st.init(ctx); err != nil {
 			st.err = fmt.Errorf("soql: %s: %w", st.obj.Name, err)

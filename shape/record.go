@@ -26,6 +26,7 @@ const (
 type field struct {
 	name       string
 	kind       Kind
+	plain      bool // the source found nothing to escape in the value (EndPlainField)
 	start, end int32
 }
 
@@ -78,6 +79,15 @@ func (r *Record) EndField(name string, kind Kind, buf []byte) {
 	start := len(r.buf)
 	r.buf = buf
 	r.fields = append(r.fields, field{name: name, kind: kind, start: int32(start), end: int32(len(r.buf))})
+}
+
+// EndPlainField is EndField for a value its source has checked while reading it: ASCII with no
+// '"', '\\' or control character, which a JSON string holds as it is. The line is then written
+// without looking at the value again; a transform that changes the value drops the mark.
+func (r *Record) EndPlainField(name string, kind Kind, buf []byte) {
+	start := len(r.buf)
+	r.buf = buf
+	r.fields = append(r.fields, field{name: name, kind: kind, plain: true, start: int32(start), end: int32(len(r.buf))})
 }
 
 // Len returns the number of fields.

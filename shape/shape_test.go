@@ -392,6 +392,22 @@ func TestEntriesStayIntactAcrossChunks(t *testing.T) {
 	}
 }
 
+// TestPlainFieldsAfterTransforms: a value marked plain by its source is written as it is, and a
+// transform that changes it drops the mark, so what it wrote is escaped like any value.
+func TestPlainFieldsAfterTransforms(t *testing.T) {
+	s := mustShaper(t, Options{Transforms: []Transform{{Op: OpRegexReplace, Fields: []string{"B"}, Pattern: `x`, Replacement: `"\`}}})
+	p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"A", "B"}})
+	var r Record
+	r.Reset()
+	r.EndPlainField("A", String, append(r.AppendTo(), "plain/value:1"...))
+	r.EndPlainField("B", String, append(r.AppendTo(), "axb"...))
+	r.Time = time.Unix(1700000000, 0)
+	e, _ := p.Shape(&r)
+	if want := `{"A":"plain/value:1","B":"a\"\\b"}`; e.Line != want {
+		t.Fatalf("line %s, want %s", e.Line, want)
+	}
+}
+
 func TestValidateNamesKeys(t *testing.T) {
 	err := Validate(Options{
 		Transforms: []Transform{

@@ -368,7 +368,13 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 			}
 			first = false
 			out = append(out, fr.key...)
-			out = appendJSONValue(out, kind, v)
+			if kind == String && r.fields[i].plain {
+				out = append(out, '"')
+				out = append(out, v...)
+				out = append(out, '"')
+			} else {
+				out = appendJSONValue(out, kind, v)
+			}
 		}
 		if fr.meta != "" && len(v) > 0 && kind != Null {
 			metas = append(metas, metaRef{name: fr.meta, start: i})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+
+	"github.com/sf2loki/sf2loki/internal/jsonenc"
 )
 
 // errRowTooLarge is returned for a record longer than the reader's cap; the record is consumed
@@ -30,6 +32,8 @@ type csvReader struct {
 
 	row      []byte // fields of the current record, concatenated
 	ends     []int  // end offset of each field in row
+	plain    []bool // per field: quoted, and ASCII with no '"', '\\' or control character
+	dirty    bool   // the field being read is not plain
 	maxRow   int
 	tooLarge bool
 	discard  bool
@@ -172,6 +176,10 @@ func (c *csvReader) ReadInto(dst []byte) error {
 	return err
 }
 
+// Plain reports whether field i of the current record was quoted and holds only ASCII without
+// '"', '\\' or control characters: JSON can carry it as it is.
+func (c *csvReader) Plain(i int) bool { return c.plain[i] }
+
 // fieldLen returns the length of field i of the current record.
 func (c *csvReader) fieldLen(i int) int {
 	if i == 0 {
@@ -204,16 +212,18 @@ const (
 )
 
 func (c *csvReader) read() error {
-	c.row, c.ends, c.tooLarge = c.row[:0], c.ends[:0], false
+	c.row, c.ends, c.plain, c.tooLarge = c.row[:0], c.ends[:0], c.plain[:0], false
 	c.eol, c.open = false, false
 	if !c.skipBlank() {
 		return c.endErr()
 	}
 	for {
 		var how fieldEnd
+		c.dirty = true // unquoted fields are not looked at for JSON
 		if c.pos < c.end || c.fill() {
 			if c.buf[c.pos] == '"' {
 				c.pos++
+				c.dirty = false
 				how = c.quoted()
 			} else {
 				how = c.unquoted()
@@ -223,6 +233,7 @@ func (c *csvReader) read() error {
 		}
 		if !c.discard {
 			c.ends = append(c.ends, len(c.row))
+			c.plain = append(c.plain, !c.dirty)
 		}
 		if how == endComma {
 			continue
@@ -303,7 +314,20 @@ func (c *csvReader) unquoted() fieldEnd {
 func (c *csvReader) quoted() fieldEnd {
 	for {
 		b := c.buf[c.pos:c.end]
-		i := bytes.IndexByte(b, '"')
+		// The closing quote, found by the scan that also tells whether JSON can carry the
+		// value as it is (it stops at the first byte that is not plain).
+		i := jsonenc.Plain(b)
+		if i < len(b) && b[i] != '"' {
+			c.dirty = true
+			if j := bytes.IndexByte(b[i:], '"'); j >= 0 {
+				i += j
+			} else {
+				i = len(b)
+			}
+		}
+		if i == len(b) {
+			i = -1
+		}
 		if i < 0 {
 			c.add(b)
 			c.pos = c.end
@@ -332,6 +356,7 @@ func (c *csvReader) quoted() fieldEnd {
 		switch c.buf[c.pos] {
 		case '"':
 			c.addByte('"')
+			c.dirty = true
 			c.pos++
 		case ',':
 			c.pos++
@@ -349,8 +374,10 @@ func (c *csvReader) quoted() fieldEnd {
 				return endInput
 			}
 			c.addByte('"')
+			c.dirty = true
 		default:
 			c.addByte('"') // a stray quote inside a quoted field is data
+			c.dirty = true
 		}
 	}
 }

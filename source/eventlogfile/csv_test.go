@@ -125,6 +125,22 @@ func TestCSVMatchesEncodingCSV(t *testing.T) {
 	}
 }
 
+// TestCSVPlainFields: a quoted field of ASCII without quotes, backslashes or control characters
+// is marked plain (the shaper then copies it into the JSON line without looking at it again),
+// whatever the reads' sizes; anything else, and every unquoted field, is not.
+func TestCSVPlainFields(t *testing.T) {
+	in := "\"A\",\"B c/d:e\",\"\",x\n" +
+		"\"say \"\"hi\"\"\",\"back\\slash\",\"tab\there\",\"é\"\n" +
+		"\"line1\nline2\",\"a\"b\",\"" + strings.Repeat("long plain value ", 40) + "\",\"\"\"\"\n"
+	want := [][]bool{{true, true, true, false}, {false, false, false, false}, {false, false, true, false}}
+	for _, wrap := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader} {
+		got := readOutcome(wrap(strings.NewReader(in)), 1<<20)
+		if !reflect.DeepEqual(got.Plain, want) {
+			t.Fatalf("plain %v, want %v (records %q)", got.Plain, want, got.Records)
+		}
+	}
+}
+
 func TestCSVSkipMatchesRead(t *testing.T) {
 	in := "A,B\n\"1\na\",x\n2,y\n\n\"3\",\"z\"\"\"\n4,w\n"
 	for n := int64(0); n <= 6; n++ {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/sf2loki/sf2loki/internal/jsonenc"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/source"
 )
@@ -20,6 +21,7 @@ type csvOutcome struct {
 	Err         string
 	NoEOL, Open bool // how the last record ended
 	Bytes       int64
+	Plain       [][]bool // per record and field: marked plain (JSON carries it as it is)
 }
 
 func readOutcome(r io.Reader, maxRow int) csvOutcome {
@@ -33,6 +35,7 @@ func readOutcome(r io.Reader, maxRow int) csvOutcome {
 		if errors.Is(err, errRowTooLarge) {
 			out.TooLarge = append(out.TooLarge, len(out.Records))
 			out.Records = append(out.Records, nil)
+			out.Plain = append(out.Plain, nil)
 			continue
 		}
 		if err != nil {
@@ -40,10 +43,12 @@ func readOutcome(r io.Reader, maxRow int) csvOutcome {
 			break
 		}
 		rec := make([]string, c.NumFields())
+		plain := make([]bool, c.NumFields())
 		for i := range rec {
-			rec[i] = string(c.Field(i))
+			rec[i], plain[i] = string(c.Field(i)), c.Plain(i)
 		}
 		out.Records = append(out.Records, rec)
+		out.Plain = append(out.Plain, plain)
 		out.NoEOL, out.Open = c.Unterminated()
 	}
 	out.Bytes = c.BytesRead()
@@ -70,8 +75,11 @@ func FuzzCSVReader(f *testing.F) {
 		}
 		for i, rec := range whole.Records {
 			n := 0
-			for _, v := range rec {
+			for j, v := range rec {
 				n += len(v)
+				if whole.Plain[i][j] && jsonenc.Plain(v) != len(v) {
+					t.Fatalf("record %d field %d %q is marked plain", i, j, v)
+				}
 			}
 			if n > maxRow {
 				t.Fatalf("record %d holds %d bytes, over the cap %d", i, n, maxRow)

@@ -522,9 +522,12 @@ func (st *stream) fill(r *shape.Record) {
 		if i >= nf || c.fieldLen(i) == 0 {
 			kind = shape.String
 		}
-		if i < nf {
+		switch {
+		case i < nf && c.Plain(i):
+			r.EndPlainField(name, kind, c.row[:c.ends[i]])
+		case i < nf:
 			r.EndField(name, kind, c.row[:c.ends[i]])
-		} else {
+		default:
 			r.EndField(name, kind, r.AppendTo())
 		}
 	}

@@ -106,6 +106,16 @@ func serve(scenario, dir string) error {
 		if err := w.org.Populate(denseSOQLData(n)); err != nil {
 			return err
 		}
+	case strings.HasPrefix(scenario, "apexlog:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(scenario, "apexlog:"))
+		if err != nil {
+			return err
+		}
+		if err := w.org.Populate(apexData(n)); err != nil {
+			return err
+		}
+		// A real org answers a REST call in 50-200 ms; the bodies' throughput is set by it.
+		w.org.SetLatencyRange(50*time.Millisecond, 200*time.Millisecond)
 	case strings.HasPrefix(scenario, "elf:"):
 		size, err := strconv.ParseInt(strings.TrimPrefix(scenario, "elf:"), 10, 64)
 		if err != nil {
@@ -147,6 +157,14 @@ var mixedData = simsf.DataSet{
 	Window: 6 * time.Hour, EventTypes: []string{"URI", "Report"}, HourlyFiles: 6, DailyFiles: -1, RowsPerFile: 2000,
 	LoginHistory: 20000, SetupAuditTrail: 2000, AuditEvents: -1, LoginEvents: -1, ApiEvents: -1,
 	ApiAnomalyEventStore: -1, ApexLogs: 400, LateRows: -1,
+}
+
+// apexData is n ApexLogs with bodies and nothing else.
+func apexData(n int) simsf.DataSet {
+	return simsf.DataSet{
+		Window: time.Hour, HourlyFiles: -1, DailyFiles: -1, LoginHistory: -1, SetupAuditTrail: -1, AuditEvents: -1,
+		LoginEvents: -1, ApiEvents: -1, ApiAnomalyEventStore: -1, ApexLogs: n, LateRows: -1,
+	}
 }
 
 // denseSOQLData is n LoginHistory rows within one hour: every overlap window of the SOQL source
@@ -291,6 +309,15 @@ type probeStats struct {
 	TotalAlloc uint64 `json:"total_alloc"`
 	NumGC      uint32 `json:"num_gc"`
 	VmHWM      int64  `json:"vm_hwm"`
+}
+
+// peakRSS is the child's peak RSS: its own VmHWM when the probe reported it, else rusage's (which
+// carries this process's size when it is larger, see world).
+func (c *child) peakRSS() int64 {
+	if c.Stats != nil && c.Stats.VmHWM > 0 {
+		return c.Stats.VmHWM
+	}
+	return c.MaxRSS
 }
 
 // runChild runs bin with args and the environment additions env, and collects its report,

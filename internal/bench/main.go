@@ -37,6 +37,7 @@ type options struct {
 	noopRuns    int
 	soqlRows    int
 	apexLogs    int
+	before      string
 	keep        bool
 	profileDir  string
 	markdown    string
@@ -54,6 +55,7 @@ func main() {
 	flag.IntVar(&o.noopRuns, "noop-runs", 9, "run-once invocations with nothing to do (median wall time)")
 	flag.IntVar(&o.soqlRows, "soql-rows", 100000, "LoginHistory rows of the SOQL memory scenario (one hour, full overlap windows)")
 	flag.IntVar(&o.apexLogs, "apex-logs", 120, "ApexLog logs of the ApexLog scenario (bodies downloaded against an org answering in 50-200 ms)")
+	flag.StringVar(&o.before, "before", "", "a source tree of an earlier commit (a git worktree): measure it and this tree side by side instead of the targets")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (configurations, state, profiles)")
 	flag.StringVar(&o.profileDir, "profile", "", "write pprof CPU profiles of the first end-to-end run of each size and of the ceiling here")
 	flag.StringVar(&o.markdown, "markdown", "", "also write the table as Markdown to this file")
@@ -102,6 +104,17 @@ func main() {
 	if o.sizes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
+	}
+	if o.before != "" {
+		if o.before, err = filepath.Abs(o.before); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		if err := compare(context.Background(), o, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	missed, err := run(context.Background(), o, os.Stdout)
 	if err != nil {
@@ -438,11 +451,7 @@ func runCeiling(ctx context.Context, csvPath, cfgPath, profile string) (Measure,
 	if err != nil {
 		return Measure{}, err
 	}
-	args := []string{"-ceiling", csvPath, "-config", cfgPath}
-	if profile != "" {
-		args = append(args, "-cpuprofile", profile)
-	}
-	return ceilingChild(ctx, self, args)
+	return runCeilingOf(ctx, self, csvPath, cfgPath, profile)
 }
 
 // ceilingChild runs a harness binary in ceiling mode with args and reads its Measure.

@@ -1,11 +1,16 @@
 package loki
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/golang/snappy"
 
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
@@ -131,3 +136,62 @@ func TestE2EVictoriaLogs(t *testing.T) {
 }
 
 func key(s string) string { return strings.ReplaceAll(s, "|", "¦") }
+
+// maxBody records the largest snappy body a client sent, decoded size.
+type maxBody struct {
+	next    http.RoundTripper
+	decoded int
+}
+
+func (m *maxBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	b, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := snappy.DecodedLen(b); err == nil && n > m.decoded {
+		m.decoded = n
+	}
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	return m.next.RoundTrip(req)
+}
+
+// TestE2EVictoriaLogsBodyOfSeveralPieces pushes one request whose body is compressed in several
+// snappy pieces (the client compresses 1 MiB at a time) to a real VictoriaLogs and reads every
+// line back unaltered.
+func TestE2EVictoriaLogsBodyOfSeveralPieces(t *testing.T) {
+	vl := testenv.StartVictoriaLogs(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	tr := &maxBody{next: http.DefaultTransport}
+	c, err := New(Options{URL: vl.PushURL(), Logger: quietLogger, TargetCompressedBytes: 8 << 20, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const run = "e2e-pieces"
+	base := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	want := map[string]bool{}
+	var es []Entry
+	for i := range 3000 {
+		line := fmt.Sprintf(`{"n":%d,"URI":"/apex/page%d","pad":"%s"}`, i, i%97, strings.Repeat(string(rune('a'+i%26)), 900+i%50))
+		es = append(es, Entry{Timestamp: base.Add(time.Duration(i) * time.Millisecond), Labels: lbl("org", run, "job", "sf2loki"), Line: line, Ref: uint64(i)})
+		want[line] = true
+	}
+	res := c.Push(ctx, es)
+	if !res.OK() {
+		t.Fatalf("push: accepted %d/%d, rejected %v, err %v", len(res.Accepted), len(es), res.Rejected, res.Err)
+	}
+	if tr.decoded <= 2*snappyPiece {
+		t.Fatalf("largest body %d bytes: not several pieces of %d", tr.decoded, snappyPiece)
+	}
+	rows := vl.Query(t, fmt.Sprintf(`{org=%q} | limit 10000`, run))
+	if len(rows) != len(es) {
+		t.Fatalf("VictoriaLogs returned %d rows, want %d", len(rows), len(es))
+	}
+	for _, row := range rows {
+		msg, _ := row["_msg"].(string)
+		if !want[msg] {
+			t.Fatalf("line not pushed, altered or twice: %.80q", msg)
+		}
+		delete(want, msg)
+	}
+}

@@ -137,7 +137,7 @@ func lokiOptions(l config.Loki, h config.HTTP, log *slog.Logger) loki.Options {
 			ServerName: l.TLS.ServerName, InsecureSkipVerify: l.TLS.InsecureSkipVerify},
 		Timeout: l.Timeout.D(), Encoding: enc, Gzip: l.Gzip,
 		TargetCompressedBytes: int(l.BatchTargetBytes), MaxRequestBytes: int(l.BatchMaxBytes),
-		MaxEntriesPerRequest: l.BatchMaxEntries, MaxRetries: l.MaxRetries,
+		MaxEntriesPerRequest: l.BatchMaxEntries, MaxAttempts: l.MaxRetries + 1,
 		MinBackoff: l.MinBackoff.D(), MaxBackoff: l.MaxBackoff.D(), MaxLineBytes: int(l.LineMaxBytes),
 		Labels: loki.LabelOptions{ExtraAllowed: l.ExtraLabels}, Limits: lokiLimits(l), Logger: log, Now: testNow,
 		Proxy: h.ProxyFunc(),
@@ -157,7 +157,7 @@ func salesforceOptions(s config.Salesforce, h config.HTTP, log *slog.Logger) sal
 		LoginURL: s.EffectiveLoginURL(), InstanceURL: s.InstanceURL, APIVersion: s.APIVersion,
 		AuthMode: salesforce.AuthMode(s.AuthMode), ClientID: s.ClientID, Username: s.Username,
 		PrivateKeyPEM: []byte(s.PrivateKey.Value()), ClientSecret: s.ClientSecret.Value(), OrgID: s.OrgID,
-		TokenLifetime: s.TokenLifetime.D(), HTTPTimeout: s.Timeout.D(), RetryMax: s.MaxRetries,
+		TokenLifetime: s.TokenLifetime.D(), HTTPTimeout: s.Timeout.D(), MaxAttempts: s.MaxRetries + 1,
 		BatchSize: s.BatchSize, TLSCAFile: s.TLS.CAFile, TLSInsecureSkipVerify: s.TLS.InsecureSkipVerify,
 		Proxy: h.ProxyFunc(), Logger: log,
 	}

@@ -152,7 +152,7 @@ func doctorChecks(ctx context.Context, source string, cfg *config.Config, log *s
 	run := lease.NewInvocation()
 	for _, d := range doctorDestinations(cfg) {
 		lo := lokiOptions(d.loki, cfg.HTTP, log)
-		lo.MaxRetries = min(lo.MaxRetries, 2)
+		lo.MaxAttempts = min(lo.MaxAttempts, 3)
 		lc, lerr := loki.New(lo)
 		target := doctor.Loki{ClientErr: lerr, URL: obs.RedactURL(d.loki.URL), Labels: d.loki.Labels, Run: run}
 		if lc != nil {
@@ -288,7 +288,7 @@ func kubeObject(kubeconfig, resource, namespace, name string) *doctor.KubeObject
 // (the probes must reach the receiver as they are), the limits assumed, and what is shipped.
 func doctorOrdering(cfg *config.Config, l config.Loki, log *slog.Logger, run string) doctor.Ordering {
 	lo := lokiOptions(l, cfg.HTTP, log)
-	lo.MaxRetries = min(lo.MaxRetries, 2)
+	lo.MaxAttempts = min(lo.MaxAttempts, 3)
 	lo.Limits = loki.Limits{MaxAge: -1, CreationGracePeriod: -1, MaxMetadataBytes: -1, MaxMetadataEntries: -1}
 	lc, err := loki.New(lo)
 	o := doctor.Ordering{ClientErr: err, Labels: l.Labels, Run: run, Configured: lokiLimits(l),

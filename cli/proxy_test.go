@@ -170,7 +170,7 @@ func TestSandboxEnvironmentUsesTheSandboxLoginHost(t *testing.T) {
 		config.ApplyDefaults(&sf)
 		sf.Environment = env
 		opts := salesforceOptions(sf, config.HTTP{Proxy: config.Secret(pu.String())}, slog.New(slog.DiscardHandler))
-		opts.RetryMax = -1
+		opts.MaxAttempts = 1
 		client, err := salesforce.New(opts)
 		if err != nil {
 			t.Fatal(err)

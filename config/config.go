@@ -52,7 +52,7 @@ type Salesforce struct {
 	OrgID         string      `yaml:"org_id" desc:"18-character org id; normally read from the token response."`
 	TokenLifetime Duration    `yaml:"token_lifetime" default:"1h" desc:"Assumed session lifetime (Salesforce does not return it); at least 2m."`
 	Timeout       Duration    `yaml:"timeout" default:"30s" desc:"Timeout of one HTTP request to Salesforce."`
-	MaxRetries    int         `yaml:"max_retries" default:"4" min:"0" desc:"Retries of a failed request (5xx, transport errors) with exponential backoff."`
+	MaxRetries    int         `yaml:"max_retries" default:"4" min:"0" desc:"Retries of a failed request (5xx, transport errors) with exponential backoff; 0 sends each request once."`
 	BatchSize     int         `yaml:"batch_size" default:"2000" min:"200" desc:"SOQL page size asked for with Sforce-Query-Options (200-2000)."`
 	TLS           TLS         `yaml:"tls" desc:"TLS settings for Salesforce."`
 	Limits        OrgLimits   `yaml:"limits" desc:"Sampling the org's /limits (daily API requests, storage, event allocations) into metrics and, optionally, Loki."`
@@ -95,7 +95,7 @@ type Loki struct {
 	BatchTargetBytes   ByteSize          `yaml:"batch_target_bytes" default:"1MiB" desc:"Target compressed size of one push request."`
 	BatchMaxBytes      ByteSize          `yaml:"batch_max_bytes" default:"4MiB" desc:"Hard cap on the uncompressed size of one push request (Loki's default burst is 6 MiB)."`
 	BatchMaxEntries    int               `yaml:"batch_max_entries" default:"20000" min:"1" desc:"Maximum entries in one push request."`
-	MaxRetries         int               `yaml:"max_retries" default:"5" min:"0" desc:"Retries of one request (5xx, 429, transport errors) within the push timeout."`
+	MaxRetries         int               `yaml:"max_retries" default:"5" min:"0" desc:"Retries of one request (5xx, 429, transport errors) within the push timeout; 0 sends each request once."`
 	MinBackoff         Duration          `yaml:"min_backoff" default:"500ms" desc:"First retry delay."`
 	MaxBackoff         Duration          `yaml:"max_backoff" default:"10s" desc:"Longest retry delay."`
 	LineMaxBytes       ByteSize          `yaml:"line_max_bytes" default:"256KiB" desc:"Longer lines are truncated on a UTF-8 boundary and marked in structured metadata."`

@@ -38,7 +38,7 @@ func TestCrashSimulation(t *testing.T) {
 		st := store.New(mem, store.Options{Logger: slog.New(slog.DiscardHandler), Backoff: time.Millisecond})
 		srv := simloki.New(simloki.Options{})
 		sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
-			MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, MaxRetries: 1})
+			MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, MaxAttempts: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 func tenantClient(t *testing.T, srv *simloki.Server, tenant string) *loki.Client {
 	t.Helper()
 	c, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, TenantID: tenant, Transport: srv.Transport(),
-		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxRetries: 2})
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

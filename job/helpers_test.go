@@ -36,7 +36,7 @@ func receiver(t *testing.T, opts simloki.Options) (*simloki.Server, *loki.Client
 	t.Helper()
 	srv := simloki.New(opts)
 	c, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
-		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxRetries: 2})
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestLabelGuardCapsValuesAcrossATakeover(t *testing.T) {
 	coord := jobtest.New()
 	srv := simloki.New(simloki.Options{})
 	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
-		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxRetries: 2,
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxAttempts: 3,
 		Labels: loki.LabelOptions{ExtraAllowed: []string{"user_id"}}})
 	if err != nil {
 		t.Fatal(err)

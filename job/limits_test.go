@@ -24,7 +24,7 @@ import (
 func TestLimitsPollerSamplesAtMostOncePerIntervalAcrossRuns(t *testing.T) {
 	clk := sftest.NewClock(time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Second))
 	org := sftest.Start(t, simsf.Options{Now: clk.Now})
-	client := org.Client(t, func(o *salesforce.Options) { o.RetryMax = -1 })
+	client := org.Client(t, func(o *salesforce.Options) { o.MaxAttempts = 1 })
 	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
 	poll := job.LimitsPoll{Org: "prod", Interval: time.Hour, Client: client,

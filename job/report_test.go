@@ -63,7 +63,7 @@ func TestReportCountsAPushCutInFlightAsInDoubt(t *testing.T) {
 	coord := jobtest.New()
 	srv := simloki.Start(t, simloki.Options{})
 	srv.HoldAnswers(time.Minute)
-	sink, err := loki.New(loki.Options{URL: srv.PushURL(), MaxRetries: 0, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+	sink, err := loki.New(loki.Options{URL: srv.PushURL(), MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ const (
 	DefaultTargetCompressedBytes = 1 << 20
 	DefaultMaxRequestBytes       = 4 << 20
 	DefaultMaxEntriesPerRequest  = 10000
-	DefaultMaxRetries            = 8
+	DefaultMaxAttempts           = 9
 	DefaultMinBackoff            = 500 * time.Millisecond
 	DefaultMaxBackoff            = 30 * time.Second
 	DefaultMaxRetryAfter         = 60 * time.Second
@@ -99,9 +99,10 @@ type Options struct {
 	// MaxEntriesPerRequest caps the entries per request; default
 	// DefaultMaxEntriesPerRequest.
 	MaxEntriesPerRequest int
-	// MaxRetries caps retries per request; default DefaultMaxRetries, negative
-	// means no retries.
-	MaxRetries int
+	// MaxAttempts caps how many times one request is sent: 1 never retries;
+	// 0 means DefaultMaxAttempts. Counting attempts rather than retries keeps
+	// "no retry" distinct from "unset".
+	MaxAttempts int
 	// MinBackoff and MaxBackoff bound the exponential backoff between retries;
 	// defaults DefaultMinBackoff and DefaultMaxBackoff.
 	MinBackoff time.Duration
@@ -195,7 +196,7 @@ func New(opts Options) (*Client, error) {
 	}
 	c.http = &http.Client{Transport: rt, Timeout: o.Timeout}
 	c.policy = retryPolicy{
-		maxRetries:    max(o.MaxRetries, 0),
+		maxRetries:    o.MaxAttempts - 1,
 		minBackoff:    o.MinBackoff,
 		maxBackoff:    o.MaxBackoff,
 		maxRetryAfter: o.MaxRetryAfter,
@@ -237,7 +238,7 @@ func (o Options) resolve() (Options, error) {
 	def(&o.TargetCompressedBytes, DefaultTargetCompressedBytes)
 	def(&o.MaxRequestBytes, DefaultMaxRequestBytes)
 	def(&o.MaxEntriesPerRequest, DefaultMaxEntriesPerRequest)
-	def(&o.MaxRetries, DefaultMaxRetries)
+	def(&o.MaxAttempts, DefaultMaxAttempts)
 	def(&o.SplitAfter429, DefaultSplitAfter429)
 	def(&o.MaxLineBytes, DefaultMaxLineBytes)
 	defD(&o.Timeout, DefaultTimeout)
@@ -245,7 +246,7 @@ func (o Options) resolve() (Options, error) {
 	defD(&o.MaxBackoff, DefaultMaxBackoff)
 	defD(&o.MaxRetryAfter, DefaultMaxRetryAfter)
 	o.Limits = o.Limits.WithDefaults()
-	if o.TargetCompressedBytes < 0 || o.MaxRequestBytes < 0 || o.MaxEntriesPerRequest < 0 || o.SplitAfter429 < 0 {
+	if o.TargetCompressedBytes < 0 || o.MaxRequestBytes < 0 || o.MaxEntriesPerRequest < 0 || o.SplitAfter429 < 0 || o.MaxAttempts < 0 {
 		return o, errors.New("size and count limits must not be negative")
 	}
 	if o.MaxBackoff < o.MinBackoff {

@@ -107,7 +107,7 @@ func TestFaultTable(t *testing.T) {
 		{
 			name: "5xx until retries are exhausted",
 			n:    10, timeout: time.Hour,
-			opts:  func(o *Options) { o.MaxRetries = 4 },
+			opts:  func(o *Options) { o.MaxAttempts = 5 },
 			setup: func(srv *simloki.Server, _ []Entry) { srv.FailNext(-1, 503, "") },
 			check: func(t *testing.T, res Result, srv *simloki.Server, es []Entry, _ time.Duration) {
 				wantNoneDelivered(t, res, srv, es, ErrUnavailable)

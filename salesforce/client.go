@@ -82,7 +82,7 @@ func New(opts Options) (*Client, error) {
 		Logger:       nil, // retries are logged by CheckRetry, without URLs' query strings
 		RetryWaitMin: o.RetryWaitMin,
 		RetryWaitMax: o.RetryWaitMax,
-		RetryMax:     o.RetryMax,
+		RetryMax:     o.MaxAttempts - 1,
 		CheckRetry:   c.checkRetry,
 		Backoff:      backoff,
 		ErrorHandler: c.giveUp,
@@ -188,7 +188,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		if err == nil || classify(ctx, nil, err) != actWaitLimit {
 			return resp, err
 		}
-		wait, again := limitWait(ctx, c.opts.RetryWaitMin, c.opts.RetryWaitMax, c.opts.RetryMax, attempt)
+		wait, again := limitWait(ctx, c.opts.RetryWaitMin, c.opts.RetryWaitMax, c.opts.MaxAttempts-1, attempt)
 		if !again {
 			return nil, unavailable(fmt.Errorf("%w (gave up after %d attempts)", err, attempt+1))
 		}

@@ -14,12 +14,12 @@
 //   - 401 (or 403 INVALID_SESSION_ID): the token is invalidated
 //     (compare-and-clear) and the request is retried once with a new one;
 //   - 5xx, 429, transport errors and unparseable 2xx bodies: exponential
-//     backoff with jitter, at most Options.RetryMax times, bounded by the
+//     backoff with jitter, at most Options.MaxAttempts - 1 times, bounded by the
 //     context, and then ErrUnavailable;
 //   - REQUEST_LIMIT_EXCEEDED is classified by its message: a concurrent
 //     limit ("ConcurrentRequests …", "ConcurrentPerOrgLongTxn …": too many
 //     long-running requests right now) is retried with the same backoff for
-//     as long as the context's deadline leaves time for the wait (RetryMax
+//     as long as the context's deadline leaves time for the wait (MaxAttempts - 1
 //     times without a deadline), then ErrConcurrentLimit and ErrUnavailable;
 //     the daily total ("TotalRequests …", or any other message) is
 //     ErrRequestLimit, never retried;

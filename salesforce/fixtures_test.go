@@ -169,7 +169,7 @@ func TestFixtureErrors(t *testing.T) {
 				w.WriteHeader(tc.Status)
 				_, _ = w.Write(tc.Body)
 			})
-			_, err := org.client(t, func(o *Options) { o.RetryMax = 2 }).Limits(context.Background())
+			_, err := org.client(t, func(o *Options) { o.MaxAttempts = 3 }).Limits(context.Background())
 			var apiErr *APIError
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != tc.Status {
 				t.Fatalf("err %v, want an APIError with HTTP %d", err, tc.Status)

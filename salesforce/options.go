@@ -40,7 +40,7 @@ const (
 	DefaultAPIVersion    = "60.0"
 	DefaultTokenLifetime = time.Hour
 	DefaultHTTPTimeout   = 30 * time.Second
-	DefaultRetryMax      = 3
+	DefaultMaxAttempts   = 4
 	DefaultRetryWaitMin  = 500 * time.Millisecond
 	DefaultRetryWaitMax  = 10 * time.Second
 	DefaultBatchSize     = 2000
@@ -91,9 +91,11 @@ type Options struct {
 	// wait for more response body bytes (an idle timeout, so long downloads
 	// are not cut). 30s by default.
 	HTTPTimeout time.Duration
-	// RetryMax is how many times a transient failure (5xx, transport error,
-	// unparseable 2xx body) is retried; 3 by default, negative for none.
-	RetryMax int
+	// MaxAttempts is how many times a request is sent while it meets transient
+	// failures (5xx, transport error, unparseable 2xx body): 1 sends it once
+	// and never retries; 0 means DefaultMaxAttempts. Counting attempts rather
+	// than retries keeps "no retry" distinct from "unset".
+	MaxAttempts int
 	// RetryWaitMin and RetryWaitMax bound the exponential backoff between
 	// retries (full jitter); 500ms and 10s by default.
 	RetryWaitMin time.Duration
@@ -141,11 +143,8 @@ func (o Options) withDefaults() Options {
 	if o.HTTPTimeout == 0 {
 		o.HTTPTimeout = DefaultHTTPTimeout
 	}
-	switch {
-	case o.RetryMax == 0:
-		o.RetryMax = DefaultRetryMax
-	case o.RetryMax < 0:
-		o.RetryMax = 0
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
 	}
 	if o.RetryWaitMin == 0 {
 		o.RetryWaitMin = DefaultRetryWaitMin

@@ -21,7 +21,7 @@ const (
 	// actReturn hands the answer (success or error) to the caller.
 	actReturn action = iota
 	// actBackoff retries after an exponential, jittered wait, at most
-	// Options.RetryMax times and never past the context's deadline.
+	// Options.MaxAttempts - 1 times and never past the context's deadline.
 	actBackoff
 	// actReauth invalidates the token used (compare-and-clear), mints a new
 	// one and repeats the request exactly once.
@@ -150,7 +150,7 @@ func backoff(lo, hi time.Duration, attempt int, _ *http.Response) time.Duration 
 // concurrent-request limit, and whether to retry at all: the usual backoff,
 // for as long as the context's deadline leaves time for the wait (the run's
 // deadline bounds it, not a count); a context without a deadline gets
-// RetryMax retries like any transient failure.
+// MaxAttempts - 1 retries like any transient failure.
 func limitWait(ctx context.Context, lo, hi time.Duration, retryMax, attempt int) (time.Duration, bool) {
 	d := backoff(lo, hi, attempt, nil)
 	if dl, ok := ctx.Deadline(); ok {

@@ -131,12 +131,12 @@ func TestQueryResultShapeChecks(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = fmt.Fprint(w, body)
 			})
-			c := org.client(t, func(o *Options) { o.RetryMax = -1 })
+			c := org.client(t, func(o *Options) { o.MaxAttempts = 1 })
 			if _, err := c.Query(context.Background(), "SELECT Id FROM Account"); !errors.Is(err, ErrBadResponse) {
 				t.Fatalf("err = %v, want ErrBadResponse", err)
 			}
 			if n := c.Stats().Calls[KindQuery]; n != 1 {
-				t.Fatalf("calls = %d with RetryMax -1, want 1", n)
+				t.Fatalf("calls = %d with MaxAttempts 1, want 1", n)
 			}
 		})
 	}

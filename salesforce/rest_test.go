@@ -230,7 +230,7 @@ func TestBackoffIsExponentialWithJitter(t *testing.T) {
 			writeJSON(w, 200, map[string]any{})
 		})
 		c := inMemoryClient(t, mux, func(o *Options) {
-			o.RetryMax = 5
+			o.MaxAttempts = 6
 			o.RetryWaitMin = time.Second
 			o.RetryWaitMax = 8 * time.Second
 		})
@@ -304,7 +304,7 @@ func TestBackoffBoundedByDeadline(t *testing.T) {
 			writeSFError(w, 503, "SERVER_UNAVAILABLE", "down")
 		})
 		c := inMemoryClient(t, mux, func(o *Options) {
-			o.RetryMax = 10
+			o.MaxAttempts = 11
 			o.RetryWaitMin = 10 * time.Second
 			o.RetryWaitMax = time.Minute
 		})

@@ -515,13 +515,13 @@ func TestSimPolicy(t *testing.T) {
 }
 
 // TestSimConcurrentLimitIsBoundedByTheDeadline: under a context deadline a concurrent-request
-// limit is retried past RetryMax for as long as the deadline leaves time for the next wait, and
+// limit is retried past MaxAttempts for as long as the deadline leaves time for the next wait, and
 // given up at once when it does not; the daily limit is never retried.
 func TestSimConcurrentLimitIsBoundedByTheDeadline(t *testing.T) {
 	env := sftest.Start(t, simsf.Options{})
 	insertLoginHistory(t, env.Org, 3)
 	c := env.Client(t, func(o *salesforce.Options) {
-		o.RetryMax, o.RetryWaitMin, o.RetryWaitMax = 3, time.Millisecond, time.Millisecond
+		o.MaxAttempts, o.RetryWaitMin, o.RetryWaitMax = 4, time.Millisecond, time.Millisecond
 	})
 	if _, err := c.Session(context.Background()); err != nil {
 		t.Fatal(err)
@@ -550,7 +550,7 @@ func TestSimConcurrentLimitIsBoundedByTheDeadline(t *testing.T) {
 
 func TestSimSlowResponsesHitTheTimeout(t *testing.T) {
 	env := sftest.Start(t, simsf.Options{})
-	c := env.Client(t, func(o *salesforce.Options) { o.HTTPTimeout = 50 * time.Millisecond; o.RetryMax = 1 })
+	c := env.Client(t, func(o *salesforce.Options) { o.HTTPTimeout = 50 * time.Millisecond; o.MaxAttempts = 2 })
 	if _, err := c.Session(context.Background()); err != nil {
 		t.Fatal(err)
 	}

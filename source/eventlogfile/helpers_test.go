@@ -86,7 +86,7 @@ func newEnv(t testing.TB, opts simsf.Options) *env {
 	opts.Now = c.Now
 	org := sftest.Start(t, opts)
 	e := &env{t: t, clock: c, org: org, logs: newLogCapture()}
-	e.client = org.Client(t, func(o *salesforce.Options) { o.RetryMax, o.RetryWaitMax = 1, 2*time.Millisecond })
+	e.client = org.Client(t, func(o *salesforce.Options) { o.MaxAttempts, o.RetryWaitMax = 2, 2*time.Millisecond })
 	sh, err := shape.New(shape.Options{})
 	if err != nil {
 		t.Fatal(err)

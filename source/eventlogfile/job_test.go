@@ -35,7 +35,7 @@ func TestThroughJob(t *testing.T) {
 
 	srv := simloki.New(simloki.Options{Now: e.clock.Now})
 	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now,
-		MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxRetries: 1, Logger: slog.New(slog.DiscardHandler)})
+		MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, MaxAttempts: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

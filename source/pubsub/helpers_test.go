@@ -146,7 +146,7 @@ func receiver(t *testing.T) (*simloki.Server, *loki.Client) {
 	t.Helper()
 	srv := simloki.New(simloki.Options{})
 	c, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
-		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxRetries: 2})
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

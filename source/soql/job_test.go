@@ -36,7 +36,7 @@ func TestThroughJob(t *testing.T) {
 
 	srv := simloki.New(simloki.Options{Now: e.clock.Now})
 	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now,
-		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxRetries: 2})
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
-		HideVersion:          true,
+		Version:              Version().Version, // --version prints what the version command prints
 		Flags:                globalFlags(),
 		Commands: []*cli.Command{
 			runOnceCommand(),
@@ -85,6 +85,7 @@ func prepare(cmd *cli.Command) {
 	if cmd.Action != nil {
 		cmd.Flags = append(cmd.Flags, globalFlags()...)
 	}
+	cmd.Flags = hintFlags(cmd.Flags)
 	for _, sub := range cmd.Subcommands {
 		prepare(sub)
 	}

@@ -165,3 +165,33 @@ func testKeyPEM(t *testing.T) []byte {
 	}
 	return kp.KeyPEM
 }
+
+func TestVersionFlagPrintsTheVersionCommandsLine(t *testing.T) {
+	_, want, _ := run(t, "version")
+	for _, flag := range []string{"--version", "-v"} {
+		code, out, stderr := run(t, flag)
+		if code != ExitOK || out != want {
+			t.Errorf("%s: exit %d, stdout %q (stderr %q); want exit 0 and %q", flag, code, out, stderr, want)
+		}
+	}
+}
+
+// An invalid duration flag names the format it expects; a valid one still arrives.
+func TestDurationFlagErrorShowsTheFormat(t *testing.T) {
+	for _, args := range [][]string{
+		{"run-once", "--max-duration", "5"},
+		{"run-once", "--wait=5 minutes"},
+		{"schedule", "--max-duration", "ten"},
+		{"doctor", "--timeout", "1"},
+	} {
+		code, _, stderr := run(t, args...)
+		if code != ExitConfig || !strings.Contains(stderr, "use a Go duration such as 90s, 5m") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and the expected format", args, code, stderr)
+		}
+	}
+	path := writeFile(t, t.TempDir(), "c.yaml", "{}\n")
+	code, _, stderr := run(t, "run-once", "--config", path, "--max-duration", "1ms")
+	if code != ExitConfig || !strings.Contains(stderr, "run.max_duration: 1ms leaves no time to pull") {
+		t.Errorf("--max-duration 1ms: exit %d, stderr %q; want the value to reach the configuration", code, stderr)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -45,18 +46,26 @@ func Version() VersionInfo {
 	return v
 }
 
+func init() {
+	// --version (the library's flag on the root command) prints what the version command prints.
+	cli.VersionPrinter = func(c *cli.Context) { _ = printVersion(c.App.Writer, false) }
+}
+
+// printVersion writes the version line, or the JSON object.
+func printVersion(w io.Writer, asJSON bool) error {
+	v := Version()
+	if asJSON {
+		return json.NewEncoder(w).Encode(v)
+	}
+	_, err := fmt.Fprintf(w, "sf2loki %s (commit %s, %s, %s)\n", v.Version, v.Commit, v.GoVersion, v.Platform)
+	return err
+}
+
 func versionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version, commit and Go version",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print as JSON"}},
-		Action: func(c *cli.Context) error {
-			v := Version()
-			if c.Bool("json") {
-				return json.NewEncoder(c.App.Writer).Encode(v)
-			}
-			_, err := fmt.Fprintf(c.App.Writer, "sf2loki %s (commit %s, %s, %s)\n", v.Version, v.Commit, v.GoVersion, v.Platform)
-			return err
-		},
+		Name:   "version",
+		Usage:  "print the version, commit and Go version",
+		Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print as JSON"}},
+		Action: func(c *cli.Context) error { return printVersion(c.App.Writer, c.Bool("json")) },
 	}
 }

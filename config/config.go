@@ -11,6 +11,7 @@
 //	desc:"text"          one-line description (example, reference, JSON Schema)
 //	enum:"a|b|c"         allowed values
 //	min:"n"              lower bound for integers
+//	max:"n"              most entries of a list or map (default MaxEntries)
 //	example:"value"      value shown in the generated example when the default is empty
 //
 // A field of type Secret also accepts the sibling key <name>_file (the file's content, trailing
@@ -21,8 +22,8 @@ package config
 type Config struct {
 	Salesforce Salesforce `yaml:"salesforce" desc:"Connection to the single Salesforce org (use orgs for several)."`
 	Sources    Sources    `yaml:"sources" desc:"What the single org ships (with orgs, each entry has its own sources)."`
-	Orgs       []Org      `yaml:"orgs" desc:"Several orgs, each with its own auth and sources; entries get an org label and checkpoint keys an org=<name>: prefix."`
-	Jobs       []Job      `yaml:"jobs" desc:"Job groups: subsets of orgs and sources, each with its own schedule, lease and checkpoint document (empty = one job ships everything)."`
+	Orgs       []Org      `yaml:"orgs" max:"100" desc:"Several orgs, each with its own auth and sources; entries get an org label and checkpoint keys an org=<name>: prefix."`
+	Jobs       []Job      `yaml:"jobs" max:"100" desc:"Job groups: subsets of orgs and sources, each with its own schedule, lease and checkpoint document (empty = one job ships everything)."`
 	Shape      Shape      `yaml:"shape" desc:"How records become Loki entries: transforms, sampling, labels and structured metadata."`
 	Sink       Sink       `yaml:"sink" desc:"Where records go."`
 	State      State      `yaml:"state" desc:"The checkpoint document: where it lives and how it is written (always compare-and-swap)."`

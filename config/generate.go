@@ -273,6 +273,11 @@ func decorate(s *jsonschema.Schema, fields []*field) {
 		if f.min != nil {
 			p.Minimum = json.Number(strconv.FormatInt(*f.min, 10))
 		}
+		if n := uint64(f.maxEntries()); f.kind == kindStringMap {
+			p.MaxProperties = &n
+		} else if f.isCollection() {
+			p.MaxItems = &n
+		}
 		if f.hasDef {
 			p.Default = schemaDefault(f)
 		}

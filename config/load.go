@@ -34,12 +34,21 @@ func (e *FieldError) Error() string {
 // Errors is every problem found while loading a configuration. Loading never stops at the first.
 type Errors []*FieldError
 
+// Error lists the problems one per line, at most MaxPrintedErrors of them and then how many more
+// there are: fixing the first ones usually clears many of the rest.
 func (es Errors) Error() string {
-	msgs := make([]string, len(es))
+	var b strings.Builder
 	for i, e := range es {
-		msgs[i] = e.Error()
+		if i == MaxPrintedErrors {
+			fmt.Fprintf(&b, "\n… and %d more", len(es)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
 	}
-	return strings.Join(msgs, "\n")
+	return b.String()
 }
 
 func (es *Errors) add(path, format string, args ...any) {
@@ -52,11 +61,12 @@ type LoadOptions struct {
 	Path string
 	// Environ is the environment (KEY=value); nil means os.Environ().
 	Environ []string
-	// ReadFile reads secret files and the config file; nil means os.ReadFile.
-	ReadFile func(string) ([]byte, error)
 	// Reference resolves ${scheme:ref}, a name with a colon, which no environment variable has
 	// (the Lambda mode's ${secretsmanager:...} and ${ssm:...}); nil makes such a name an error.
 	Reference func(ref string) (string, error)
+	// Open opens the config file and secret files; nil means os.Open. Reading stops past
+	// MaxFileBytes (the config file) or MaxSecretFileBytes (a secret file).
+	Open func(name string) (io.ReadCloser, error)
 }
 
 // Load reads, interpolates, decodes, overrides, resolves secrets and validates a configuration.
@@ -65,21 +75,27 @@ func Load(opts LoadOptions) (*Config, error) {
 	if opts.Environ == nil {
 		opts.Environ = os.Environ()
 	}
-	if opts.ReadFile == nil {
-		opts.ReadFile = os.ReadFile
+	if opts.Open == nil {
+		opts.Open = openFile
 	}
-	l := &loader{env: envMap(opts.Environ), readFile: opts.ReadFile, reference: opts.Reference, secretFiles: map[string]secretRef{}}
+	l := &loader{env: envMap(opts.Environ), open: opts.Open, reference: opts.Reference, secretFiles: map[string]secretRef{}}
 	cfg := Defaults()
 	root := reflect.ValueOf(cfg).Elem()
 
 	if opts.Path != "" {
-		data, err := opts.ReadFile(opts.Path)
+		data, err := readCapped(opts.Open, opts.Path, MaxFileBytes)
+		if errors.Is(err, errTooLarge) {
+			return nil, Errors{{Msg: fmt.Sprintf("the config file %s is larger than %s, the most a configuration may hold; is it the right file?", opts.Path, ByteSize(MaxFileBytes))}}
+		}
 		if err != nil {
 			return nil, Errors{{Msg: fmt.Sprintf("cannot read the config file: %v (pass an existing file with --config)", err)}}
 		}
 		if err := l.decodeYAML(data, root); err != nil {
 			return nil, err
 		}
+	}
+	if l.exhausted {
+		return nil, l.errs // a half-decoded configuration would only add misleading problems
 	}
 	l.applyEnv(opts.Environ, root)
 	l.resolveSecrets()
@@ -99,10 +115,42 @@ type secretRef struct {
 
 type loader struct {
 	env         map[string]string
-	readFile    func(string) ([]byte, error)
+	open        func(string) (io.ReadCloser, error)
 	reference   func(string) (string, error)
 	errs        Errors
 	secretFiles map[string]secretRef // by secret key path
+
+	decoded      int  // YAML values decoded so far, aliases counted at every use
+	exhausted    bool // decoded passed MaxDecodedValues: decoding stopped
+	interpolated int  // bytes built by ${NAME} interpolation so far
+}
+
+// spend counts one decoded YAML value. Past MaxDecodedValues it records why once and returns
+// false, and every decoding step returns at once: nested aliases cannot expand without bound.
+func (l *loader) spend(path string) bool {
+	if l.exhausted {
+		return false
+	}
+	l.decoded++
+	if l.decoded > MaxDecodedValues {
+		l.exhausted = true
+		l.errs.add(path, "the configuration holds more than %d values (each use of a YAML alias counts the values it stands for again); decoding stopped here", MaxDecodedValues)
+		return false
+	}
+	return true
+}
+
+// tooMany reports (once per list) a list or map of more entries than the field allows.
+func (l *loader) tooMany(n *yaml.Node, f *field, path string) bool {
+	entries := len(n.Content)
+	if n.Kind == yaml.MappingNode {
+		entries /= 2
+	}
+	if limit := f.maxEntries(); entries > limit {
+		l.errs.add(path, "has %d entries; at most %d are allowed", entries, limit)
+		return true
+	}
+	return false
 }
 
 func envMap(environ []string) map[string]string {
@@ -158,6 +206,9 @@ func (l *loader) decodeStruct(n *yaml.Node, v reflect.Value, fields []*field, pa
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
+	if !l.spend(path) {
+		return
+	}
 	if n.Kind != yaml.MappingNode {
 		l.errs.add(path, "expected a mapping of keys, got %s", nodeKind(n))
 		return
@@ -175,7 +226,10 @@ func (l *loader) decodeStruct(n *yaml.Node, v reflect.Value, fields []*field, pa
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
 		key := kn.Value
-		p := join(path, key)
+		p := join(path, shortKey(key))
+		if !l.spend(p) {
+			return
+		}
 		if seen[key] {
 			l.errs.add(p, "appears twice (line %d)", kn.Line)
 			continue
@@ -209,6 +263,9 @@ func (l *loader) scalar(n *yaml.Node, path string) (string, bool) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
+	if !l.spend(path) {
+		return "", false
+	}
 	if n.Kind != yaml.ScalarNode {
 		l.errs.add(path, "expected a single value, got %s", nodeKind(n))
 		return "", false
@@ -218,12 +275,23 @@ func (l *loader) scalar(n *yaml.Node, path string) (string, bool) {
 		l.errs.add(path, "%v", err)
 		return "", false
 	}
+	if s != n.Value {
+		l.interpolated += len(s)
+		if l.interpolated > MaxInterpolatedBytes {
+			l.errs.add(path, "${NAME} interpolation has built more than %s of values; the configuration may hold at most that", ByteSize(MaxInterpolatedBytes))
+			l.exhausted = true
+			return "", false
+		}
+	}
 	return s, true
 }
 
 func (l *loader) decodeField(n *yaml.Node, v reflect.Value, f *field, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if l.exhausted {
+		return
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return // "key:" with no value keeps the default
@@ -239,6 +307,9 @@ func (l *loader) decodeField(n *yaml.Node, v reflect.Value, f *field, path strin
 			l.errs.add(path, "expected a list, got %s", nodeKind(n))
 			return
 		}
+		if l.tooMany(n, f, path) {
+			return
+		}
 		list := reflect.MakeSlice(f.typ, len(n.Content), len(n.Content))
 		for i, item := range n.Content {
 			elem := list.Index(i)
@@ -251,6 +322,9 @@ func (l *loader) decodeField(n *yaml.Node, v reflect.Value, f *field, path strin
 			l.errs.add(path, "expected a list of strings, got %s", nodeKind(n))
 			return
 		}
+		if l.tooMany(n, f, path) {
+			return
+		}
 		items := make([]string, 0, len(n.Content))
 		for i, item := range n.Content {
 			if s, ok := l.scalar(item, fmt.Sprintf("%s[%d]", path, i)); ok {
@@ -261,6 +335,9 @@ func (l *loader) decodeField(n *yaml.Node, v reflect.Value, f *field, path strin
 	case kindStringMap:
 		if n.Kind != yaml.MappingNode {
 			l.errs.add(path, "expected a mapping of strings, got %s", nodeKind(n))
+			return
+		}
+		if l.tooMany(n, f, path) {
 			return
 		}
 		m := make(map[string]string, len(n.Content)/2)
@@ -327,6 +404,9 @@ func interpolate(s string, env map[string]string, reference func(string) (string
 		b.WriteString(s[:i])
 		b.WriteString(val)
 		s = s[i+end+1:]
+		if b.Len() > MaxInterpolatedBytes {
+			return "", fmt.Errorf("${NAME} interpolation builds a value of more than %s", ByteSize(MaxInterpolatedBytes))
+		}
 	}
 }
 
@@ -436,7 +516,11 @@ func (l *loader) resolveSecrets() {
 			l.errs.add(key, "is empty; give the path of the file holding the secret")
 			continue
 		}
-		data, err := l.readFile(ref.file)
+		data, err := readCapped(l.open, ref.file, MaxSecretFileBytes)
+		if errors.Is(err, errTooLarge) {
+			l.errs.add(key, "secret file %s is larger than %s, the most a secret file may hold", ref.file, ByteSize(MaxSecretFileBytes))
+			continue
+		}
 		if err != nil {
 			l.errs.add(key, "cannot read secret file: %v", err)
 			continue

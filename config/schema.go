@@ -38,6 +38,7 @@ type field struct {
 	desc     string
 	enum     []string
 	min      *int64
+	maxItems int // entries a list or map may hold (max tag); 0 = MaxEntries
 	example  string
 	children []*field // struct fields, or the element's fields for a struct list
 }
@@ -86,6 +87,13 @@ func fieldsOf(t reflect.Type) []*field {
 			f.min = &n
 		}
 		f.kind = kindOf(sf.Type)
+		if m := sf.Tag.Get("max"); m != "" {
+			n, err := strconv.Atoi(m)
+			if err != nil || n <= 0 || n > MaxEntries || !f.isCollection() {
+				panic(fmt.Sprintf("config: bad max tag on %s.%s (entries of a list or map, 1..%d)", t.Name(), sf.Name, MaxEntries))
+			}
+			f.maxItems = n
+		}
 		switch f.kind {
 		case kindStruct:
 			f.children = fieldsOf(sf.Type)
@@ -132,6 +140,19 @@ func kindOf(t reflect.Type) kind {
 		}
 	}
 	panic("config: unsupported field type " + t.String())
+}
+
+// isCollection reports whether the field is a list or a map.
+func (f *field) isCollection() bool {
+	return f.kind == kindStringList || f.kind == kindStringMap || f.kind == kindStructList
+}
+
+// maxEntries is how many entries the list or map f may hold.
+func (f *field) maxEntries() int {
+	if f.maxItems > 0 {
+		return f.maxItems
+	}
+	return MaxEntries
 }
 
 // typeName is the user-facing name of a field's type.

@@ -37,11 +37,11 @@ func LoadConfig(ctx context.Context, path, job string) (Loaded, error) {
 	if path == "" && yamlEnv != "" {
 		path = "$" + ConfigYAMLEnv
 	}
-	readFile := func(p string) ([]byte, error) {
+	open := func(p string) (io.ReadCloser, error) {
 		if p == "$"+ConfigYAMLEnv {
-			return []byte(yamlEnv), nil
+			return io.NopCloser(strings.NewReader(yamlEnv)), nil
 		}
-		return reader.ReadFile(p)
+		return reader.Open(p)
 	}
 	var res *Resolver
 	refs := 0
@@ -56,7 +56,7 @@ func LoadConfig(ctx context.Context, path, job string) (Loaded, error) {
 		refs++
 		return res.Resolve(ctx, ref)
 	}
-	cfg, err := config.Load(config.LoadOptions{Path: path, ReadFile: readFile, Reference: reference})
+	cfg, err := config.Load(config.LoadOptions{Path: path, Open: open, Reference: reference})
 	if err != nil {
 		return Loaded{}, fmt.Errorf("configuration is invalid: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}

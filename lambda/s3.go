@@ -91,22 +91,23 @@ func ParseS3URL(s string) (loc S3Location, ok bool, err error) {
 	return S3Location{Bucket: b, Key: k}, true, nil
 }
 
-// ObjectReader reads files and s3://bucket/key objects; it is the configuration loader's
-// ReadFile in the Lambda mode, so the configuration (and a secret's _file) may live in S3.
+// ObjectReader reads files and s3://bucket/key objects; its Open is the configuration loader's
+// Open in the Lambda mode, so the configuration (and a secret's _file) may live in S3.
 type ObjectReader struct {
 	Ctx context.Context
 	// S3 returns the client on first use, so a configuration from the package or the
 	// environment never builds one.
 	S3 func() (*s3.Client, error)
-	// MaxBytes bounds an object read (default 4 MiB).
+	// MaxBytes bounds an object read by ReadFile (default 4 MiB).
 	MaxBytes int64
 }
 
-// ReadFile reads path: an s3:// object or a local file.
-func (r ObjectReader) ReadFile(path string) ([]byte, error) {
+// Open opens path: an s3:// object's body or a local file. The caller reads what it needs and
+// closes it (the configuration loader stops at its size caps).
+func (r ObjectReader) Open(path string) (io.ReadCloser, error) {
 	loc, isS3, err := ParseS3URL(path)
 	if !isS3 {
-		return os.ReadFile(path)
+		return os.Open(path)
 	}
 	if err != nil {
 		return nil, err
@@ -126,17 +127,26 @@ func (r ObjectReader) ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", loc, err)
 	}
-	defer out.Body.Close()
+	return out.Body, nil
+}
+
+// ReadFile reads path (an s3:// object or a local file), at most MaxBytes of it.
+func (r ObjectReader) ReadFile(path string) ([]byte, error) {
+	body, err := r.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer body.Close()
 	limit := r.MaxBytes
 	if limit <= 0 {
 		limit = 4 << 20
 	}
-	b, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", loc, err)
+		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", loc, limit)
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
 	return b, nil
 }

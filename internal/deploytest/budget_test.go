@@ -1,8 +1,10 @@
 package deploytest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,16 +54,16 @@ func tryLoadRenderedConfig(t testing.TB, m manifests, env []string) (*config.Con
 	if env == nil {
 		env = []string{}
 	}
-	return config.Load(config.LoadOptions{Path: path, Environ: env, ReadFile: func(name string) ([]byte, error) {
+	return config.Load(config.LoadOptions{Path: path, Environ: env, Open: func(name string) (io.ReadCloser, error) {
 		if name == path {
-			return os.ReadFile(path)
+			return os.Open(path)
 		}
 		if mount != "" && strings.HasPrefix(name, mount+"/") {
 			if b, ok := secretFiles[strings.TrimPrefix(name, mount+"/")]; ok {
-				return b, nil
+				return io.NopCloser(bytes.NewReader(b)), nil
 			}
 			if len(secretFiles) == 0 {
-				return []byte(placeholderKey), nil
+				return io.NopCloser(strings.NewReader(placeholderKey)), nil
 			}
 		}
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}

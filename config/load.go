@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -120,9 +119,10 @@ type loader struct {
 	errs        Errors
 	secretFiles map[string]secretRef // by secret key path
 
-	decoded      int  // YAML values decoded so far, aliases counted at every use
-	exhausted    bool // decoded passed MaxDecodedValues: decoding stopped
-	interpolated int  // bytes built by ${NAME} interpolation so far
+	scopes       []scope // the mappings being decoded, outermost first
+	decoded      int     // YAML values decoded so far, aliases counted at every use
+	exhausted    bool    // decoded passed MaxDecodedValues: decoding stopped
+	interpolated int     // bytes built by ${NAME} interpolation so far
 }
 
 // spend counts one decoded YAML value. Past MaxDecodedValues it records why once and returns
@@ -164,12 +164,11 @@ func envMap(environ []string) map[string]string {
 }
 
 func (l *loader) decodeYAML(data []byte, root reflect.Value) error {
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil // an empty file is the defaults
-		}
+	doc, err := parseYAML(data)
+	if errors.Is(err, io.EOF) {
+		return nil // an empty file is the defaults
+	}
+	if err != nil {
 		return Errors{{Msg: fmt.Sprintf("the config file is not valid YAML: %v", err)}}
 	}
 	if len(doc.Content) == 0 {
@@ -213,6 +212,8 @@ func (l *loader) decodeStruct(n *yaml.Node, v reflect.Value, fields []*field, pa
 		l.errs.add(path, "expected a mapping of keys, got %s", nodeKind(n))
 		return
 	}
+	l.scopes = append(l.scopes, scope{fields: fields, path: path})
+	defer func() { l.scopes = l.scopes[:len(l.scopes)-1] }()
 	byKey := make(map[string]*field, len(fields))
 	var valid []string
 	for _, f := range fields {
@@ -223,6 +224,7 @@ func (l *loader) decodeStruct(n *yaml.Node, v reflect.Value, fields []*field, pa
 		}
 	}
 	seen := map[string]bool{}
+	var unknown []unknownKey
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
 		key := kn.Value
@@ -248,14 +250,9 @@ func (l *loader) decodeStruct(n *yaml.Node, v reflect.Value, fields []*field, pa
 				continue
 			}
 		}
-		msg := fmt.Sprintf("unknown key (line %d)", kn.Line)
-		if s := suggest(key, valid); s != "" {
-			msg += fmt.Sprintf("; did you mean %q?", s)
-		} else {
-			msg += "; valid keys here: " + strings.Join(valid, ", ")
-		}
-		l.errs.add(p, "%s", msg)
+		unknown = append(unknown, unknownKey{key: key, line: kn.Line})
 	}
+	l.reportUnknown(n, fields, path, valid, unknown)
 }
 
 // scalar returns the interpolated string of a scalar node.

@@ -43,6 +43,9 @@ func Inputs(keyPEM string) []Input {
 		longFlowList(),
 		deepNesting(),
 		longUnknownKey(),
+		unclosedFlowList(),
+		syntaxErrorAtTheEnd(),
+		misindentedKeys(),
 		largestValid(keyPEM),
 	}
 }
@@ -131,6 +134,39 @@ func deepNesting() Input {
 // longUnknownKey is one unknown key as long as the file.
 func longUnknownKey() Input {
 	return Input{Name: "long-unknown-key", YAML: []byte("sink:\n  ? " + strings.Repeat("k", budget) + "\n  : v\n"), Want: "unknown key"}
+}
+
+// unclosedFlowList opens a flow list on line 2 and never closes it: the parser reads the whole
+// file before failing, and finding the damaged line takes the most work.
+func unclosedFlowList() Input {
+	var b strings.Builder
+	b.WriteString("shape:\n  metadata: [a,\n")
+	for b.Len() < budget {
+		b.WriteString("    a,\n")
+	}
+	return Input{Name: "unclosed-flow-list", YAML: []byte(b.String()), Want: "line 2, at shape.metadata"}
+}
+
+// syntaxErrorAtTheEnd is a file of valid keys whose last line is damaged.
+func syntaxErrorAtTheEnd() Input {
+	var b strings.Builder
+	b.WriteString("sink:\n  loki:\n    labels:\n")
+	n := 0
+	for ; b.Len() < budget; n++ {
+		fmt.Fprintf(&b, "      l%d: v\n", n)
+	}
+	b.WriteString("     bad: : x\n")
+	return Input{Name: "syntax-error-at-the-end", YAML: []byte(b.String()), Want: fmt.Sprintf("line %d", n+4)}
+}
+
+// misindentedKeys is a file of keys that belong one section deeper than they are written.
+func misindentedKeys() Input {
+	var b strings.Builder
+	b.WriteString("sink:\n  loki:\n")
+	for b.Len() < budget {
+		b.WriteString("  url: x\n  timeout: 5s\n")
+	}
+	return Input{Name: "misindented-keys", YAML: []byte(b.String()), Want: "appears twice"}
 }
 
 // largestValid is a valid configuration with the most orgs and job groups allowed, each org

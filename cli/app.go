@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/obs"
@@ -24,19 +25,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var ee *ExitError
 		if !errors.As(err, &ee) || ee.Err != nil {
-			fmt.Fprintf(stderr, "sf2loki: %v\n", err)
+			fmt.Fprintf(app.ErrWriter, "sf2loki: %v\n", err)
 		}
 	}
 	return code
 }
 
-// NewApp builds the application. Commands plug in through the commands list.
+// metaRedactor is the App.Metadata key of the process's redactor.
+const metaRedactor = "redactor"
+
+// NewApp builds the application. Commands plug in through the commands list. Everything the
+// application prints goes through one redactor: URL credentials always, and every secret of the
+// configuration from the moment it is loaded (the run report, errors, banners, doctor, logs).
 func NewApp(stdout, stderr io.Writer) *cli.App {
+	r := obs.NewRedactor()
 	app := &cli.App{
 		Name:                 "sf2loki",
 		Usage:                "ship Salesforce Event Monitoring data into Grafana Loki, one bounded batch per invocation",
-		Writer:               stdout,
-		ErrWriter:            stderr,
+		Writer:               obs.NewWriter(stdout, r),
+		ErrWriter:            obs.NewWriter(stderr, r),
+		Metadata:             map[string]any{metaRedactor: r},
 		EnableBashCompletion: true,
 		Version:              Version().Version, // --version prints what the version command prints
 		Flags:                globalFlags(),
@@ -101,9 +109,32 @@ func globalString(c *cli.Context, name string) string {
 	return ""
 }
 
+// redactor returns the application's redactor.
+func redactor(c *cli.Context) *obs.Redactor {
+	if r, ok := c.App.Metadata[metaRedactor].(*obs.Redactor); ok {
+		return r
+	}
+	return obs.NewRedactor() // an App not built by NewApp
+}
+
+// isTerminal reports whether w (or the writer it wraps) is a terminal.
+func isTerminal(w io.Writer) bool {
+	for {
+		switch v := w.(type) {
+		case *os.File:
+			return term.IsTerminal(int(v.Fd()))
+		case interface{ Unwrap() io.Writer }:
+			w = v.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
 // loadConfig loads and validates the configuration named by --config (exit 2 on any problem).
+// Its secrets join the redactor before anything is printed, failure messages included.
 func loadConfig(c *cli.Context) (*config.Config, error) {
-	cfg, err := config.Load(config.LoadOptions{Path: globalString(c, "config")})
+	cfg, err := config.Load(config.LoadOptions{Path: globalString(c, "config"), OnSecret: func(s string) { redactor(c).Add(s) }})
 	if err != nil {
 		var errs config.Errors
 		if errors.As(err, &errs) && len(errs) > 1 {
@@ -123,7 +154,8 @@ func newLogger(c *cli.Context, cfg *config.Config) (*slog.Logger, *obs.Redactor,
 	if v := globalString(c, "log-format"); v != "" {
 		format = v
 	}
-	r := obs.NewRedactor(cfg.Secrets()...)
+	r := redactor(c)
+	r.Add(cfg.Secrets()...)
 	log, err := obs.NewLogger(c.App.ErrWriter, obs.LogOptions{Level: level, Format: format, Redactor: r})
 	if err != nil {
 		return nil, nil, exitf(ExitConfig, "%v", err)

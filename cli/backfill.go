@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/signal"
 	"slices"
 	"sort"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
@@ -387,8 +385,7 @@ func (p *backfillProgress) Committed(_ time.Duration, err error) {
 
 // show draws a progress bar on a terminal, or logs a line every interval otherwise, until done.
 func (p *backfillProgress) show(done <-chan struct{}, w io.Writer, log *slog.Logger, interval time.Duration) {
-	f, isFile := w.(*os.File)
-	tty := isFile && term.IsTerminal(int(f.Fd()))
+	tty := isTerminal(w)
 	if tty {
 		interval = 250 * time.Millisecond
 	}

@@ -154,7 +154,9 @@ func (f *lambdaFunction) ensureLoaded(ctx context.Context) error {
 // load reads the configuration and builds a logger that redacts every secret, resolved
 // ones included.
 func (f *lambdaFunction) load(ctx context.Context) (*config.Config, *slog.Logger, int, error) {
-	l, err := lambda.LoadConfig(ctx, globalString(f.c, "config"), f.job)
+	// Every secret reaches the redactor as soon as it is known, so a refusal that quotes one
+	// prints it scrubbed.
+	l, err := lambda.LoadConfig(ctx, globalString(f.c, "config"), f.job, func(s string) { redactor(f.c).Add(s) })
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -165,7 +167,9 @@ func (f *lambdaFunction) load(ctx context.Context) (*config.Config, *slog.Logger
 	if v := globalString(f.c, "log-format"); v != "" {
 		format = v
 	}
-	log, err := obs.NewLogger(f.c.App.ErrWriter, obs.LogOptions{Level: level, Format: format, Redactor: obs.NewRedactor(l.Secrets...)})
+	r := redactor(f.c)
+	r.Add(l.Secrets...)
+	log, err := obs.NewLogger(f.c.App.ErrWriter, obs.LogOptions{Level: level, Format: format, Redactor: r})
 	if err != nil {
 		return nil, nil, 0, err
 	}

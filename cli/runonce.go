@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/signal"
 	"sort"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
@@ -163,15 +161,18 @@ func reportExit(rep *job.Report, strict bool) error {
 }
 
 // printReport writes the run report as one JSON line on stdout and, when stderr is a terminal,
-// a short human summary on stderr.
+// a short human summary on stderr. The line is not HTML-escaped, so a URL in an error reads as
+// it is and the redactor finds its credentials.
 func printReport(stdout, stderr io.Writer, rep *job.Report) {
-	b, err := json.Marshal(rep)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(rep); err != nil {
 		fmt.Fprintf(stderr, "sf2loki: cannot encode the run report: %v\n", err)
 		return
 	}
-	fmt.Fprintf(stdout, "%s\n", b)
-	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	fmt.Fprint(stdout, b.String())
+	if isTerminal(stderr) {
 		fmt.Fprint(stderr, humanSummary(rep))
 	}
 }

@@ -259,6 +259,7 @@ func decorate(s *jsonschema.Schema, fields []*field) {
 			continue
 		}
 		p.Description = f.desc
+		p.WriteOnly = f.secret // JSON Schema's mark for a value that is never read back: a secret
 		if f.kind == kindSecret {
 			if pf, ok := s.Properties.Get(f.key + "_file"); ok {
 				pf.Description = "File holding " + f.key + "."

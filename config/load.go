@@ -66,6 +66,9 @@ type LoadOptions struct {
 	// Open opens the config file and secret files; nil means os.Open. Reading stops past
 	// MaxFileBytes (the config file) or MaxSecretFileBytes (a secret file).
 	Open func(name string) (io.ReadCloser, error)
+	// OnSecret, when set, receives every secret value as soon as it is known, before
+	// validation, so the caller can scrub it from whatever it prints even when loading fails.
+	OnSecret func(value string)
 }
 
 // Load reads, interpolates, decodes, overrides, resolves secrets and validates a configuration.
@@ -94,10 +97,12 @@ func Load(opts LoadOptions) (*Config, error) {
 		}
 	}
 	if l.exhausted {
+		announceSecrets(cfg, opts.OnSecret)
 		return nil, l.errs // a half-decoded configuration would only add misleading problems
 	}
 	l.applyEnv(opts.Environ, root)
 	l.resolveSecrets()
+	announceSecrets(cfg, opts.OnSecret)
 	// Validate even after decoding problems (failed keys keep their defaults) so one run of
 	// config check reports everything.
 	if errs := append(l.errs, cfg.Validate()...); len(errs) > 0 {
@@ -528,5 +533,15 @@ func (l *loader) resolveSecrets() {
 			continue
 		}
 		ref.target.SetString(s)
+	}
+}
+
+// announceSecrets hands every secret value of cfg to onSecret.
+func announceSecrets(cfg *Config, onSecret func(string)) {
+	if onSecret == nil {
+		return
+	}
+	for _, v := range cfg.Secrets() {
+		onSecret(v)
 	}
 }

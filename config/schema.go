@@ -38,7 +38,8 @@ type field struct {
 	desc     string
 	enum     []string
 	min      *int64
-	maxItems int // entries a list or map may hold (max tag); 0 = MaxEntries
+	maxItems int  // entries a list or map may hold (max tag); 0 = MaxEntries
+	secret   bool // a Secret, or a map whose values are secrets (secret tag)
 	example  string
 	children []*field // struct fields, or the element's fields for a struct list
 }
@@ -87,6 +88,13 @@ func fieldsOf(t reflect.Type) []*field {
 			f.min = &n
 		}
 		f.kind = kindOf(sf.Type)
+		f.secret = f.kind == kindSecret
+		if sf.Tag.Get("secret") == "values" {
+			if f.kind != kindStringMap {
+				panic(fmt.Sprintf("config: secret:\"values\" on %s.%s, which is not a map of strings", t.Name(), sf.Name))
+			}
+			f.secret = true
+		}
 		if m := sf.Tag.Get("max"); m != "" {
 			n, err := strconv.Atoi(m)
 			if err != nil || n <= 0 || n > MaxEntries || !f.isCollection() {
@@ -264,21 +272,28 @@ func Defaults() *Config {
 	return c
 }
 
-// Secrets returns every secret value set in the configuration, for log redaction.
+// Secrets returns every secret value set in the configuration (Secret fields and the values of
+// maps tagged secret:"values"), for redaction.
 func (c *Config) Secrets() []string {
 	var out []string
 	var walk func(v reflect.Value, fields []*field)
 	walk = func(v reflect.Value, fields []*field) {
 		for _, f := range fields {
 			fv := v.Field(f.index)
-			switch f.kind {
-			case kindSecret:
+			switch {
+			case f.kind == kindSecret:
 				if s := fv.String(); s != "" {
 					out = append(out, s)
 				}
-			case kindStruct:
+			case f.kind == kindStringMap && f.secret:
+				for _, k := range fv.MapKeys() {
+					if s := fv.MapIndex(k).String(); s != "" {
+						out = append(out, s)
+					}
+				}
+			case f.kind == kindStruct:
 				walk(fv, f.children)
-			case kindStructList:
+			case f.kind == kindStructList:
 				for i := 0; i < fv.Len(); i++ {
 					walk(fv.Index(i), f.children)
 				}

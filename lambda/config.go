@@ -29,8 +29,10 @@ type Loaded struct {
 // LoadConfig reads the configuration from path (a file in the package or an s3:// object),
 // else from $SF2LOKI_CONFIG_YAML, plus the SF2LOKI_* overrides; resolves its
 // ${secretsmanager:...} and ${ssm:...} references through the SDK clients; and restricts it to
-// the job group named job (empty: none).
-func LoadConfig(ctx context.Context, path, job string) (Loaded, error) {
+// the job group named job (empty: none). onSecret, when set, receives every secret value
+// (resolved references included) as soon as it is known, before validation, so whatever prints
+// a refusal can scrub it.
+func LoadConfig(ctx context.Context, path, job string, onSecret func(string)) (Loaded, error) {
 	s3c := sync.OnceValues(func() (*s3.Client, error) { return NewS3Client(ctx, S3Options{}) })
 	reader := ObjectReader{Ctx: ctx, S3: s3c}
 	yamlEnv := os.Getenv(ConfigYAMLEnv)
@@ -54,9 +56,13 @@ func LoadConfig(ctx context.Context, path, job string) (Loaded, error) {
 			res = NewResolver(awsCfg)
 		}
 		refs++
-		return res.Resolve(ctx, ref)
+		v, err := res.Resolve(ctx, ref)
+		if err == nil && onSecret != nil {
+			onSecret(v) // before anything can print it, a failed validation included
+		}
+		return v, err
 	}
-	cfg, err := config.Load(config.LoadOptions{Path: path, Open: open, Reference: reference})
+	cfg, err := config.Load(config.LoadOptions{Path: path, Open: open, Reference: reference, OnSecret: onSecret})
 	if err != nil {
 		return Loaded{}, fmt.Errorf("configuration is invalid: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}

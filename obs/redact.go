@@ -1,10 +1,13 @@
 package obs
 
 import (
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -17,6 +20,7 @@ const Redacted = "[REDACTED]"
 type Redactor struct {
 	mu      sync.RWMutex
 	secrets []string // longest first, so a secret containing another is replaced whole
+	known   map[string]bool
 }
 
 // NewRedactor returns a Redactor that knows the given secrets (empty values are ignored).
@@ -27,28 +31,70 @@ func NewRedactor(secrets ...string) *Redactor {
 }
 
 // Add registers more secret values. Values shorter than 4 bytes are ignored: scrubbing them would
-// mangle ordinary text without protecting anything.
+// mangle ordinary text without protecting anything. Each value is also registered as it looks
+// inside a JSON string, a quoted Go string and a URL, so it is found in a run report or a quoted
+// log attribute too.
 func (r *Redactor) Add(secrets ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.known == nil {
+		r.known = map[string]bool{}
+	}
+	add := func(v string) {
+		for _, form := range encodings(v) {
+			if len(form) >= 4 && !r.known[form] {
+				r.known[form] = true
+				r.secrets = append(r.secrets, form)
+			}
+		}
+	}
 	for _, s := range secrets {
 		if len(s) < 4 {
 			continue
 		}
-		r.secrets = append(r.secrets, s)
+		add(s)
 		// A multi-line secret (a PEM key) may be logged one line at a time.
 		for _, line := range strings.Split(s, "\n") {
 			if line = strings.TrimSpace(line); len(line) >= 16 && !strings.HasPrefix(line, "-----") {
-				r.secrets = append(r.secrets, line)
+				add(line)
 			}
 		}
 	}
 	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
 }
 
+// encodings returns s as written raw, inside a JSON string (with and without HTML escaping),
+// inside a quoted Go string, and escaped in a URL query or path.
+func encodings(s string) []string {
+	out := []string{s}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	_ = enc.Encode(s)
+	out = append(out, unquote(b.String()))
+	b.Reset()
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	out = append(out, unquote(b.String()))
+	out = append(out, unquote(strconv.Quote(s)), url.QueryEscape(s), url.PathEscape(s))
+	return out
+}
+
+// unquote strips the quotes (and the encoder's newline) around an encoded string.
+func unquote(q string) string {
+	q = strings.TrimSuffix(q, "\n")
+	if len(q) >= 2 {
+		return q[1 : len(q)-1]
+	}
+	return q
+}
+
 var (
-	urlRE        = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
-	sensitiveKey = regexp.MustCompile(`(?i)^(access_token|token|password|passwd|secret|client_secret|assertion|sig|signature|api_key|apikey|key|x-amz-signature|x-amz-credential|x-amz-security-token)$`)
+	// urlRE stops at a backslash too, so a URL inside a JSON string ends before its escaped quote.
+	urlRE = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>\\]+`)
+	// sensitiveKey matches query parameters that carry credentials: any name containing token,
+	// secret, password, key, signature or credential (access_token, refresh_token, api_key,
+	// X-Amz-Security-Token, X-Goog-Signature, ...), and a few exact names.
+	sensitiveKey = regexp.MustCompile(`(?i)(token|secret|passw|pwd|key|signature|credential|^(sig|assertion|auth|authorization|code|session)$)`)
 	bearerRE     = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/!=-]{8,}`)
 )
 
@@ -73,8 +119,12 @@ func (r *Redactor) Scrub(s string) string {
 	return s
 }
 
-// RedactURL removes the password of a URL's userinfo and the values of token-like query
-// parameters. A string that does not parse as a URL is returned unchanged.
+// urlMask replaces a credential inside a URL.
+const urlMask = "xxxxx"
+
+// RedactURL removes the password of a URL's userinfo and the values of token-like query (and
+// fragment) parameters. A string that does not parse as a URL, or has nothing to remove (also
+// when it was redacted before), is returned unchanged.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
@@ -82,27 +132,50 @@ func RedactURL(raw string) string {
 	}
 	changed := false
 	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		if p, has := u.User.Password(); has && p != urlMask {
+			u.User = url.UserPassword(u.User.Username(), urlMask)
+			changed = true
 		}
-		changed = true
 	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			if sensitiveKey.MatchString(k) {
-				q.Set(k, "xxxxx")
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
+	if q, ok := redactQuery(u.RawQuery); ok {
+		u.RawQuery, changed = q, true
+	}
+	// OAuth's implicit flow returns tokens in the fragment (#access_token=...).
+	frag, fragChanged := redactQuery(u.EscapedFragment())
+	if fragChanged {
+		u.Fragment, u.RawFragment, changed = "", "", true
 	}
 	if !changed {
 		return raw
 	}
-	return u.String()
+	out := u.String()
+	if fragChanged {
+		out += "#" + frag
+	}
+	return out
+}
+
+// redactQuery replaces the values of sensitive parameters of a query string; ok is false when
+// there are none.
+func redactQuery(raw string) (string, bool) {
+	if raw == "" || !strings.Contains(raw, "=") {
+		return raw, false
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil && len(q) == 0 {
+		return raw, false
+	}
+	changed := false
+	for k, vs := range q {
+		if sensitiveKey.MatchString(k) && (len(vs) != 1 || vs[0] != urlMask) {
+			q.Set(k, urlMask)
+			changed = true
+		}
+	}
+	if !changed {
+		return raw, false
+	}
+	return q.Encode(), true
 }
 
 func (r *Redactor) scrubAttr(a slog.Attr) slog.Attr {
@@ -147,3 +220,29 @@ type scrubbedError struct {
 
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.err }
+
+// Writer scrubs everything written through it. Each Write is scrubbed on its own, so callers
+// write whole lines (fmt.Fprintf, a JSON encoder and the slog handlers do).
+type Writer struct {
+	w io.Writer
+	r *Redactor
+}
+
+// NewWriter returns a Writer that scrubs with r before writing to w.
+func NewWriter(w io.Writer, r *Redactor) *Writer { return &Writer{w: w, r: r} }
+
+// Write writes p scrubbed; it reports len(p) written when the scrubbed text was.
+func (w *Writer) Write(p []byte) (int, error) {
+	in := string(p)
+	out := w.r.Scrub(in)
+	if out == in {
+		return w.w.Write(p)
+	}
+	if _, err := io.WriteString(w.w, out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Unwrap returns the underlying writer (to ask whether it is a terminal, say).
+func (w *Writer) Unwrap() io.Writer { return w.w }

@@ -2,7 +2,10 @@ package obs
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -69,5 +72,71 @@ func TestParseLevel(t *testing.T) {
 	}
 	if _, err := NewLogger(&bytes.Buffer{}, LogOptions{Format: "xml"}); err == nil {
 		t.Error("want an error for an unknown format")
+	}
+}
+
+// Every way a credential rides in a URL is removed, and a redacted URL is left as it is.
+func TestRedactURLForms(t *testing.T) {
+	const secret = "Sekr3t-value-42"
+	forms := []string{
+		"https://bob:" + secret + "@loki.example.com/loki/api/v1/push",
+		"https://loki.example.com/push?token=" + secret,
+		"https://loki.example.com/push?x=1&access_token=" + secret,
+		"https://loki.example.com/push?api_key=" + secret + "&y=2",
+		"https://loki.example.com/push?apikey=" + secret,
+		"https://loki.example.com/push?refresh_token=" + secret,
+		"https://bucket.s3.amazonaws.com/k?X-Amz-Security-Token=" + secret + "&X-Amz-Signature=" + secret,
+		"https://storage.googleapis.com/b/o?X-Goog-Signature=" + secret,
+		"https://loki.example.com/push?password=" + secret,
+		"https://loki.example.com/push?client_secret=" + secret,
+		"https://login.example.com/callback#access_token=" + secret + "&state=x",
+	}
+	for _, u := range forms {
+		got := RedactURL(u)
+		if strings.Contains(got, secret) {
+			t.Errorf("RedactURL(%q) = %q", u, got)
+		}
+		if again := RedactURL(got); again != got {
+			t.Errorf("redacting %q again changed it to %q", got, again)
+		}
+		if scrubbed := NewRedactor().Scrub(`{"error":"Post \"` + u + `\": refused"}`); strings.Contains(scrubbed, secret) || !strings.HasSuffix(scrubbed, `\": refused"}`) {
+			t.Errorf("inside a JSON string: %q", scrubbed)
+		}
+	}
+	if u := "https://loki.example.com/push?query=up&limit=5"; RedactURL(u) != u {
+		t.Errorf("a URL without credentials changed: %q", RedactURL(u))
+	}
+}
+
+// A registered secret is found however it was encoded on the way out: inside a JSON string (HTML
+// escaping or not), a quoted Go string, a URL.
+func TestScrubFindsEncodedSecrets(t *testing.T) {
+	secret := "p&ss<w>rd\"quoted\\slash\nsecond-line-of-the-secret"
+	r := NewRedactor(secret)
+	var plain strings.Builder
+	enc := json.NewEncoder(&plain)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{"e": secret})
+	html, _ := json.Marshal(map[string]string{"e": secret})
+	for _, out := range []string{string(html), plain.String(), strconv.Quote(secret), url.QueryEscape(secret), url.PathEscape(secret)} {
+		if got := r.Scrub(out); strings.Contains(got, "ss<w>rd") || strings.Contains(got, `ss\u003cw\u003erd`) || strings.Contains(got, "ss%3Cw%3Erd") {
+			t.Errorf("Scrub(%s) = %s", out, got)
+		}
+	}
+}
+
+// The Writer scrubs what passes through it and tells what it wraps.
+func TestWriterScrubs(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, NewRedactor("tok-very-secret"))
+	n, err := w.Write([]byte("using tok-very-secret at https://u:pw12345@h.example.com/x\n"))
+	if err != nil || n != len("using tok-very-secret at https://u:pw12345@h.example.com/x\n") {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	if out := buf.String(); strings.Contains(out, "tok-very-secret") || strings.Contains(out, "pw12345") {
+		t.Errorf("written: %q", out)
+	}
+	if w.Unwrap() != &buf {
+		t.Error("Unwrap does not return the wrapped writer")
 	}
 }

@@ -12,7 +12,7 @@
 //	enum:"a|b|c"         allowed values
 //	min:"n"              lower bound for integers
 //	max:"n"              most entries of a list or map (default MaxEntries)
-//	secret:"values"      a map whose values are secrets (HTTP headers carrying credentials)
+//	secret:"values"      a map of HTTP headers: the values of credential headers are secrets
 //	example:"value"      value shown in the generated example when the default is empty
 //
 // A field of type Secret also accepts the sibling key <name>_file (the file's content, trailing
@@ -89,7 +89,7 @@ type Loki struct {
 	Username           string            `yaml:"username" desc:"Basic auth user."`
 	Password           Secret            `yaml:"password" desc:"Basic auth password; prefer password_file."`
 	BearerToken        Secret            `yaml:"bearer_token" desc:"Bearer token; prefer bearer_token_file."`
-	Headers            map[string]string `yaml:"headers" secret:"values" desc:"Extra HTTP headers on every push; their values are treated as secrets (never printed)."`
+	Headers            map[string]string `yaml:"headers" secret:"values" desc:"Extra HTTP headers on every push; values of credential headers (Authorization, X-API-Key, ...) are secrets, never printed."`
 	TLS                TLS               `yaml:"tls" desc:"TLS settings for Loki."`
 	Timeout            Duration          `yaml:"timeout" default:"10s" desc:"Timeout of one push request."`
 	Encoding           string            `yaml:"encoding" default:"protobuf" enum:"protobuf|json" desc:"Wire encoding: protobuf+snappy, or JSON (debugging)."`

@@ -16,7 +16,7 @@ type Metrics struct {
 // MetricsOTLP configures the OTLP/HTTP push.
 type MetricsOTLP struct {
 	Endpoint    string            `yaml:"endpoint" example:"http://otel-collector:4318/v1/metrics" desc:"Full OTLP/HTTP metrics URL (empty = no push, unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set)."`
-	Headers     map[string]string `yaml:"headers" secret:"values" desc:"HTTP headers sent with every push (authentication of a hosted backend); their values are treated as secrets (never printed)."`
+	Headers     map[string]string `yaml:"headers" secret:"values" desc:"HTTP headers sent with every push (authentication of a hosted backend); values of credential headers (Authorization, X-API-Key, ...) are secrets, never printed."`
 	Timeout     Duration          `yaml:"timeout" default:"5s" desc:"Timeout of one push; a run-once process waits at most this long for it before exiting."`
 	Interval    Duration          `yaml:"interval" default:"1m" desc:"How often 'sf2loki schedule' pushes (run-once pushes once, at exit)."`
 	Temporality string            `yaml:"temporality" default:"cumulative" enum:"cumulative|delta" desc:"cumulative (totals since the process started) or delta (changes since the last push; for collectors with deltatocumulative)."`

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -272,8 +273,13 @@ func Defaults() *Config {
 	return c
 }
 
-// Secrets returns every secret value set in the configuration (Secret fields and the values of
-// maps tagged secret:"values"), for redaction.
+// credentialName matches the entries of a secret:"values" map that carry credentials
+// (Authorization, X-API-Key, X-Auth-Token, Cookie, ...); an entry such as X-Scope-OrgID: prod is
+// not scrubbed from every line that says prod.
+var credentialName = regexp.MustCompile(`(?i)auth|token|key|secret|pass|cookie|session|credential|signature`)
+
+// Secrets returns every secret value set in the configuration (Secret fields and the credential
+// entries of maps tagged secret:"values"), for redaction.
 func (c *Config) Secrets() []string {
 	var out []string
 	var walk func(v reflect.Value, fields []*field)
@@ -287,7 +293,7 @@ func (c *Config) Secrets() []string {
 				}
 			case f.kind == kindStringMap && f.secret:
 				for _, k := range fv.MapKeys() {
-					if s := fv.MapIndex(k).String(); s != "" {
+					if s := fv.MapIndex(k).String(); s != "" && credentialName.MatchString(k.String()) {
 						out = append(out, s)
 					}
 				}

@@ -12,6 +12,8 @@ TOOLS := $(GO) run ./internal/testenv/cmd/sf2loki-tools
 SF2LOKI_TEST_ITERATIONS ?= 3
 SOAK_ITERATIONS ?= 100
 export SF2LOKI_TEST_ITERATIONS
+# How long `make fuzz` (and so `make soak`) fuzzes each Fuzz target.
+FUZZTIME ?= 30s
 
 # Packages whose tests run under the race detector (concurrency-sensitive).
 RACE_PKGS := $(shell $(GO) list ./store/... ./lease/... ./job/... ./loki/... ./internal/sim/... 2>/dev/null)
@@ -23,7 +25,7 @@ TEST_TIMEOUT ?= 40m
 # compiling everything a second time. The race run needs cgo and builds apart anyway.
 STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
 
-.PHONY: all build test unit e2e lint fmt generate check-generated tools soak bench demo clean \
+.PHONY: all build test unit e2e lint fmt generate check-generated tools soak fuzz bench demo clean \
 	release-check snapshot image
 
 all: build
@@ -67,14 +69,28 @@ generate:
 check-generated:
 	$(GO) run ./internal/gen -check
 
-## soak: iteration-heavy variants of the concurrency and crash tests.
-soak:
+## soak: iteration-heavy variants of the concurrency and crash tests, then every fuzz target.
+soak: fuzz
 	SF2LOKI_TEST_ITERATIONS=$(SOAK_ITERATIONS) SF2LOKI_REQUIRE_REAL_SERVERS=1 \
 	  $(GO) test -race -timeout 3h -run 'Concurren|Crash|Soak' ./store/... ./lease/... ./job/...
 	# The adversarial suite re-executes its test binary as run-once processes: no -race (every
 	# child would be instrumented, too slow for its short lease timings).
 	SF2LOKI_TEST_ITERATIONS=$(SOAK_ITERATIONS) SF2LOKI_REQUIRE_REAL_SERVERS=1 \
 	  $(GO) test -timeout 3h -run 'Adversarial' ./cli/...
+
+## fuzz: fuzz every `func Fuzz...` target of the tree for FUZZTIME each. Targets are found anew
+## each time, so ones added later run too. (`make test` runs only their seed corpora in
+## testdata/fuzz, as plain `go test` does; a crash found here is written there.)
+fuzz:
+	@targets=$$(grep -rl --include='*_test.go' --exclude-dir=.git --exclude-dir=vendor '^func Fuzz' . | sort); \
+	  if [ -z "$$targets" ]; then echo "no fuzz targets"; exit 1; fi; \
+	  for file in $$targets; do \
+	    pkg=$$(dirname "$$file"); \
+	    for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+	      echo "fuzz: $$pkg $$fn for $(FUZZTIME)"; \
+	      $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	    done; \
+	  done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -17,6 +17,9 @@ const (
 	MaxFileBytes = 256 << 10
 	// MaxSecretFileBytes caps each <secret>_file (a PEM key is a few KiB).
 	MaxSecretFileBytes = 64 << 10
+	// MaxNamedFileBytes caps each other file a key ending in _file names for reading (ca_file,
+	// cert_file, key_file, credentials_file): a CA bundle of the whole public web is ~250 KiB.
+	MaxNamedFileBytes = 1 << 20
 	// MaxEntries caps the entries of any one list or map; a field's max tag can lower it.
 	MaxEntries = 1000
 	// MaxDecodedValues caps the YAML values the loader decodes. Every use of an alias counts

@@ -60,8 +60,9 @@ func writeTemp(t *testing.T, content string) string {
 	return p
 }
 
-// An endless or oversize configuration or secret file is refused after reading just past its
-// cap, with a message naming the key, the file and the cap; a file at the cap loads.
+// An endless or oversize configuration, secret or other named file (ca_file, credentials_file) is
+// refused after reading just past its cap, with a message naming the key, the file and the cap;
+// a file at the cap loads.
 func TestLoadRefusesOversizeFiles(t *testing.T) {
 	dir := t.TempDir()
 	atCap := filepath.Join(dir, "at-cap.yaml")
@@ -76,6 +77,17 @@ func TestLoadRefusesOversizeFiles(t *testing.T) {
 	if err := os.WriteFile(bigSecret, []byte(strings.Repeat("s", config.MaxSecretFileBytes+1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	bigCA := filepath.Join(dir, "big-ca.pem")
+	if err := os.WriteFile(bigCA, []byte(strings.Repeat("c", config.MaxNamedFileBytes+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	smallCA := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(smallCA, []byte(strings.Repeat("c", config.MaxNamedFileBytes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caAt := func(file string) string {
+		return writeTemp(t, "sink:\n  loki:\n    tls:\n      ca_file: "+file+"\n")
+	}
 	secretAt := func(file string) string {
 		return writeTemp(t, "sink:\n  loki:\n    username: u\n    password_file: "+file+"\n")
 	}
@@ -88,6 +100,11 @@ func TestLoadRefusesOversizeFiles(t *testing.T) {
 		{"config /dev/zero", "/dev/zero", []string{"/dev/zero", "larger than 256KiB"}},
 		{"secret over the cap", secretAt(bigSecret), []string{"sink.loki.password_file", bigSecret, "larger than 64KiB"}},
 		{"secret /dev/zero", secretAt("/dev/zero"), []string{"sink.loki.password_file", "/dev/zero", "larger than 64KiB"}},
+		{"ca_file at the cap", caAt(smallCA), nil},
+		{"ca_file over the cap", caAt(bigCA), []string{"sink.loki.tls.ca_file", bigCA, "larger than 1MiB"}},
+		{"ca_file /dev/zero", caAt("/dev/zero"), []string{"sink.loki.tls.ca_file", "/dev/zero", "larger than 1MiB"}},
+		{"credentials_file missing", writeTemp(t, "state:\n  gcs:\n    credentials_file: "+filepath.Join(dir, "none.json")+"\n"),
+			[]string{"state.gcs.credentials_file", "none.json"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

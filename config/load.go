@@ -63,8 +63,9 @@ type LoadOptions struct {
 	// Reference resolves ${scheme:ref}, a name with a colon, which no environment variable has
 	// (the Lambda mode's ${secretsmanager:...} and ${ssm:...}); nil makes such a name an error.
 	Reference func(ref string) (string, error)
-	// Open opens the config file and secret files; nil means os.Open. Reading stops past
-	// MaxFileBytes (the config file) or MaxSecretFileBytes (a secret file).
+	// Open opens the config file, secret files and the other files keys ending in _file name;
+	// nil means os.Open. Reading stops past MaxFileBytes (the config file), MaxSecretFileBytes
+	// (a secret file) or MaxNamedFileBytes (ca_file, credentials_file, ...).
 	Open func(name string) (io.ReadCloser, error)
 	// OnSecret, when set, receives every secret value as soon as it is known, before
 	// validation, so the caller can scrub it from whatever it prints even when loading fails.
@@ -102,6 +103,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	l.applyEnv(opts.Environ, root)
 	l.resolveSecrets()
+	l.checkNamedFiles(root, schema(), "")
 	announceSecrets(cfg, opts.OnSecret)
 	// Validate even after decoding problems (failed keys keep their defaults) so one run of
 	// config check reports everything.
@@ -533,6 +535,35 @@ func (l *loader) resolveSecrets() {
 			continue
 		}
 		ref.target.SetString(s)
+	}
+}
+
+// checkNamedFiles reads, up to MaxNamedFileBytes, every file that a plain key ending in _file
+// names (ca_file, cert_file, key_file, credentials_file), as the clients will read it whole:
+// /dev/zero or a runaway file is refused here, at once, by config check and run-once alike,
+// instead of being read until memory runs out. A missing or unreadable file is refused too.
+func (l *loader) checkNamedFiles(v reflect.Value, fields []*field, path string) {
+	for _, f := range fields {
+		fv, p := v.Field(f.index), join(path, f.key)
+		switch f.kind {
+		case kindString:
+			name := fv.String()
+			if !strings.HasSuffix(f.key, "_file") || name == "" {
+				continue
+			}
+			_, err := readCapped(l.open, name, MaxNamedFileBytes)
+			if errors.Is(err, errTooLarge) {
+				l.errs.add(p, "file %s is larger than %s, the most a certificate, key or credentials file may hold", name, ByteSize(MaxNamedFileBytes))
+			} else if err != nil {
+				l.errs.add(p, "cannot read the file: %v", err)
+			}
+		case kindStruct:
+			l.checkNamedFiles(fv, f.children, p)
+		case kindStructList:
+			for i := 0; i < fv.Len(); i++ {
+				l.checkNamedFiles(fv.Index(i), f.children, fmt.Sprintf("%s[%d]", p, i))
+			}
+		}
 	}
 }
 

@@ -43,6 +43,7 @@ func Inputs(keyPEM string) []Input {
 		longFlowList(),
 		deepNesting(),
 		longUnknownKey(),
+		endlessFiles(),
 		unclosedFlowList(),
 		syntaxErrorAtTheEnd(),
 		misindentedKeys(),
@@ -134,6 +135,23 @@ func deepNesting() Input {
 // longUnknownKey is one unknown key as long as the file.
 func longUnknownKey() Input {
 	return Input{Name: "long-unknown-key", YAML: []byte("sink:\n  ? " + strings.Repeat("k", budget) + "\n  : v\n"), Want: "unknown key"}
+}
+
+// endlessFiles names /dev/zero for every file the configuration reads: secret files and the
+// TLS files, which the clients would otherwise read until memory runs out.
+func endlessFiles() Input {
+	return Input{Name: "endless-files", YAML: []byte(`salesforce:
+  private_key_file: /dev/zero
+  tls: {ca_file: /dev/zero, cert_file: /dev/zero, key_file: /dev/zero}
+sink:
+  loki:
+    username: u
+    password_file: /dev/zero
+    tls: {ca_file: /dev/zero}
+metrics:
+  otlp:
+    tls: {ca_file: /dev/zero}
+`), Want: "/dev/zero is larger than"}
 }
 
 // unclosedFlowList opens a flow list on line 2 and never closes it: the parser reads the whole

@@ -118,7 +118,24 @@ func (f *lambdaFunction) finish(ctx context.Context, rep *job.Report) (*job.Repo
 	if !lambda.Succeeded(rep.Outcome) {
 		f.stale = true // an authentication failure may be a rotated secret
 	}
-	return lambda.Result(rep)
+	return lambda.Result(scrubReport(redactor(f.c), rep))
+}
+
+// scrubReport returns the report as the redactor prints it: the function's result (the report,
+// or a function error carrying its error) leaves the process as the printed line does, so it
+// must not carry a secret or a URL credential either. The JSON round trip scrubs every field,
+// including ones added later.
+func scrubReport(r *obs.Redactor, rep *job.Report) *job.Report {
+	b, err := json.Marshal(rep)
+	if err == nil {
+		var out job.Report
+		if err = json.Unmarshal([]byte(r.Scrub(string(b))), &out); err == nil {
+			return &out
+		}
+	}
+	// Not expected: keep what the result needs, scrubbed.
+	return &job.Report{Outcome: rep.Outcome, ExitCode: rep.ExitCode, Error: r.Scrub(rep.Error),
+		Invocation: rep.Invocation, StartedAt: rep.StartedAt, Duration: rep.Duration}
 }
 
 // ensureLoaded loads the configuration on the first invocation, after a failed one, and when

@@ -524,3 +524,36 @@ func TestMetricsArePushedBeforeTheResponse(t *testing.T) {
 		}
 	}
 }
+
+// The function's result leaves the process as the printed report does, so it is scrubbed the
+// same way: a push error that quotes a Loki URL with a token names the URL with the token
+// masked, in the function error and in everything the process printed.
+func TestFunctionResultCarriesNoURLCredential(t *testing.T) {
+	w := newWorld(t)
+	w.lokiAuth = "    max_retries: 0\n"
+	path := w.config("sf2loki.yaml")
+	const token = "LambdaUrlToken8Qz"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://127.0.0.1:1/loki/api/v1/push?token=" + token // nothing listens on port 1
+	if err := os.WriteFile(path, bytes.Replace(data, []byte(w.recv.PushURL()), []byte(closed), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.insertLogins(3)
+	f := w.function(path, 30*time.Second)
+	rep, inv := invoke(t, f)
+	if rep != nil || !strings.HasPrefix(inv.ErrorType, "sf2loki.") {
+		t.Fatalf("a push to a closed port: %+v %s %s", rep, inv.ErrorType, inv.Body)
+	}
+	if !bytes.Contains(inv.Body, []byte("push?token=xxxxx")) {
+		t.Fatalf("the function error does not name the push URL with its token masked: %s", inv.Body)
+	}
+	if bytes.Contains(inv.Body, []byte(token)) {
+		t.Fatalf("the function error carries the URL token: %s", inv.Body)
+	}
+	if bytes.Contains(f.Output(), []byte(token)) {
+		t.Fatalf("the function printed the URL token:\n%s", tail(f))
+	}
+}

@@ -374,6 +374,9 @@ func TestThawAfterALongFreezeEndsFencedWithoutCommitting(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	// kill returns before every thread has stopped: answering now let A read the answer and
+	// commit before it froze, now and then (seen on a loaded machine).
+	waitFrozen(t, pid)
 	close(resume)                       // the receiver stores A's entries and answers; A is frozen
 	time.Sleep(2500 * time.Millisecond) // A's lease (2s + 100ms skew) runs out while it is frozen
 
@@ -408,6 +411,35 @@ func TestThawAfterALongFreezeEndsFencedWithoutCommitting(t *testing.T) {
 	}
 	if repA.Commits != 0 {
 		t.Fatalf("A committed %d times after the thaw", repA.Commits)
+	}
+}
+
+// waitFrozen waits until every thread of the process pid is stopped.
+func waitFrozen(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("reading the threads of %d: %v", pid, err)
+		}
+		running := 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil {
+				continue // a thread that exited
+			}
+			if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				running++
+			}
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the %d threads of %d still run 10s after SIGSTOP", running, len(tasks), pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -31,7 +31,7 @@ STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sf2loki
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sf2loki
 
 ## tools: build (once, into the cache outside the repo) every real server and tool the suite uses.
 tools:

@@ -2,10 +2,12 @@ package eventlogfile
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"testing"
 	"testing/iotest"
 
@@ -155,6 +157,43 @@ func FuzzDecodeCursor(f *testing.F) {
 		again, _, ok2, err2 := decodeCursor(appendCursor(nil, c.Created, c.FileID, c.Row, c.Done, c.Interval == IntervalDaily))
 		if err2 != nil || !ok2 || again != c {
 			t.Fatalf("written and read again: %+v (%v), want %+v", again, err2, c)
+		}
+	})
+}
+
+// FuzzCSVMatchesEncodingCSV: on inputs without carriage returns or a BOM (where encoding/csv
+// reads differently by design: it turns a quoted \r\n into \n and keeps a BOM as data), the
+// reader returns the records encoding/csv returns with LazyQuotes and ragged rows allowed,
+// whatever sizes the underlying reads return.
+func FuzzCSVMatchesEncodingCSV(f *testing.F) {
+	f.Add([]byte("\"A\",\"B\"\n\"1\",\"x, y\"\n"))
+	f.Add([]byte("A,B\n\"line1\nline2\",\"say \"\"hi\"\"\"\n\n\n"))
+	f.Add([]byte("A,B\n\"1\",\"2"))
+	f.Add([]byte("A,B\nab\"c,\"d\"e\"\n\"\"\n,\n\"x\"\"\n"))
+	f.Add([]byte("\"a\",b,\n\"\xff\xfe\",\"\\\",\"\x01\"\n\"é\"\"\",\"\"\"\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if bytes.IndexByte(data, '\r') >= 0 || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+			return
+		}
+		std := csv.NewReader(bytes.NewReader(data))
+		std.LazyQuotes, std.FieldsPerRecord, std.ReuseRecord = true, -1, false
+		want, err := std.ReadAll()
+		if err != nil {
+			t.Skipf("encoding/csv: %v", err)
+		}
+		for _, wrap := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader} {
+			got := readOutcome(wrap(bytes.NewReader(data)), len(data)+1)
+			if got.Err != "" || len(got.TooLarge) > 0 {
+				t.Fatalf("reader failed: %+v", got)
+			}
+			if len(got.Records) != len(want) {
+				t.Fatalf("%d records, encoding/csv %d:\n got %q\nwant %q", len(got.Records), len(want), got.Records, want)
+			}
+			for i := range want {
+				if !slices.Equal(got.Records[i], want[i]) {
+					t.Fatalf("record %d: got %q, encoding/csv %q", i, got.Records[i], want[i])
+				}
+			}
 		}
 	})
 }

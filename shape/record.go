@@ -26,7 +26,7 @@ const (
 type field struct {
 	name       string
 	kind       Kind
-	plain      bool // the source found nothing to escape in the value (EndPlainField)
+	plain      bool // the source found nothing to escape in the value (AddField)
 	start, end int32
 }
 
@@ -46,17 +46,51 @@ type Record struct {
 	Time time.Time
 
 	fields []field
-	buf    []byte
+	buf    []byte // the bytes the fields index: own, or the source's (Use)
+	own    []byte // the record's own buffer, while buf is the source's
+	ext    bool   // buf is the source's: copy it to own before writing
 }
 
 // Reset empties the record for the next row, keeping its buffers.
 func (r *Record) Reset() {
 	r.Type, r.ID, r.Time = "", r.ID[:0], time.Time{}
+	if r.ext {
+		r.buf, r.own, r.ext = r.own, nil, false
+	}
 	r.fields, r.buf = r.fields[:0], r.buf[:0]
+}
+
+// Use makes buf, a buffer of the source's, the bytes the fields of an empty record index: the
+// source then adds each value as a range of buf (AddField) instead of copying it, as the
+// EventLogFile CSV reader does with its read buffer. The record never writes to buf (a
+// transform's result, or a field added by Append, goes to the record's own buffer, which then
+// starts with a copy of buf), and reads it until the next Reset: buf must not change before.
+func (r *Record) Use(buf []byte) {
+	if r.ext {
+		r.buf = buf
+		return
+	}
+	r.own, r.buf, r.ext = r.buf[:0], buf, true
+}
+
+// AddField adds a field whose value is buf[start:end] of the buffer given to Use. plain says
+// the source has checked the value while reading it: ASCII with no '"', '\\' or control
+// character, which a JSON string holds as it is; the line is then written without looking at
+// the value again (a transform that changes the value drops the mark).
+func (r *Record) AddField(name string, kind Kind, plain bool, start, end int) {
+	r.fields = append(r.fields, field{name: name, kind: kind, plain: plain, start: int32(start), end: int32(end)})
+}
+
+// writable makes buf the record's own before it is appended to.
+func (r *Record) writable() {
+	if r.ext {
+		r.buf, r.own, r.ext = append(r.own[:0], r.buf...), nil, false
+	}
 }
 
 // Append adds a field. The value is copied.
 func (r *Record) Append(name string, kind Kind, value []byte) {
+	r.writable()
 	start := len(r.buf)
 	r.buf = append(r.buf, value...)
 	r.fields = append(r.fields, field{name: name, kind: kind, start: int32(start), end: int32(len(r.buf))})
@@ -64,6 +98,7 @@ func (r *Record) Append(name string, kind Kind, value []byte) {
 
 // AppendString adds a field from a string. The value is copied.
 func (r *Record) AppendString(name string, kind Kind, value string) {
+	r.writable()
 	start := len(r.buf)
 	r.buf = append(r.buf, value...)
 	r.fields = append(r.fields, field{name: name, kind: kind, start: int32(start), end: int32(len(r.buf))})
@@ -72,22 +107,16 @@ func (r *Record) AppendString(name string, kind Kind, value string) {
 // AppendTo returns the record's value buffer for a field being assembled in place (a CSV cell
 // decoded straight into the record): append the value's bytes to the returned slice and pass
 // the result to EndField. Nothing may be appended to the record in between.
-func (r *Record) AppendTo() []byte { return r.buf }
+func (r *Record) AppendTo() []byte {
+	r.writable()
+	return r.buf
+}
 
 // EndField adds a field whose value is what was appended to the slice returned by AppendTo.
 func (r *Record) EndField(name string, kind Kind, buf []byte) {
 	start := len(r.buf)
 	r.buf = buf
 	r.fields = append(r.fields, field{name: name, kind: kind, start: int32(start), end: int32(len(r.buf))})
-}
-
-// EndPlainField is EndField for a value its source has checked while reading it: ASCII with no
-// '"', '\\' or control character, which a JSON string holds as it is. The line is then written
-// without looking at the value again; a transform that changes the value drops the mark.
-func (r *Record) EndPlainField(name string, kind Kind, buf []byte) {
-	start := len(r.buf)
-	r.buf = buf
-	r.fields = append(r.fields, field{name: name, kind: kind, plain: true, start: int32(start), end: int32(len(r.buf))})
 }
 
 // Len returns the number of fields.
@@ -117,6 +146,7 @@ func (r *Record) Lookup(name string) ([]byte, bool) {
 
 // set replaces the value and kind of field i (the old bytes stay in the buffer until Reset).
 func (r *Record) set(i int, kind Kind, value []byte) {
+	r.writable()
 	start := len(r.buf)
 	r.buf = append(r.buf, value...)
 	r.fields[i] = field{name: r.fields[i].name, kind: kind, start: int32(start), end: int32(len(r.buf))}

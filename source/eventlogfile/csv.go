@@ -18,9 +18,11 @@ var errRowTooLarge = errors.New("CSV row larger than max_row_bytes")
 // LazyQuotes: a quote inside an unquoted field is data, and a quote in a quoted field that is
 // not followed by a quote, comma or line end is data too; an unterminated quote ends at EOF.
 //
-// The fields of the current record are decoded into one reused buffer, so reading allocates
-// nothing once the buffers have grown. Skipping records (Skip) uses the same state machine
-// without copying, so skipped and read records always have the same boundaries.
+// A well-formed record that lies whole in the read buffer (nearly every record) is decoded in
+// place: its fields are ranges of the read buffer, unquoted there. Any other record is decoded
+// by a state machine into one reused buffer. Either way reading allocates nothing once the
+// buffers have grown. Skipping records (Skip) uses the state machine without copying, so
+// skipped and read records always have the same boundaries.
 type csvReader struct {
 	r        io.Reader
 	buf      []byte
@@ -30,9 +32,12 @@ type csvReader struct {
 	n        int64 // bytes read from r
 	started  bool
 
-	row      []byte // fields of the current record, concatenated
-	ends     []int  // end offset of each field in row
+	data     []byte // the bytes the current record's fields index: row, or the read buffer
+	row      []byte // fields of a record the state machine read, concatenated
+	starts   []int  // start offset of each field in data
+	ends     []int  // end offset of each field in data
 	plain    []bool // per field: quoted, and ASCII with no '"', '\\' or control character
+	unquote  []int  // fields read in place that hold "" escapes
 	dirty    bool   // the field being read is not plain
 	maxRow   int
 	tooLarge bool
@@ -60,14 +65,15 @@ func (c *csvReader) Unterminated() (noEOL, openQuote bool) { return !c.eol, c.op
 // NumFields returns the number of fields of the current record.
 func (c *csvReader) NumFields() int { return len(c.ends) }
 
-// Field returns field i of the current record (valid until the next Read).
-func (c *csvReader) Field(i int) []byte {
-	start := 0
-	if i > 0 {
-		start = c.ends[i-1]
-	}
-	return c.row[start:c.ends[i]]
-}
+// Field returns field i of the current record (valid until the next Read or AtEnd).
+func (c *csvReader) Field(i int) []byte { return c.data[c.starts[i]:c.ends[i]] }
+
+// Data returns the bytes the fields of the current record index: field i is
+// Data()[FieldRange(i)] (valid until the next Read or AtEnd).
+func (c *csvReader) Data() []byte { return c.data }
+
+// FieldRange returns where field i of the current record lies in Data.
+func (c *csvReader) FieldRange(i int) (start, end int) { return c.starts[i], c.ends[i] }
 
 // fill reads more input, keeping buf[pos:end]. It returns false when nothing more is available
 // (EOF or an error, kept in c.err).
@@ -166,27 +172,9 @@ func (c *csvReader) Read() error {
 	return c.read()
 }
 
-// ReadInto is Read decoding the fields into dst[:0] (a record's buffer) instead of the reader's
-// own buffer. The fields stay readable through Field until the next read; the reader keeps
-// using that memory for this record only.
-func (c *csvReader) ReadInto(dst []byte) error {
-	c.row = dst[:0]
-	c.discard = false
-	err := c.read()
-	return err
-}
-
 // Plain reports whether field i of the current record was quoted and holds only ASCII without
 // '"', '\\' or control characters: JSON can carry it as it is.
 func (c *csvReader) Plain(i int) bool { return c.plain[i] }
-
-// fieldLen returns the length of field i of the current record.
-func (c *csvReader) fieldLen(i int) int {
-	if i == 0 {
-		return c.ends[0]
-	}
-	return c.ends[i] - c.ends[i-1]
-}
 
 // Skip consumes n records without decoding them. It returns the number skipped and an error
 // when the input ended (io.EOF) or failed first. Over-long records count as records.
@@ -212,7 +200,7 @@ const (
 )
 
 func (c *csvReader) read() error {
-	c.row, c.ends, c.plain, c.tooLarge = c.row[:0], c.ends[:0], c.plain[:0], false
+	c.row, c.starts, c.ends, c.plain, c.tooLarge = c.row[:0], c.starts[:0], c.ends[:0], c.plain[:0], false
 	c.eol, c.open = false, false
 	if !c.skipBlank() {
 		return c.endErr()
@@ -235,6 +223,11 @@ func (c *csvReader) read() error {
 			how = endInput // the record ended with a comma: one more, empty, field
 		}
 		if !c.discard {
+			start := 0
+			if n := len(c.ends); n > 0 {
+				start = c.ends[n-1]
+			}
+			c.starts = append(c.starts, start)
 			c.ends = append(c.ends, len(c.row))
 			c.plain = append(c.plain, !c.dirty)
 		}
@@ -246,32 +239,36 @@ func (c *csvReader) read() error {
 			return c.err // a record cut by a broken download is not a record
 		}
 		if c.tooLarge {
-			c.row, c.ends = c.row[:0], c.ends[:0]
+			c.row, c.starts, c.ends = c.row[:0], c.starts[:0], c.ends[:0]
 			return errRowTooLarge
 		}
+		c.data = c.row
 		return nil
 	}
 }
 
-// fast decodes the current record in one pass over the buffer when the record lies in it whole
-// and is well formed: quoted fields (with "" escapes and embedded commas and line breaks) and
-// unquoted ones without a carriage return, ended by \n or \r\n, within the cap. It returns false
-// otherwise, having consumed and kept nothing: the state machine then reads the record (a record cut by
-// the buffer's end, a stray quote, a lone \r, an over-long record), with the same result. This
-// is the path of nearly every row, so it works a word at a time and copies each value once.
+// fast decodes the current record in place, in one pass over the read buffer, when the record
+// lies in it whole and is well formed: quoted fields (with "" escapes and embedded commas and
+// line breaks) and unquoted ones without a carriage return, ended by \n or \r\n, within the cap.
+// It returns false otherwise, having consumed and changed nothing: the state machine then
+// reads the record (a record cut by the buffer's end, a stray quote, a lone \r, an over-long
+// record), with the same result. This is the path of nearly every row, so it finds field ends
+// a word at a time and copies nothing: the fields are ranges of the buffer.
 func (c *csvReader) fast() bool {
 	b := c.buf[c.pos:c.end]
-	row, ends, plain := c.row, c.ends, c.plain
+	starts, ends, plain, unquote := c.starts, c.ends, c.plain, c.unquote[:0]
+	size := 0 // the decoded values' bytes, held against the cap
 	i := 0
 	for i < len(b) {
-		end := -1 // index of the byte after the field's terminator when it ends the record
+		end := -1 // the record's length when this field ends it
 		if b[i] == '"' {
 			i++
-			clean := true
+			clean, pairs := true, 0
+			k := i
 			for {
 				// The closing quote is the first byte that is not plain, unless the value has
 				// something to escape in JSON.
-				k := i + jsonenc.Plain(b[i:])
+				k += jsonenc.Plain(b[k:])
 				if k < len(b) && b[k] != '"' {
 					clean = false
 					j := bytes.IndexByte(b[k:], '"')
@@ -283,28 +280,32 @@ func (c *csvReader) fast() bool {
 				if k+1 >= len(b) {
 					return false
 				}
-				row = append(row, b[i:k]...)
-				switch b[k+1] {
-				case ',':
-					i = k + 2
-				case '\n':
-					end = k + 2
-				case '"':
-					row = append(row, '"')
+				if b[k+1] == '"' { // an escaped quote: unquoted once the record is whole
 					clean = false
-					i = k + 2
+					pairs++
+					k += 2
 					continue
-				case '\r':
-					if k+2 >= len(b) || b[k+2] != '\n' {
-						return false
-					}
-					end = k + 3
-				default:
-					return false // a stray quote: data, as the state machine reads it
 				}
-				ends, plain = append(ends, len(row)), append(plain, clean)
 				break
 			}
+			switch b[k+1] {
+			case ',':
+			case '\n':
+				end = k + 2
+			case '\r':
+				if k+2 >= len(b) || b[k+2] != '\n' {
+					return false
+				}
+				end = k + 3
+			default:
+				return false // a stray quote: data, as the state machine reads it
+			}
+			if pairs > 0 {
+				unquote = append(unquote, len(ends))
+			}
+			starts, ends, plain = append(starts, i), append(ends, k), append(plain, clean)
+			size += k - i - pairs
+			i = k + 2
 		} else {
 			j := i
 			for j < len(b) && !special[b[j]] {
@@ -313,11 +314,8 @@ func (c *csvReader) fast() bool {
 			if j >= len(b) {
 				return false
 			}
-			row = append(row, b[i:j]...)
-			ends, plain = append(ends, len(row)), append(plain, false)
 			switch b[j] {
 			case ',':
-				i = j + 1
 			case '\n':
 				end = j + 1
 			default: // '\r'
@@ -326,18 +324,38 @@ func (c *csvReader) fast() bool {
 				}
 				end = j + 2
 			}
+			starts, ends, plain = append(starts, i), append(ends, j), append(plain, false)
+			size += j - i
+			i = j + 1
 		}
 		if end >= 0 {
-			if len(row) > c.maxRow {
+			if size > c.maxRow {
 				return false
 			}
-			c.row, c.ends, c.plain = row, ends, plain
+			for _, f := range unquote {
+				ends[f] = unquoteInPlace(b, starts[f], ends[f])
+			}
+			c.data, c.starts, c.ends, c.plain, c.unquote = b[:end:end], starts, ends, plain, unquote
 			c.pos += end
 			c.eol = true
 			return true
 		}
 	}
 	return false // the record goes on past the buffer
+}
+
+// unquoteInPlace turns the "" escapes of b[start:end], a quoted field's value where every quote
+// is half of such a pair, into single quotes in place, and returns the value's new end.
+func unquoteInPlace(b []byte, start, end int) int {
+	w := start
+	for r := start; r < end; r++ {
+		b[w] = b[r]
+		w++
+		if b[r] == '"' {
+			r++
+		}
+	}
+	return w
 }
 
 func (c *csvReader) add(b []byte) {

@@ -467,9 +467,8 @@ func kindOf(typ string) shape.Kind {
 func (st *stream) nextRow() (source.Record, bool, error) {
 	of := st.file
 	r := &of.rec
-	// The row is decoded straight into the record's buffer: no copy per field.
 	r.Reset()
-	switch err := of.csv.ReadInto(r.AppendTo()); {
+	switch err := of.csv.Read(); {
 	case errors.Is(err, io.EOF):
 		rec, ok, err := st.finish(SkipFileDone)
 		return rec, ok, err
@@ -510,26 +509,25 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 	return st.rowRecord(source.Record{Entry: e})
 }
 
-// fill makes the record of the current CSV row, decoded into the record's buffer
-// (csvReader.ReadInto): one field per header name, each the consecutive range of its cell
-// (missing cells empty), and the cells beyond the header joined into ExtraField.
+// fill makes the record of the current CSV row without copying its values (they are ranges
+// of the reader's buffer, valid until it reads on): one field per header name (missing cells
+// empty), and the cells beyond the header joined into ExtraField.
 func (st *stream) fill(r *shape.Record) {
 	of := st.file
 	c := of.csv
 	nf := c.NumFields()
+	r.Use(c.Data())
 	for i, name := range of.names {
+		if i >= nf {
+			r.AddField(name, shape.String, false, 0, 0)
+			continue
+		}
 		kind := of.kinds[i]
-		if i >= nf || c.fieldLen(i) == 0 {
+		start, end := c.FieldRange(i)
+		if start == end {
 			kind = shape.String
 		}
-		switch {
-		case i < nf && c.Plain(i):
-			r.EndPlainField(name, kind, c.row[:c.ends[i]])
-		case i < nf:
-			r.EndField(name, kind, c.row[:c.ends[i]])
-		default:
-			r.EndField(name, kind, r.AppendTo())
-		}
+		r.AddField(name, kind, c.Plain(i), start, end)
 	}
 	if nf > len(of.names) {
 		x := of.extra[:0]
@@ -540,7 +538,6 @@ func (st *stream) fill(r *shape.Record) {
 			x = append(x, c.Field(i)...)
 		}
 		of.extra = x
-		// Appending may overwrite the row's extra cells in a shared buffer: they are in x now.
 		r.EndField(ExtraField, shape.String, append(r.AppendTo(), x...))
 	}
 	r.Type = st.typ

@@ -1,6 +1,7 @@
 // Package kubernetes is a lease on a coordination.k8s.io/v1 Lease, driven directly with
 // client-go (not the leaderelection package, which cannot bump the epoch for a one-shot
-// process and treats a restarted process with the same identity as the same holder).
+// process and treats a restarted process with the same identity as the same holder), and
+// without client-go's clientset (internal/kubeclient says why).
 //
 // The epoch is spec.leaseTransitions: a create writes max(0, floor) + 1, a takeover writes
 // max(transitions, floor) + 1 (a missing value reads as 0), renewals keep it and keep
@@ -24,11 +25,9 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sf2loki/sf2loki/internal/kubeclient"
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/store"
 )
@@ -51,13 +50,11 @@ type Options struct {
 	Kubeconfig string
 	// RESTConfig, when set, is used instead of Kubeconfig or the in-cluster config.
 	RESTConfig *rest.Config
-	// Client, when set, is used instead of building one.
-	Client k8s.Interface
 }
 
 // Lease is a lease.Lease on a Kubernetes Lease object.
 type Lease struct {
-	api  coordclient.LeaseInterface
+	api  *kubeclient.Objects[*coordv1.Lease]
 	c    lease.Config
 	ns   string
 	name string
@@ -78,38 +75,21 @@ func New(o Options) (*Lease, error) {
 			o.Namespace = strings.TrimSpace(string(b))
 		}
 	}
-	client := o.Client
-	if client == nil {
-		cfg, err := RESTConfig(o.RESTConfig, o.Kubeconfig)
-		if err != nil {
-			return nil, err
-		}
-		if client, err = k8s.NewForConfig(cfg); err != nil {
-			return nil, fmt.Errorf("kubernetes lease: %w", err)
-		}
+	cfg, err := RESTConfig(o.RESTConfig, o.Kubeconfig)
+	if err != nil {
+		return nil, err
 	}
-	return &Lease{api: client.CoordinationV1().Leases(o.Namespace), c: o.WithDefaults(), ns: o.Namespace, name: o.Name}, nil
+	client, err := kubeclient.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes lease: %w", err)
+	}
+	return &Lease{api: client.Leases(o.Namespace), c: o.WithDefaults(), ns: o.Namespace, name: o.Name}, nil
 }
 
 // RESTConfig returns cfg when set, else the kubeconfig file's configuration, else the
 // in-cluster configuration.
 func RESTConfig(cfg *rest.Config, kubeconfig string) (*rest.Config, error) {
-	switch {
-	case cfg != nil:
-		return cfg, nil
-	case kubeconfig != "":
-		c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-		}
-		return c, nil
-	default:
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("in-cluster Kubernetes config (set a kubeconfig to run outside a cluster): %w", err)
-		}
-		return c, nil
-	}
+	return kubeclient.Config(cfg, kubeconfig)
 }
 
 // Ref is the lease reference recorded in the checkpoint document.

@@ -21,11 +21,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8s "k8s.io/client-go/kubernetes"
-	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sf2loki/sf2loki/internal/kubeclient"
 	"github.com/sf2loki/sf2loki/store"
 )
 
@@ -45,15 +43,13 @@ type Options struct {
 	Kubeconfig string
 	// RESTConfig, when set, is used instead of Kubeconfig or the in-cluster config.
 	RESTConfig *rest.Config
-	// Client, when set, is used instead of building one.
-	Client k8s.Interface
 	// MaxSize is the largest document written, in bytes. Default DefaultMaxSize.
 	MaxSize int
 }
 
 // Backend is a store.Backend over one key of a ConfigMap.
 type Backend struct {
-	api  coreclient.ConfigMapInterface
+	api  *kubeclient.Objects[*corev1.ConfigMap]
 	ns   string
 	name string
 	key  string
@@ -86,26 +82,15 @@ func New(o Options) (*Backend, error) {
 		o.MaxSize = DefaultMaxSize
 	}
 	o.Namespace = Namespace(o.Namespace)
-	client := o.Client
-	if client == nil {
-		cfg := o.RESTConfig
-		var err error
-		switch {
-		case cfg != nil:
-		case o.Kubeconfig != "":
-			if cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
-				return nil, fmt.Errorf("configmap store: kubeconfig %s: %w", o.Kubeconfig, err)
-			}
-		default:
-			if cfg, err = rest.InClusterConfig(); err != nil {
-				return nil, fmt.Errorf("configmap store: in-cluster config (set a kubeconfig to run outside a cluster): %w", err)
-			}
-		}
-		if client, err = k8s.NewForConfig(cfg); err != nil {
-			return nil, fmt.Errorf("configmap store: %w", err)
-		}
+	cfg, err := kubeclient.Config(o.RESTConfig, o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("configmap store: %w", err)
 	}
-	return &Backend{api: client.CoreV1().ConfigMaps(o.Namespace), ns: o.Namespace, name: o.Name, key: o.Key, max: o.MaxSize}, nil
+	client, err := kubeclient.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("configmap store: %w", err)
+	}
+	return &Backend{api: client.ConfigMaps(o.Namespace), ns: o.Namespace, name: o.Name, key: o.Key, max: o.MaxSize}, nil
 }
 
 // String implements store.Backend.

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/doctor"
+	"github.com/sf2loki/sf2loki/internal/kubeclient"
 	"github.com/sf2loki/sf2loki/lease"
 	leasek8s "github.com/sf2loki/sf2loki/lease/kubernetes"
 	"github.com/sf2loki/sf2loki/loki"
@@ -278,7 +278,7 @@ func kubeObject(kubeconfig, resource, namespace, name string) *doctor.KubeObject
 		k.ClientErr = err
 		return k
 	}
-	if k.Client, err = k8s.NewForConfig(rc); err != nil {
+	if k.Client, err = kubeclient.New(rc); err != nil {
 		k.ClientErr = err
 	}
 	return k

@@ -9,7 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/sf2loki/sf2loki/internal/kubeclient"
 )
 
 // Kubernetes resources whose permissions doctor checks.
@@ -24,7 +25,7 @@ const (
 type KubeObject struct {
 	// Client talks to the API server with sf2loki's credentials. When nil, ClientErr says why
 	// it could not be built.
-	Client    kubernetes.Interface
+	Client    *kubeclient.Client
 	ClientErr error
 	Resource  string // ResourceLeases or ResourceConfigMaps
 	Namespace string
@@ -57,9 +58,9 @@ func (k KubeObject) probe(ctx context.Context) (access, error) {
 	var err error
 	switch k.Resource {
 	case ResourceLeases:
-		lease, err = k.Client.CoordinationV1().Leases(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		lease, err = k.Client.Leases(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 	case ResourceConfigMaps:
-		cm, err = k.Client.CoreV1().ConfigMaps(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
+		cm, err = k.Client.ConfigMaps(k.Namespace).Get(ctx, k.Name, metav1.GetOptions{})
 	default:
 		return a, fmt.Errorf("doctor: unknown Kubernetes resource %q", k.Resource)
 	}
@@ -84,12 +85,12 @@ func (k KubeObject) probe(ctx context.Context) (access, error) {
 		if lease == nil {
 			lease = &coordv1.Lease{ObjectMeta: meta}
 		}
-		_, err = k.Client.CoordinationV1().Leases(k.Namespace).Update(ctx, lease, metav1.UpdateOptions{DryRun: dry})
+		_, err = k.Client.Leases(k.Namespace).Update(ctx, lease, metav1.UpdateOptions{DryRun: dry})
 	case ResourceConfigMaps:
 		if cm == nil {
 			cm = &corev1.ConfigMap{ObjectMeta: meta}
 		}
-		_, err = k.Client.CoreV1().ConfigMaps(k.Namespace).Update(ctx, cm, metav1.UpdateOptions{DryRun: dry})
+		_, err = k.Client.ConfigMaps(k.Namespace).Update(ctx, cm, metav1.UpdateOptions{DryRun: dry})
 	}
 	switch {
 	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
@@ -100,9 +101,9 @@ func (k KubeObject) probe(ctx context.Context) (access, error) {
 	}
 	switch k.Resource {
 	case ResourceLeases:
-		_, err = k.Client.CoordinationV1().Leases(k.Namespace).Create(ctx, &coordv1.Lease{ObjectMeta: meta}, metav1.CreateOptions{DryRun: dry})
+		_, err = k.Client.Leases(k.Namespace).Create(ctx, &coordv1.Lease{ObjectMeta: meta}, metav1.CreateOptions{DryRun: dry})
 	case ResourceConfigMaps:
-		_, err = k.Client.CoreV1().ConfigMaps(k.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta}, metav1.CreateOptions{DryRun: dry})
+		_, err = k.Client.ConfigMaps(k.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta}, metav1.CreateOptions{DryRun: dry})
 	}
 	switch {
 	case err == nil, apierrors.IsAlreadyExists(err):

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/sf2loki/sf2loki/internal/kubeclient"
 	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
@@ -24,8 +24,8 @@ func TestKubeProbeBeforeTheFirstRun(t *testing.T) {
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}})
 	k.Grant(t, ns, "user-2",
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"sf2loki"}, Verbs: []string{"get"}})
-	client := func(user string) kubernetes.Interface {
-		c, err := kubernetes.NewForConfig(k.RESTConfig(k.UserToken(user)))
+	client := func(user string) *kubeclient.Client {
+		c, err := kubeclient.New(k.RESTConfig(k.UserToken(user)))
 		if err != nil {
 			t.Fatal(err)
 		}

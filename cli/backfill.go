@@ -336,11 +336,8 @@ func backfillSource(cfg *config.Config, plan *backfillPlan, o backfillOrg, sh *s
 	if err != nil {
 		return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
 	}
-	env := newOrgEnv(cfg, o.entry, client, log)
-	opts, err := eventLogFileOptions(env, sh)
-	if err != nil {
-		return nil, err
-	}
+	opts := cfg.EventLogFileOptions(o.entry)
+	opts.Client, opts.Shaper, opts.Log = client, sh, log.With("org", o.entry.Name)
 	opts.Interval, opts.EventTypes = plan.interval, o.types
 	opts.ForWindow(&eventlogfile.Window{Since: plan.since, Until: plan.until, StopAfter: plan.scanUntil(),
 		KeyPrefix: plan.keyPrefix(), IngestTime: plan.ingestTime, OwnStreams: plan.ownStreams, Progress: prog}, time.Now())

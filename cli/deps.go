@@ -124,43 +124,20 @@ func proxiedClient(h config.HTTP) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// lokiOptions maps sink.loki (and the proxy of http) onto the push client's options.
+// lokiOptions are the push client's options of a Loki section (config.Loki.ClientOptions) with
+// the invocation's logger.
 func lokiOptions(l config.Loki, h config.HTTP, log *slog.Logger) loki.Options {
-	enc := loki.EncodingProtobuf
-	if l.Encoding == "json" {
-		enc = loki.EncodingJSON
-	}
-	return loki.Options{
-		URL: l.URL, TenantID: l.TenantID, Username: l.Username, Password: l.Password.Value(),
-		BearerToken: l.BearerToken.Value(), Headers: l.Headers,
-		TLS: loki.TLSOptions{CAFile: l.TLS.CAFile, CertFile: l.TLS.CertFile, KeyFile: l.TLS.KeyFile,
-			ServerName: l.TLS.ServerName, InsecureSkipVerify: l.TLS.InsecureSkipVerify},
-		Timeout: l.Timeout.D(), Encoding: enc, Gzip: l.Gzip,
-		TargetCompressedBytes: int(l.BatchTargetBytes), MaxRequestBytes: int(l.BatchMaxBytes),
-		MaxEntriesPerRequest: l.BatchMaxEntries, MaxAttempts: l.MaxRetries + 1,
-		MinBackoff: l.MinBackoff.D(), MaxBackoff: l.MaxBackoff.D(), MaxLineBytes: int(l.LineMaxBytes),
-		Labels: loki.LabelOptions{ExtraAllowed: l.ExtraLabels}, Limits: lokiLimits(l), Logger: log, Now: testNow,
-		Proxy: h.ProxyFunc(),
-	}
+	o := l.ClientOptions(h)
+	o.Logger, o.Now = log, testNow
+	return o
 }
 
-// lokiLimits are the receiver's limits the client and the job predict rejections with.
-func lokiLimits(l config.Loki) loki.Limits {
-	return loki.Limits{MaxAge: l.MaxAge.D(), CreationGracePeriod: l.CreationGrace.D(), OutOfOrderWindow: l.OutOfOrderWindow.D(),
-		DisallowStructuredMetadata: !l.StructuredMetadata, MaxMetadataBytes: int(l.MetadataMaxBytes), MaxMetadataEntries: l.MetadataMaxEntries}
-}
-
-// salesforceOptions maps one org's salesforce section (and the proxy of http) onto the client's
-// options.
+// salesforceOptions are the client's options of one org's salesforce section
+// (config.Salesforce.ClientOptions) with the invocation's logger.
 func salesforceOptions(s config.Salesforce, h config.HTTP, log *slog.Logger) salesforce.Options {
-	return salesforce.Options{
-		LoginURL: s.EffectiveLoginURL(), InstanceURL: s.InstanceURL, APIVersion: s.APIVersion,
-		AuthMode: salesforce.AuthMode(s.AuthMode), ClientID: s.ClientID, Username: s.Username,
-		PrivateKeyPEM: []byte(s.PrivateKey.Value()), ClientSecret: s.ClientSecret.Value(), OrgID: s.OrgID,
-		TokenLifetime: s.TokenLifetime.D(), HTTPTimeout: s.Timeout.D(), MaxAttempts: s.MaxRetries + 1,
-		BatchSize: s.BatchSize, TLSCAFile: s.TLS.CAFile, TLSInsecureSkipVerify: s.TLS.InsecureSkipVerify,
-		Proxy: h.ProxyFunc(), Logger: log,
-	}
+	o := s.ClientOptions(h)
+	o.Logger = log
+	return o
 }
 
 // jobOptions maps the run, batch and sink sections onto the job's options.
@@ -186,7 +163,7 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 			DailyBytes: cfg.Egress.DailyBytes.Int(), OnBudget: budget, WarnFraction: cfg.Egress.WarnFraction},
 		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook, Now: testNow,
 		// Heads are per destination: another tenant's streams are other streams.
-		Ordering: job.OrderingOptions{Limits: lokiLimits(cfg.Sink.Loki), Policy: timestamps, Destination: cfg.DestinationName(cfg.Sink.Loki)},
+		Ordering: job.OrderingOptions{Limits: cfg.Sink.Loki.ReceiverLimits(), Policy: timestamps, Destination: cfg.DestinationName(cfg.Sink.Loki)},
 	}
 }
 
@@ -257,8 +234,7 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 		if err != nil {
 			return err
 		}
-		env := newOrgEnv(cfg, org, client, log)
-		bindings, err := orgBindings(env, org.Sources, osh)
+		bindings, err := orgBindings(cfg, org, client, osh, log)
 		if err != nil {
 			return err
 		}

@@ -291,7 +291,7 @@ func doctorOrdering(cfg *config.Config, l config.Loki, log *slog.Logger, run str
 	lo.MaxAttempts = min(lo.MaxAttempts, 3)
 	lo.Limits = loki.Limits{MaxAge: -1, CreationGracePeriod: -1, MaxMetadataBytes: -1, MaxMetadataEntries: -1}
 	lc, err := loki.New(lo)
-	o := doctor.Ordering{ClientErr: err, Labels: l.Labels, Run: run, Configured: lokiLimits(l),
+	o := doctor.Ordering{ClientErr: err, Labels: l.Labels, Run: run, Configured: l.ReceiverLimits(),
 		Sources: doctor.OrderingSources{Restamp: cfg.Sink.Loki.Restamp}}
 	if lc != nil {
 		o.Client = lc

@@ -118,9 +118,9 @@ type Options struct {
 	Shaper *shape.Shaper
 	// Labels are extra stream labels of every entry (sf_org_id, org).
 	Labels []loki.Label
-	// SkipDiscovered, when set, leaves out topics "*" discovered for which it returns true (the
-	// categories another source ships).
-	SkipDiscovered func(topic string) bool
+	// OwnedCategories are event categories other sources ship (shape.Owned): topics "*"
+	// discovers in them are left out. Explicit topics are always shipped.
+	OwnedCategories []string
 	// Closer is closed once every stream of the run is closed (the run's Pub/Sub client).
 	Closer io.Closer
 	// Log receives the source's own messages (nil = the run's logger).
@@ -425,7 +425,7 @@ func (s *Source) resolveTopics(ctx context.Context, log *slog.Logger) ([]string,
 			continue
 		}
 		for _, f := range found {
-			if s.opts.SkipDiscovered != nil && s.opts.SkipDiscovered(f) {
+			if slices.Contains(s.opts.OwnedCategories, s.opts.Shaper.Category(f)) {
 				log.Debug("discovered topic left out: another source ships its category", "topic", f)
 				continue
 			}

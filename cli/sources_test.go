@@ -89,15 +89,12 @@ func TestSOQLAndApexLogWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := newOrgEnv(cfg, cfg.OrgList()[0], client, slog.New(slog.DiscardHandler))
-	for _, build := range []func(orgEnv) (source.Source, error){
-		func(e orgEnv) (source.Source, error) { return soqlSource(e, sh) },
-		func(e orgEnv) (source.Source, error) { return apexLogSource(e, sh) },
-	} {
-		src, err := build(env)
-		if err != nil {
-			t.Fatal(err)
-		}
+	bindings, err := orgBindings(cfg, cfg.OrgList()[0], client, sh, slog.New(slog.DiscardHandler))
+	if err != nil || len(bindings) != 2 {
+		t.Fatalf("%d bindings (%v), want soql and apexlog", len(bindings), err)
+	}
+	for _, b := range bindings {
+		src := b.Source
 		streams, err := src.Open(context.Background(), source.OpenRequest{Log: slog.New(slog.DiscardHandler),
 			Count: func(string, int64) {}, Note: func(string) {}})
 		if err != nil {

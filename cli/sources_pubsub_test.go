@@ -76,10 +76,11 @@ func TestPubSubSourceShapesDecodedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := pubSubSource(newOrgEnv(cfg, cfg.OrgList()[0], sf, log), sh)
-	if err != nil {
-		t.Fatal(err)
+	bindings, err := orgBindings(cfg, cfg.OrgList()[0], sf, sh, log)
+	if err != nil || len(bindings) != 1 {
+		t.Fatalf("%d bindings (%v), want the pubsub source", len(bindings), err)
 	}
+	src := bindings[0].Source
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	streams, err := src.Open(ctx, source.OpenRequest{Log: log, Count: func(string, int64) {}, Note: func(string) {}})

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
-	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
@@ -68,28 +65,17 @@ func parseWindowTime(flag, s string) (time.Time, error) {
 	return time.Time{}, exitf(ExitConfig, "--%s %q is not a time: use RFC 3339 (2026-11-01T00:00:00Z) or a date (2026-11-01)", flag, s)
 }
 
-// backfillPlan is what one backfill invocation ships.
+// backfillPlan is what one backfill invocation ships: a window (eventlogfile.NewWindow) of
+// every selected org's event types.
 type backfillPlan struct {
-	since, until time.Time
-	interval     string
-	ingestTime   bool
-	ownStreams   bool
-	orgs         []backfillOrg
+	window   *eventlogfile.Window
+	interval string
+	orgs     []backfillOrg
 }
 
 type backfillOrg struct {
 	entry config.OrgEntry
 	types []string
-}
-
-// keyPrefix is the window's key namespace: one window's cursors never mix with another's.
-func (p *backfillPlan) keyPrefix() string {
-	return "backfill:" + p.interval + ":" + p.since.Format(time.RFC3339) + ".." + p.until.Format(time.RFC3339) + ":"
-}
-
-// scanUntil is how far past the window, by CreatedDate, files are listed.
-func (p *backfillPlan) scanUntil() time.Time {
-	return eventlogfile.WindowStopAfter(p.interval, p.until)
 }
 
 func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
@@ -104,7 +90,7 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 	if !since.Before(until) {
 		return nil, exitf(ExitConfig, "--since %s must be before --until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
-	p := &backfillPlan{since: since, until: until, interval: c.String("interval"), ingestTime: c.Bool("ingest-time"), ownStreams: c.Bool("own-streams")}
+	p := &backfillPlan{interval: c.String("interval")}
 	switch p.interval {
 	case "", eventlogfile.IntervalHourly, eventlogfile.IntervalDaily:
 	default:
@@ -139,6 +125,10 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 	if p.interval == "" {
 		p.interval = eventlogfile.DefaultInterval
 	}
+	if p.window, err = eventlogfile.NewWindow(p.interval, since, until); err != nil {
+		return nil, exitf(ExitConfig, "%v", err)
+	}
+	p.window.IngestTime, p.window.OwnStreams = c.Bool("ingest-time"), c.Bool("own-streams")
 	if len(p.orgs) == 0 {
 		if only != "" {
 			return nil, exitf(ExitConfig, "--org %q: no such org with Salesforce credentials and event types (give --event-types)", only)
@@ -146,7 +136,7 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 		return nil, exitf(ExitConfig, "nothing to backfill: enable sources.eventlogfile with event_types, or give --event-types")
 	}
 	maxAge := cfg.Sink.Loki.MaxAge.D()
-	if maxAge > 0 && time.Since(since) > maxAge && !p.ingestTime && !c.Bool("plan") {
+	if maxAge > 0 && time.Since(since) > maxAge && !p.window.IngestTime && !c.Bool("plan") {
 		msg := fmt.Sprintf("warning: the window starts %s ago, further back than the receiver accepts (sink.loki.max_age %s, Loki's reject_old_samples_max_age): "+
 			"those rows would be rejected", time.Since(since).Round(time.Hour), maxAge)
 		if !c.Bool("event-time") {
@@ -155,7 +145,7 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 		}
 		fmt.Fprintln(c.App.ErrWriter, "sf2loki: "+msg+"; shipping with event times as asked (--event-time)")
 	}
-	if p.ingestTime && c.Bool("event-time") {
+	if p.window.IngestTime && c.Bool("event-time") {
 		return nil, exitf(ExitConfig, "--ingest-time and --event-time exclude each other")
 	}
 	return p, nil
@@ -204,30 +194,25 @@ func runBackfill(c *cli.Context) error {
 	for i := range bcfg.Shape.Types {
 		bcfg.Shape.Types[i].SampleRate, bcfg.Shape.Types[i].SampleField = 0, ""
 	}
+	bcfg.Lease.AcquireWait = config.Duration(c.Duration("wait")) // another backfill may hold the backfill lease
 	log, _, err := newLogger(c, bcfg)
 	if err != nil {
 		return err
 	}
-	inv := lease.NewInvocation()
-	log = log.With("invocation", inv, "backfill", plan.keyPrefix())
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
 	prog := newBackfillProgress(plan)
-	deps, closers, err := backfillDeps(ctx, bcfg, plan, prog, inv, log, c.Duration("wait"))
-	defer func() {
-		for _, cl := range closers {
-			_ = cl.Close()
-		}
-	}()
+	p, sh, log, err := buildCore(ctx, bcfg, log, nil)
 	if err != nil {
 		return storeExit(err)
 	}
-	opts := jobOptions(bcfg, inv, log)
-	if sh, err := buildShaper(bcfg); err == nil {
-		opts.LabelGuard = labelGuard(bcfg, sh)
+	defer p.close()
+	log = log.With("backfill", plan.window.KeyPrefix)
+	if err := p.bindWindow(bcfg, plan, sh, prog.window, log); err != nil {
+		return storeExit(err)
 	}
-	opts.Drain, opts.MaxDuration, opts.Observer = true, c.Duration("max-duration"), prog
+	p.opts.Log, p.opts.Drain, p.opts.MaxDuration, p.opts.Observer = log, true, c.Duration("max-duration"), prog
 	done := make(chan struct{})
 	var shown sync.WaitGroup
 	shown.Add(1)
@@ -236,20 +221,20 @@ func runBackfill(c *cli.Context) error {
 		prog.show(done, c.App.ErrWriter, log, c.Duration("progress-interval"))
 	}()
 	start := time.Now()
-	rep := job.Run(ctx, deps, opts)
+	rep := job.Run(ctx, p.deps, p.opts)
 	close(done)
 	shown.Wait()
 	rep.ExitCode = outcomeExit(rep.Outcome, true)
 	logOutcome(log, rep)
 
 	sum := backfillSummary{
-		Outcome: rep.Outcome, ExitCode: rep.ExitCode, Since: plan.since, Until: plan.until, Interval: plan.interval, EventTypes: plan.eventTypesOf(),
-		IngestTime: plan.ingestTime, CaughtUp: rep.CaughtUp, Files: prog.window.Files.Load(), Rows: prog.window.Rows.Load(),
+		Outcome: rep.Outcome, ExitCode: rep.ExitCode, Since: plan.window.Since, Until: plan.window.Until, Interval: plan.interval,
+		EventTypes: plan.eventTypesOf(), IngestTime: plan.window.IngestTime, CaughtUp: rep.CaughtUp, Files: prog.window.Files.Load(), Rows: prog.window.Rows.Load(),
 		RowsShipped: rep.Records, RowsOutsideWindow: prog.window.Outside.Load(), Bytes: rep.Bytes,
 		DownloadBytes: prog.window.Bytes.Load(), APICalls: map[string]int64{},
 		Pushes: rep.Pushes, Commits: rep.Commits, Duration: job.Millis(time.Since(start)), Report: rep,
 	}
-	if lc, ok := deps.Coordinator.(*job.LeaseCoordinator); ok {
+	if lc, ok := p.deps.Coordinator.(*job.LeaseCoordinator); ok {
 		sum.Document, sum.Lease = lc.Store.Object(), lc.Lease.Ref().String()
 	}
 	for _, s := range rep.Sources {
@@ -289,45 +274,21 @@ func backfillHuman(s backfillSummary) string {
 	return b.String()
 }
 
-// backfillDeps builds the invocation: its own store and lease, the Loki client, and per org
-// an EventLogFile source restricted to the window.
-func backfillDeps(ctx context.Context, cfg *config.Config, plan *backfillPlan, prog *backfillProgress, inv string, log *slog.Logger, wait time.Duration) (job.Deps, []io.Closer, error) {
-	var deps job.Deps
-	st, err := buildStore(ctx, cfg, log)
-	if err != nil {
-		return deps, nil, err
-	}
-	l, err := buildLease(ctx, cfg, st, inv, log)
-	if err != nil {
-		return deps, nil, err
-	}
-	deps.Coordinator = &job.LeaseCoordinator{Lease: l, Store: st, Options: lease.SessionOptions{
-		Wait: wait, RenewEvery: cfg.Lease.RenewInterval.D(), ReleaseTimeout: cfg.Run.ReleaseTimeout.D(), Logger: log,
-	}}
-	sh, err := buildShaper(cfg)
-	if err != nil {
-		return deps, nil, err
-	}
-	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
-	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
-	sink, err := loki.New(lo)
-	if err != nil {
-		return deps, nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
-	}
-	deps.Sink = sink
+// bindWindow binds, per org of the plan, an EventLogFile source restricted to the window.
+func (p *invocationParts) bindWindow(cfg *config.Config, plan *backfillPlan, sh *shape.Shaper, prog *eventlogfile.WindowProgress, log *slog.Logger) error {
 	dests := &destinations{cfg: cfg, allowed: sh.PromotedLabelNames(), log: log}
 	for _, o := range plan.orgs {
 		dest, osh, err := dests.forOrg(o.entry, sh)
 		if err != nil {
-			return deps, nil, err
+			return err
 		}
-		inner, err := backfillSource(cfg, plan, o, osh, prog.window, log)
+		src, err := backfillSource(cfg, plan, o, osh, prog, log)
 		if err != nil {
-			return deps, nil, err
+			return err
 		}
-		deps.Bindings = append(deps.Bindings, job.Binding{Org: o.entry.Name, Source: inner, Destination: dest})
+		p.deps.Bindings = append(p.deps.Bindings, job.Binding{Org: o.entry.Name, Source: src, Destination: dest})
 	}
-	return deps, nil, nil
+	return nil
 }
 
 // backfillSource is the EventLogFile source of one org restricted to the plan's window.
@@ -339,8 +300,9 @@ func backfillSource(cfg *config.Config, plan *backfillPlan, o backfillOrg, sh *s
 	opts := cfg.EventLogFileOptions(o.entry)
 	opts.Client, opts.Shaper, opts.Log = client, sh, log.With("org", o.entry.Name)
 	opts.Interval, opts.EventTypes = plan.interval, o.types
-	opts.ForWindow(&eventlogfile.Window{Since: plan.since, Until: plan.until, StopAfter: plan.scanUntil(),
-		KeyPrefix: plan.keyPrefix(), IngestTime: plan.ingestTime, OwnStreams: plan.ownStreams, Progress: prog}, time.Now())
+	w := *plan.window
+	w.Progress = prog
+	opts.ForWindow(&w, time.Now())
 	src, err := eventlogfile.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
@@ -348,36 +310,14 @@ func backfillSource(cfg *config.Config, plan *backfillPlan, o backfillOrg, sh *s
 	return src, nil
 }
 
-// backfillProgress counts what the backfill read (the window's counters) and shipped, and
-// shows it.
+// backfillProgress is what the backfill read (the window's counters) and shipped.
 type backfillProgress struct {
-	window  *eventlogfile.WindowProgress
-	shipped atomic.Int64
-	bytes   atomic.Int64
-	commits atomic.Int64
+	window *eventlogfile.WindowProgress
+	job.Progress
 }
 
 func newBackfillProgress(p *backfillPlan) *backfillProgress {
-	return &backfillProgress{window: eventlogfile.NewWindowProgress(p.since, p.until)}
-}
-
-// Pushed implements job.Observer.
-func (p *backfillProgress) Pushed(_ string, entries []loki.Entry, res *loki.Result, _ time.Duration) {
-	p.shipped.Add(int64(len(res.Accepted)))
-	var n int64
-	for _, ref := range res.Accepted {
-		if int(ref) < len(entries) {
-			n += int64(len(entries[ref].Line))
-		}
-	}
-	p.bytes.Add(n)
-}
-
-// Committed implements job.Observer.
-func (p *backfillProgress) Committed(_ time.Duration, err error) {
-	if err == nil {
-		p.commits.Add(1)
-	}
+	return &backfillProgress{window: eventlogfile.NewWindowProgress(p.window.Since, p.window.Until)}
 }
 
 // show draws a progress bar on a terminal, or logs a line every interval otherwise, until done.
@@ -404,7 +344,7 @@ func (p *backfillProgress) show(done <-chan struct{}, w io.Writer, log *slog.Log
 				continue
 			}
 			log.Info("backfill progress", "window_done", fmt.Sprintf("%.1f%%", 100*p.window.Fraction()), "files", p.window.Files.Load(),
-				"rows", p.window.Rows.Load(), "shipped", p.shipped.Load(), "bytes", p.bytes.Load(), "commits", p.commits.Load())
+				"rows", p.window.Rows.Load(), "shipped", p.Shipped.Load(), "bytes", p.Bytes.Load(), "commits", p.Commits.Load())
 		}
 	}
 }
@@ -414,7 +354,7 @@ func (p *backfillProgress) bar() string {
 	f := p.window.Fraction()
 	n := int(f * width)
 	return fmt.Sprintf("[%s%s] %5.1f%%  %d files  %d rows shipped  %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
-		100*f, p.window.Files.Load(), p.shipped.Load(), humanBytes(p.bytes.Load()))
+		100*f, p.window.Files.Load(), p.Shipped.Load(), humanBytes(p.Bytes.Load()))
 }
 
 func humanBytes(n int64) string {

@@ -50,7 +50,7 @@ func runBackfillPlan(c *cli.Context, cfg *config.Config, plan *backfillPlan) err
 	if po.Throughput == 0 {
 		po.Throughput = float64(bcfg.Egress.BytesPerSecond.Int())
 	}
-	out := backfillPlanOutput{Since: plan.since, Until: plan.until, Interval: plan.interval}
+	out := backfillPlanOutput{Since: plan.window.Since, Until: plan.window.Until, Interval: plan.interval}
 	for _, o := range plan.orgs {
 		if n := c.Int("row-bytes"); n > 0 {
 			po.RowBytes = map[string]float64{}

@@ -1,9 +1,27 @@
 package eventlogfile
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
+
+// NewWindow returns the window [since, until) of files of the interval (Hourly or Daily): its
+// keys are named after the interval and the bounds ("backfill:<interval>:<since>..<until>:"), so
+// that one window's cursors never mix with another's nor with the live job's, and its listing
+// stops at WindowStopAfter.
+func NewWindow(interval string, since, until time.Time) (*Window, error) {
+	switch {
+	case interval != IntervalHourly && interval != IntervalDaily:
+		return nil, fmt.Errorf("%w: interval %q: want %s or %s", ErrOptions, interval, IntervalHourly, IntervalDaily)
+	case !since.Before(until):
+		return nil, fmt.Errorf("%w: the window's start %s is not before its end %s", ErrOptions, since.Format(time.RFC3339), until.Format(time.RFC3339))
+	}
+	return &Window{
+		Since: since, Until: until, StopAfter: WindowStopAfter(interval, until),
+		KeyPrefix: "backfill:" + interval + ":" + since.Format(time.RFC3339) + ".." + until.Format(time.RFC3339) + ":",
+	}, nil
+}
 
 // WindowStopAfter is how far past a window ending at until, by CreatedDate, its files are
 // listed: a file is written after the period it covers (an hour or a day), sometimes hours

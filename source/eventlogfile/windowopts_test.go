@@ -2,6 +2,7 @@ package eventlogfile
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -23,5 +24,35 @@ func TestWindowIgnoresTheConfiguredStart(t *testing.T) {
 	res := e.run(e.source(opts), map[string]json.RawMessage{}, 100, nil)
 	if res.entries != 12 {
 		t.Fatalf("the window shipped %d rows, want the 12 of its three hours", res.entries)
+	}
+}
+
+// TestNewWindowKeys: a window's keys are the ones earlier releases wrote, so a backfill
+// interrupted before an upgrade resumes from its cursors after it; windows differing in interval
+// or bounds never share a key.
+func TestNewWindowKeys(t *testing.T) {
+	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	until := since.Add(72 * time.Hour)
+	w, err := NewWindow(IntervalHourly, since, until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "backfill:Hourly:2026-11-01T00:00:00Z..2026-11-04T00:00:00Z:"; w.KeyPrefix != want {
+		t.Fatalf("key prefix %q, want %q", w.KeyPrefix, want)
+	}
+	if !w.StopAfter.Equal(WindowStopAfter(IntervalHourly, until)) {
+		t.Fatalf("stop after %s", w.StopAfter)
+	}
+	d, err := NewWindow(IntervalDaily, since, until)
+	if err != nil || d.KeyPrefix == w.KeyPrefix {
+		t.Fatalf("daily window %v (%v): its keys must differ from the hourly one's", d, err)
+	}
+	for _, bad := range []struct {
+		interval     string
+		since, until time.Time
+	}{{"Weekly", since, until}, {IntervalHourly, until, since}, {IntervalHourly, since, since}} {
+		if _, err := NewWindow(bad.interval, bad.since, bad.until); !errors.Is(err, ErrOptions) {
+			t.Errorf("NewWindow(%q, %s, %s): %v, want ErrOptions", bad.interval, bad.since, bad.until, err)
+		}
 	}
 }

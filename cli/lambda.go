@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
@@ -47,78 +47,58 @@ func lambdaCommand() *cli.Command {
 			if !lambda.Detect() {
 				return exitf(ExitConfig, "%s is not set: sf2loki lambda runs inside AWS Lambda or the Runtime Interface Emulator (use run-once elsewhere)", lambda.RuntimeAPIEnv)
 			}
-			fn := &lambdaFunction{c: c, refresh: c.Duration("refresh"), job: c.String("job"), now: time.Now}
-			awslambda.StartWithOptions(fn.invoke, awslambda.WithContext(c.Context))
+			fn := lambdaFunction(c, c.Duration("refresh"), c.String("job"))
+			awslambda.StartWithOptions(fn.Invoke, awslambda.WithContext(c.Context))
 			return nil
 		},
 	}
 }
 
-// lambdaFunction is the process state of a Lambda execution environment. A warm environment
-// keeps the configuration, the logger, the metrics and the clients (HTTP connection pools, the
-// Salesforce token cache, the S3 client) across invocations; every invocation still reads the
-// document, acquires, claims, commits and releases. The Lambda runtime hands the process one
-// invocation at a time.
-type lambdaFunction struct {
-	c       *cli.Context
-	refresh time.Duration
-	job     string
-	now     func() time.Time
-
-	mu       sync.Mutex
-	cfg      *config.Config
-	log      *slog.Logger
-	pm       *processMetrics
-	warm     *warmClients
-	loadedAt time.Time
-	stale    bool // a failed invocation: re-resolve before the next one
+// lambdaState is what a warm Lambda execution environment keeps across invocations besides
+// the configuration: the logger, the metrics and the clients (HTTP connection pools, the
+// Salesforce token cache, the S3 client).
+type lambdaState struct {
+	log  *slog.Logger
+	pm   *processMetrics
+	warm *warmClients
 }
 
-// invoke is the Lambda handler. The payload (EventBridge Scheduler's input) is not used.
-func (f *lambdaFunction) invoke(ctx context.Context, _ json.RawMessage) (*job.Report, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	start := f.now()
-	if err := f.ensureLoaded(ctx); err != nil {
-		return f.finish(ctx, f.refusal(start, err.Error()))
+// lambdaFunction is the Lambda handler: lambda.Function with run-once's invocation.
+func lambdaFunction(c *cli.Context, refresh time.Duration, jobName string) *lambda.Function[lambdaState] {
+	return &lambda.Function[lambdaState]{
+		Refresh: refresh,
+		Load: func(ctx context.Context, prev *lambdaState) (*config.Config, *lambdaState, error) {
+			return loadLambda(ctx, c, jobName, prev)
+		},
+		Refuse: func(st *lambdaState, err error) {
+			log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil)) // a report must still be written
+			if st != nil {
+				log = st.log
+			}
+			if errors.Is(err, lambda.ErrDeadlineTooShort) {
+				log.Error("refusing the invocation before claiming", "err", err)
+			} else {
+				log.Error("configuration is invalid", "err", err)
+			}
+		},
+		Run: func(ctx context.Context, st *lambdaState, cfg *config.Config) *job.Report {
+			return runInvocation(ctx, cfg, st.log, invocationFlags{metrics: st.pm, warm: st.warm})
+		},
+		Finish: func(ctx context.Context, st *lambdaState, rep *job.Report) *job.Report {
+			if rep.ExitCode == ExitOK {
+				rep.ExitCode = outcomeExit(rep.Outcome, false) // a refusal's
+			}
+			printReport(c.App.Writer, c.App.ErrWriter, rep)
+			if st != nil && st.pm != nil { // pushed before the environment can be frozen
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.pm.timeout)
+				if err := st.pm.m.Flush(fctx); err != nil {
+					st.pm.log.Warn("metrics push failed", "err", err)
+				}
+				cancel()
+			}
+			return scrubReport(redactor(c), rep)
+		},
 	}
-	deadline, _ := ctx.Deadline()
-	d, err := lambda.RunDeadline(start, deadline, f.cfg.Run.MaxDuration.D(), lambda.Reserves{
-		Push: f.cfg.Run.PushTimeout.D(), Commit: f.cfg.Run.CommitTimeout.D(),
-		Release: f.cfg.Run.ReleaseTimeout.D(), Margin: f.cfg.Run.Margin.D(),
-	})
-	if err != nil {
-		f.log.Error("refusing the invocation before claiming", "err", err)
-		return f.finish(ctx, f.refusal(start, err.Error()))
-	}
-	run := *f.cfg
-	run.Run.MaxDuration = config.Duration(d)
-	rep := runInvocation(ctx, &run, f.log, invocationFlags{metrics: f.pm, warm: f.warm})
-	return f.finish(ctx, rep)
-}
-
-// refusal is the report of an invocation that could not start: a configuration problem.
-func (f *lambdaFunction) refusal(start time.Time, msg string) *job.Report {
-	rep := &job.Report{Outcome: job.OutcomeConfig, Error: msg, StartedAt: start.UTC(), Duration: job.Millis(f.now().Sub(start))}
-	rep.ExitCode = outcomeExit(rep.Outcome, false)
-	return rep
-}
-
-// finish prints the run report, pushes the metrics before the environment can be frozen, and
-// turns the report into the function's result.
-func (f *lambdaFunction) finish(ctx context.Context, rep *job.Report) (*job.Report, error) {
-	printReport(f.c.App.Writer, f.c.App.ErrWriter, rep)
-	if f.pm != nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.pm.timeout)
-		if err := f.pm.m.Flush(fctx); err != nil {
-			f.pm.log.Warn("metrics push failed", "err", err)
-		}
-		cancel()
-	}
-	if !lambda.Succeeded(rep.Outcome) {
-		f.stale = true // an authentication failure may be a rotated secret
-	}
-	return lambda.Result(scrubReport(redactor(f.c), rep))
 }
 
 // scrubReport returns the report as the redactor prints it: the function's result (the report,
@@ -138,62 +118,36 @@ func scrubReport(r *obs.Redactor, rep *job.Report) *job.Report {
 		Invocation: rep.Invocation, StartedAt: rep.StartedAt, Duration: rep.Duration}
 }
 
-// ensureLoaded loads the configuration on the first invocation, after a failed one, and when
-// the refresh period has passed, resolving its secret references.
-func (f *lambdaFunction) ensureLoaded(ctx context.Context) error {
-	if f.cfg != nil && !f.stale && (f.refresh <= 0 || f.now().Sub(f.loadedAt) < f.refresh) {
-		return nil
-	}
-	cfg, log, resolved, err := f.load(ctx)
-	if err != nil {
-		if f.log == nil {
-			f.log = slog.New(slog.NewJSONHandler(f.c.App.ErrWriter, nil)) // a report must still be written
-		}
-		f.log.Error("configuration is invalid", "err", err)
-		return err
-	}
-	if f.pm != nil {
-		f.pm.shutdown(ctx)
-	}
-	pm, err := newProcessMetrics(context.WithoutCancel(ctx), cfg.Metrics, log, false)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if f.cfg == nil {
-		warnStartup(cfg, log)
-	}
-	log.Info("configuration loaded", "secret_references", resolved)
-	f.cfg, f.log, f.pm, f.warm = cfg, log, pm, &warmClients{}
-	f.loadedAt, f.stale = f.now(), false
-	return nil
-}
-
-// load reads the configuration and builds a logger that redacts every secret, resolved
-// ones included.
-func (f *lambdaFunction) load(ctx context.Context) (*config.Config, *slog.Logger, int, error) {
+// loadLambda reads the configuration, resolving its secret references, and builds the state
+// kept warm; prev (nil on the first load) is shut down once the new one stands.
+func loadLambda(ctx context.Context, c *cli.Context, jobName string, prev *lambdaState) (*config.Config, *lambdaState, error) {
 	// Every secret reaches the redactor as soon as it is known, so a refusal that quotes one
 	// prints it scrubbed.
-	l, err := lambda.LoadConfig(ctx, globalString(f.c, "config"), f.job, func(s string) { redactor(f.c).Add(s) })
+	r := redactor(c)
+	l, err := lambda.LoadConfig(ctx, globalString(c, "config"), jobName, func(s string) { r.Add(s) })
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
-	level, format := l.Config.Log.Level, l.Config.Log.Format
-	if v := globalString(f.c, "log-level"); v != "" {
-		level = v
-	}
-	if v := globalString(f.c, "log-format"); v != "" {
-		format = v
-	}
-	r := redactor(f.c)
 	r.Add(l.Secrets...)
-	log, err := obs.NewLogger(f.c.App.ErrWriter, obs.LogOptions{Level: level, Format: format, Redactor: r})
+	log, _, err := newLogger(c, l.Config)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, err
 	}
-	if f.job != "" {
-		log = log.With("job", f.job)
+	if jobName != "" {
+		log = log.With("job", jobName)
 	}
-	return l.Config, log, l.References, nil
+	if prev != nil && prev.pm != nil {
+		prev.pm.shutdown(ctx)
+	}
+	pm, err := newProcessMetrics(context.WithoutCancel(ctx), l.Config.Metrics, log, false)
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	if prev == nil {
+		warnStartup(l.Config, log)
+	}
+	log.Info("configuration loaded", "secret_references", l.References)
+	return l.Config, &lambdaState{log: log, pm: pm, warm: &warmClients{}}, nil
 }
 
 // warmClients are the clients a Lambda execution environment keeps across warm invocations:

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/store"
 )
 
@@ -158,4 +161,36 @@ func (r *run) pushLimits(ctx context.Context, stop time.Time, entries []loki.Ent
 		s.Error = fmt.Sprintf("pushing the limits entry: %v", err)
 		r.log.Warn("the org limits entry was not shipped", "org", s.Org, "err", err)
 	}
+}
+
+// Labels of the org-limits entries (salesforce.limits.ship).
+const (
+	LimitsSource    = "limits"
+	LimitsEventType = "OrgLimits"
+)
+
+// ShapeLimits shapes one sample into an entry the way a source shapes its records: the shaper's
+// transforms and static labels plus labels, source "limits", event type "OrgLimits", and the
+// fields <Limit>.Max and <Limit>.Remaining.
+func ShapeLimits(sh *shape.Shaper, labels []loki.Label, at time.Time, limits map[string]salesforce.Limit) (loki.Entry, error) {
+	names := make([]string, 0, len(limits))
+	for n := range limits {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	fields := make([]string, 0, 2*len(names))
+	for _, n := range names {
+		fields = append(fields, n+".Max", n+".Remaining")
+	}
+	plan := sh.Plan(shape.Schema{Source: LimitsSource, Type: LimitsEventType, Fields: fields, Labels: labels})
+	rec := shape.Record{Type: LimitsEventType, Time: at, ID: []byte(at.UTC().Format(time.RFC3339))}
+	for _, n := range names {
+		rec.Append(n+".Max", shape.Number, strconv.AppendInt(nil, limits[n].Max, 10))
+		rec.Append(n+".Remaining", shape.Number, strconv.AppendInt(nil, limits[n].Remaining, 10))
+	}
+	e, skip := plan.Shape(&rec)
+	if skip != "" {
+		return loki.Entry{}, fmt.Errorf("the shape section drops it (%s)", skip)
+	}
+	return e, nil
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,11 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -129,20 +126,6 @@ func stateCommand() *cli.Command {
 	}
 }
 
-// stateDoc is the read-only view `state show --json` prints.
-type stateDoc struct {
-	Object       string                      `json:"object"`
-	Absent       bool                        `json:"absent,omitempty"`
-	Legacy       bool                        `json:"legacy,omitempty"`
-	Bytes        int                         `json:"bytes,omitempty"`
-	Fence        *store.Fence                `json:"fence,omitempty"`
-	Writer       *store.Stamp                `json:"writer,omitempty"`
-	LastCommitAt time.Time                   `json:"last_commit_at,omitzero"`
-	Checkpoints  map[string]store.Checkpoint `json:"checkpoints"`
-	Counters     map[string]store.Counter    `json:"counters,omitempty"`
-	History      []store.ClaimRecord         `json:"history,omitempty"`
-}
-
 // keyFilter returns a predicate for --key (a path.Match glob), or an error for a bad pattern.
 func keyFilter(glob string) (func(string) bool, error) {
 	if glob == "" {
@@ -180,145 +163,13 @@ func stateShow(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	v := stateDoc{Object: t.st.Object(), Absent: snap.Absent, Legacy: snap.Legacy, Bytes: snap.Size, Checkpoints: map[string]store.Checkpoint{}}
-	if d := snap.Doc; d != nil {
-		v.Fence, v.Writer, v.LastCommitAt, v.Counters, v.History = d.Fence, d.Writer, d.LastCommitAt, d.Counters, d.History
-		for k, cp := range d.Checkpoints {
-			if match(k) {
-				v.Checkpoints[k] = cp
-			}
-		}
-	}
+	v := snap.View(t.st.Object(), match)
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	return writeStateTable(c.App.Writer, v, time.Now())
-}
-
-func writeStateTable(w io.Writer, v stateDoc, now time.Time) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "document:    %s\n", v.Object)
-	if v.Absent {
-		b.WriteString("             does not exist (the first run creates it)\n")
-		_, err := io.WriteString(w, b.String())
-		return err
-	}
-	fmt.Fprintf(&b, "size:        %d bytes\n", v.Bytes)
-	if v.Legacy {
-		b.WriteString("format:      legacy Python key map (the first claim migrates it)\n")
-	}
-	if f := v.Fence; f != nil {
-		fmt.Fprintf(&b, "fence:       epoch %d, holder %s, lease %s", f.Epoch, orDash(f.Holder), orDash(f.Lease.String()))
-		if f.LeaseUID != "" {
-			fmt.Fprintf(&b, " uid %s", f.LeaseUID)
-		}
-		fmt.Fprintf(&b, ", claimed %s\n", age(now, f.ClaimedAt))
-		if !f.RenewedAt.IsZero() {
-			state := "held"
-			if f.Released {
-				state = "released"
-			}
-			fmt.Fprintf(&b, "store lease: %s, renewed %s, duration %s\n", state, age(now, f.RenewedAt), time.Duration(f.Duration))
-		}
-	} else {
-		b.WriteString("fence:       none\n")
-	}
-	if s := v.Writer; s != nil {
-		fmt.Fprintf(&b, "last writer: epoch %d, invocation %s, seq %d, host %s, %s\n", s.Epoch, s.Invocation, s.Seq, orDash(s.Host), age(now, s.WrittenAt))
-	}
-	fmt.Fprintf(&b, "last commit: %s\n\n", age(now, v.LastCommitAt))
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tUPDATED\tEPOCH\tVALUE")
-	for _, k := range checkpointKeys(v.Checkpoints) {
-		cp := v.Checkpoints[k]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k, age(now, cp.UpdatedAt), cp.Epoch, clip(compactJSON(cp.Value), 120))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(v.Counters) > 0 {
-		b.WriteString("\n")
-		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "COUNTER\tVALUE\tWINDOW\tUPDATED")
-		names := make([]string, 0, len(v.Counters))
-		for n := range v.Counters {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			ct := v.Counters[n]
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n, ct.Value, orDash(ct.Window), age(now, ct.UpdatedAt))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func checkpointKeys(m map[string]store.Checkpoint) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func age(now, t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := now.Sub(t)
-	round := func(d time.Duration) string {
-		if d < time.Second {
-			return d.Round(time.Millisecond).String()
-		}
-		return d.Round(time.Second).String()
-	}
-	if d < 0 {
-		return "in " + round(-d)
-	}
-	return round(d) + " ago"
-}
-
-func orDash(s string) string {
-	if s == "" || s == "/" {
-		return "-"
-	}
-	return s
-}
-
-func compactJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// checkpointValue turns the VALUE argument into JSON: valid JSON as is, anything else as a JSON
-// string (legacy cursors are strings). Text that looks like JSON but does not parse is refused
-// rather than silently stored as a string.
-func checkpointValue(arg string) (json.RawMessage, error) {
-	trimmed := strings.TrimSpace(arg)
-	if json.Valid([]byte(trimmed)) {
-		return json.RawMessage(trimmed), nil
-	}
-	if strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "[") || strings.HasPrefix(trimmed, `"`) {
-		return nil, exitf(ExitConfig, "VALUE %q looks like JSON but does not parse; quote it for the shell ('{\"v\":1,...}')", clip(arg, 80))
-	}
-	return store.StringValue(arg), nil
+	return v.WriteText(c.App.Writer, time.Now())
 }
 
 func checkKey(k string) error {
@@ -343,9 +194,9 @@ func stateSet(c *cli.Context) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	value, err := checkpointValue(args[1])
+	value, err := store.ParseValue(args[1])
 	if err != nil {
-		return err
+		return exitf(ExitConfig, "state set: VALUE %v; quote it for the shell ('{\"v\":1,...}')", err)
 	}
 	t, stop, err := openTarget(c)
 	if err != nil {
@@ -369,9 +220,9 @@ func stateSet(c *cli.Context) error {
 	}
 	was := "(absent)"
 	if before != nil {
-		was = compactJSON(before)
+		was = store.Compact(before)
 	}
-	_, err = fmt.Fprintf(c.App.Writer, "set %s at epoch %d in %s\n  was: %s\n  now: %s\n", key, epoch, t.st.Object(), was, compactJSON(value))
+	_, err = fmt.Fprintf(c.App.Writer, "set %s at epoch %d in %s\n  was: %s\n  now: %s\n", key, epoch, t.st.Object(), was, store.Compact(value))
 	return err
 }
 
@@ -398,11 +249,11 @@ func stateDelete(c *cli.Context) error {
 	if err != nil {
 		return storeExit(err)
 	}
-	if missing := missingKeys(snap.Doc, keys); len(missing) > 0 {
+	if missing := snap.Doc.Missing(keys); len(missing) > 0 {
 		return exitf(ExitConfig, "%s has no checkpoint %s; nothing was changed (see `sf2loki state show`)", t.st.Object(), strings.Join(missing, ", "))
 	}
 	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
-		if missing := missingKeys(doc, keys); len(missing) > 0 {
+		if missing := doc.Missing(keys); len(missing) > 0 {
 			return nil, fmt.Errorf("%w: %s disappeared meanwhile", errRefused, strings.Join(missing, ", "))
 		}
 		return &store.Change{Delete: keys}, nil
@@ -412,20 +263,6 @@ func stateDelete(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "deleted %s at epoch %d in %s; each restarts from its source's lookback\n", strings.Join(keys, ", "), epoch, t.st.Object())
 	return err
-}
-
-func missingKeys(doc *store.Document, keys []string) []string {
-	var out []string
-	for _, k := range keys {
-		if doc == nil {
-			out = append(out, k)
-			continue
-		}
-		if _, ok := doc.Checkpoints[k]; !ok {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 func stateExport(c *cli.Context) error {
@@ -483,7 +320,7 @@ func stateImport(c *cli.Context) error {
 	// Only into an empty document: an import never merges with (or silently replaces) live
 	// checkpoints. Checked before the lease is taken, and again on the claimed version.
 	notEmpty := func(doc *store.Document) error {
-		if doc != nil && (len(doc.Checkpoints) > 0 || len(doc.Counters) > 0) {
+		if !doc.Empty() {
 			return exitf(ExitConfig, "%s already holds %d checkpoints: import only into an empty document (delete them, or point the configuration at a new document); nothing was changed",
 				t.st.Object(), len(doc.Checkpoints))
 		}

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sf2loki/sf2loki/doctor"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lease"
 )
@@ -39,23 +37,6 @@ func leaseCommand() *cli.Command {
 }
 
 // leaseView is what `lease show --json` prints.
-type leaseView struct {
-	Lease       string    `json:"lease"`
-	Absent      bool      `json:"absent,omitempty"`
-	Holder      string    `json:"holder,omitempty"`
-	State       string    `json:"state,omitempty"` // held, expired, released
-	Epoch       uint64    `json:"epoch"`
-	AcquiredAt  time.Time `json:"acquired_at,omitzero"`
-	RenewedAt   time.Time `json:"renewed_at,omitzero"`
-	RenewAgeSec float64   `json:"renew_age_s,omitempty"`
-	Duration    string    `json:"duration,omitempty"`
-	ExpiresAt   time.Time `json:"expires_at,omitzero"`
-	UID         string    `json:"uid,omitempty"`
-	Version     string    `json:"version,omitempty"`
-	Summary     string    `json:"summary"`
-	FenceEpoch  uint64    `json:"document_fence_epoch"`
-}
-
 func leaseShow(c *cli.Context) error {
 	t, stop, err := openTarget(c)
 	if err != nil {
@@ -66,27 +47,16 @@ func leaseShow(c *cli.Context) error {
 	if err != nil {
 		return storeExit(err)
 	}
-	now, skew := time.Now(), t.cfg.Lease.MaxClockSkew.D()
-	v := leaseView{Lease: l.Ref().String()}
+	now := time.Now()
+	var v lease.View
 	rec, err := l.Inspect(t.ctx)
 	switch {
 	case errors.Is(err, lease.ErrAbsent):
-		v.Absent, v.Summary = true, "does not exist (the first run creates it)"
+		v = lease.AbsentView(l.Ref())
 	case err != nil:
 		return storeExit(err)
 	default:
-		v.Lease, v.Holder, v.State, v.Epoch = rec.Ref.String(), rec.Holder, string(rec.State(now, skew)), rec.Epoch
-		v.AcquiredAt, v.RenewedAt, v.UID, v.Version = rec.AcquiredAt, rec.RenewedAt, rec.UID, rec.Version
-		if !rec.RenewedAt.IsZero() {
-			v.RenewAgeSec = now.Sub(rec.RenewedAt).Round(time.Millisecond).Seconds()
-			if rec.Duration > 0 && rec.State(now, skew) != lease.StateReleased { // a free lease does not expire
-				v.ExpiresAt = rec.RenewedAt.Add(rec.Duration)
-			}
-		}
-		if rec.Duration > 0 {
-			v.Duration = rec.Duration.String()
-		}
-		v.Summary = doctor.DescribeRecord(rec, now, skew)
+		v = rec.View(now, t.cfg.Lease.MaxClockSkew.D())
 	}
 	if snap, err := t.st.Read(t.ctx); err == nil {
 		v.FenceEpoch = snap.Floor()
@@ -96,23 +66,7 @@ func leaseShow(c *cli.Context) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "lease:       %s\n", v.Lease)
-	fmt.Fprintf(&b, "state:       %s\n", v.Summary)
-	if !v.Absent {
-		fmt.Fprintf(&b, "holder:      %s\n", orDash(v.Holder))
-		fmt.Fprintf(&b, "epoch:       %d (document fence %d)\n", v.Epoch, v.FenceEpoch)
-		fmt.Fprintf(&b, "acquired:    %s\n", age(now, v.AcquiredAt))
-		fmt.Fprintf(&b, "renewed:     %s\n", age(now, v.RenewedAt))
-		if !v.ExpiresAt.IsZero() {
-			fmt.Fprintf(&b, "expires:     %s (duration %s)\n", age(now, v.ExpiresAt), v.Duration)
-		}
-		if v.UID != "" {
-			fmt.Fprintf(&b, "uid:         %s\n", v.UID)
-		}
-	}
-	_, err = fmt.Fprint(c.App.Writer, b.String())
-	return err
+	return v.WriteText(c.App.Writer, now)
 }
 
 func leaseRelease(c *cli.Context) error {
@@ -146,7 +100,7 @@ func leaseRelease(c *cli.Context) error {
 	}
 	if state == lease.StateHeld && named == "" && !c.Bool("force") {
 		return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf(
-			"refused: %s: %s\n  name the holder with --holder to release it, or use --force; nothing was changed", rec.Ref, doctor.DescribeRecord(rec, now, skew))}
+			"refused: %s: %s\n  name the holder with --holder to release it, or use --force; nothing was changed", rec.Ref, rec.Describe(now, skew))}
 	}
 	if err := l.ReleaseFor(t.ctx, rec); err != nil {
 		if errors.Is(err, lease.ErrLost) {

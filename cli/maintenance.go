@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/config"
-	"github.com/sf2loki/sf2loki/doctor"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/store"
@@ -76,7 +75,7 @@ func (m *maintenance) busy(ctx context.Context, l lease.Lease, err error) error 
 	msg := fmt.Sprintf("refused: a run holds the lease and did not release it within --wait %s; nothing was changed", m.wait)
 	detail := err.Error()
 	if rec, ierr := l.Inspect(ctx); ierr == nil {
-		detail = doctor.DescribeRecord(rec, time.Now(), m.cfg.Lease.MaxClockSkew.D())
+		detail = rec.Describe(time.Now(), m.cfg.Lease.MaxClockSkew.D())
 	}
 	msg += "\n  " + detail
 	msg += "\n  wait longer (--wait), or take the lease over with --force (the running job is then fenced at its next commit)"

@@ -51,24 +51,6 @@ func LeaseChecks(l Lease) []Check {
 	return checks
 }
 
-// DescribeRecord renders a lease record for humans (also used by `sf2loki lease show`).
-func DescribeRecord(r lease.Record, now time.Time, skew time.Duration) string {
-	switch r.State(now, skew) {
-	case lease.StateReleased:
-		by := ""
-		if r.Holder != "" {
-			by = " by " + r.Holder
-		}
-		return fmt.Sprintf("free (released%s), epoch %d, last renewed %s", by, r.Epoch, ago(now, r.RenewedAt))
-	case lease.StateExpired:
-		return fmt.Sprintf("held by %s, epoch %d, but not renewed for %s (duration %s): that run ended without releasing; the next run takes it over",
-			r.Holder, r.Epoch, roundDuration(now.Sub(r.RenewedAt)), r.Duration)
-	}
-	left := r.RenewedAt.Add(r.Duration).Sub(now)
-	return fmt.Sprintf("held by %s, epoch %d, renewed %s, expires in %s unless renewed: a run is in progress",
-		r.Holder, r.Epoch, ago(now, r.RenewedAt), roundDuration(max(left, 0)))
-}
-
 func recordDetails(r lease.Record) []string {
 	d := []string{"lease: " + r.Ref.String()}
 	if r.UID != "" {
@@ -99,7 +81,7 @@ func (l Lease) checkRead(ctx context.Context) Result {
 		}
 		return Fail("check the API server address, kubeconfig and network", "reading %s: %v", l.Ref, err)
 	}
-	return Pass("%s", DescribeRecord(r, l.now(), l.Skew)).With(recordDetails(r)...)
+	return Pass("%s", r.Describe(l.now(), l.Skew)).With(recordDetails(r)...)
 }
 
 // checkFence compares the lease with the fence recorded in the document.

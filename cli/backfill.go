@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/internal/human"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
@@ -354,17 +355,7 @@ func (p *backfillProgress) bar() string {
 	f := p.window.Fraction()
 	n := int(f * width)
 	return fmt.Sprintf("[%s%s] %5.1f%%  %d files  %d rows shipped  %s", strings.Repeat("=", n), strings.Repeat(" ", width-n),
-		100*f, p.window.Files.Load(), p.Shipped.Load(), humanBytes(p.Bytes.Load()))
-}
-
-func humanBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	f, i := float64(n), 0
-	for f >= 1024 && i < len(units)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", f, units[i])
+		100*f, p.window.Files.Load(), p.Shipped.Load(), human.Bytes(p.Bytes.Load()))
 }
 
 // eventTypesOf lists the event types of the plan, for messages.

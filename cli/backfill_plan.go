@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/internal/human"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
 )
@@ -92,14 +93,14 @@ func writeBackfillPlan(w io.Writer, out backfillPlanOutput) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "day\tevent type\tfiles\tbytes\trows (est.)\tAPI calls\tLoki bytes (est.)\ttime (est.)\t")
 		for _, d := range o.Days {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t\n", d.Day, d.EventType, d.Files, humanBytes(d.Bytes), d.Rows, d.APICalls,
-				humanBytes(d.LokiBytes), seconds(d.Seconds))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t\n", d.Day, d.EventType, d.Files, human.Bytes(d.Bytes), d.Rows, d.APICalls,
+				human.Bytes(d.LokiBytes), seconds(d.Seconds))
 		}
 		var calls int64
 		for _, n := range o.APICalls {
 			calls += n
 		}
-		fmt.Fprintf(tw, "total\t\t%d\t%s\t%d\t%d\t%s\t%s\t\n", o.Files, humanBytes(o.Bytes), o.Rows, calls, humanBytes(o.LokiBytes), seconds(o.Seconds))
+		fmt.Fprintf(tw, "total\t\t%d\t%s\t%d\t%d\t%s\t%s\t\n", o.Files, human.Bytes(o.Bytes), o.Rows, calls, human.Bytes(o.LokiBytes), seconds(o.Seconds))
 		_ = tw.Flush()
 		var kinds []string
 		for _, k := range slices.Sorted(maps.Keys(o.APICalls)) {
@@ -110,7 +111,7 @@ func writeBackfillPlan(w io.Writer, out backfillPlanOutput) {
 			sizes = append(sizes, fmt.Sprintf("%s %.0f B", t, o.RowBytes[t]))
 		}
 		fmt.Fprintf(w, "API calls: %s (listing included); rows assume rows of %s (--row-bytes); time at %s/s (--throughput) plus %.0f ms per request\n",
-			strings.Join(kinds, ", "), strings.Join(sizes, ", "), humanBytes(int64(o.Throughput)), 1000*o.RoundTrip)
+			strings.Join(kinds, ", "), strings.Join(sizes, ", "), human.Bytes(int64(o.Throughput)), 1000*o.RoundTrip)
 	}
 }
 

@@ -4,18 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/sf2loki/sf2loki/config"
-	"github.com/sf2loki/sf2loki/internal/human"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
 )
@@ -78,43 +73,21 @@ func runBackfillPlan(c *cli.Context, cfg *config.Config, plan *backfillPlan) err
 		fmt.Fprintf(c.App.Writer, "%s\n", b)
 		return nil
 	}
-	writeBackfillPlan(c.App.Writer, out)
-	return nil
+	return writeBackfillPlan(c.App.Writer, out)
 }
 
 // writeBackfillPlan renders a plan as a table per org.
-func writeBackfillPlan(w io.Writer, out backfillPlanOutput) {
+func writeBackfillPlan(w io.Writer, out backfillPlanOutput) error {
 	fmt.Fprintf(w, "backfill plan %s..%s (%s), estimated from the file listing (nothing downloaded)\n",
 		out.Since.Format(time.RFC3339), out.Until.Format(time.RFC3339), out.Interval)
 	for _, o := range out.Orgs {
 		if o.Org != "" {
 			fmt.Fprintf(w, "\norg %s\n", o.Org)
 		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "day\tevent type\tfiles\tbytes\trows (est.)\tAPI calls\tLoki bytes (est.)\ttime (est.)\t")
-		for _, d := range o.Days {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t\n", d.Day, d.EventType, d.Files, human.Bytes(d.Bytes), d.Rows, d.APICalls,
-				human.Bytes(d.LokiBytes), seconds(d.Seconds))
+		if err := o.WriteText(w); err != nil {
+			return err
 		}
-		var calls int64
-		for _, n := range o.APICalls {
-			calls += n
-		}
-		fmt.Fprintf(tw, "total\t\t%d\t%s\t%d\t%d\t%s\t%s\t\n", o.Files, human.Bytes(o.Bytes), o.Rows, calls, human.Bytes(o.LokiBytes), seconds(o.Seconds))
-		_ = tw.Flush()
-		var kinds []string
-		for _, k := range slices.Sorted(maps.Keys(o.APICalls)) {
-			kinds = append(kinds, fmt.Sprintf("%s %d", k, o.APICalls[k]))
-		}
-		var sizes []string
-		for _, t := range slices.Sorted(maps.Keys(o.RowBytes)) {
-			sizes = append(sizes, fmt.Sprintf("%s %.0f B", t, o.RowBytes[t]))
-		}
-		fmt.Fprintf(w, "API calls: %s (listing included); rows assume rows of %s (--row-bytes); time at %s/s (--throughput) plus %.0f ms per request\n",
-			strings.Join(kinds, ", "), strings.Join(sizes, ", "), human.Bytes(int64(o.Throughput)), 1000*o.RoundTrip)
 	}
-}
-
-func seconds(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+	_, err := fmt.Fprintln(w, "(--row-bytes and --throughput change what the estimates assume)")
+	return err
 }

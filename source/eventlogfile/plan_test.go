@@ -1,6 +1,7 @@
 package eventlogfile
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,21 @@ func TestPlanRowsFollowTheRowSize(t *testing.T) {
 	}
 	if rows, line := estimateFile(f, 50); rows != 200 || line != 50+lokiEntryOverhead+1+4+5 {
 		t.Errorf("rows %d, entry bytes %d at 50 bytes a row", rows, line)
+	}
+}
+
+func TestPlanWriteText(t *testing.T) {
+	p := &Plan{Days: []PlanDay{{Day: "2026-11-01", EventType: "Login", Files: 24, Bytes: 3 << 20, Rows: 6000, APICalls: 24, LokiBytes: 4 << 20, Seconds: 61}},
+		Files: 24, Bytes: 3 << 20, Rows: 6000, LokiBytes: 4 << 20, Seconds: 61, APICalls: map[string]int64{"query": 1, "eventlogfile_download": 24},
+		Throughput: 4 << 20, RoundTrip: 0.05, RowBytes: map[string]float64{"Login": 500}}
+	var b strings.Builder
+	if err := p.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"2026-11-01", "3.0 MiB", "1m1s", "total", "eventlogfile_download 24, query 1", "Login 500 B", "4.0 MiB/s plus 50 ms"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan text lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -88,39 +86,6 @@ func runDeadLetterReplay(c *cli.Context) error {
 	rep.ExitCode = outcomeExit(rep.Outcome, cfg.Run.StrictExitCodes)
 	logOutcome(log, rep)
 	printReport(c.App.Writer, io.Discard, rep)
-	fmt.Fprint(c.App.ErrWriter, replaySummary(filepath.Base(path), rep))
+	fmt.Fprint(c.App.ErrWriter, rep.ReplaySummary(filepath.Base(path)))
 	return reportExit(rep, cfg.Run.StrictExitCodes)
-}
-
-// replaySummary says what a replay shipped and what the receiver refused again.
-func replaySummary(file string, rep *job.Report) string {
-	var b strings.Builder
-	var refused int64
-	for _, n := range rep.Dropped {
-		refused += n
-	}
-	fmt.Fprintf(&b, "deadletter replay %s: %s; %d entries shipped, %d refused again", file, rep.Outcome, rep.Records, refused)
-	if refused > 0 {
-		reasons := make([]string, 0, len(rep.Dropped))
-		for r, n := range rep.Dropped {
-			reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
-		}
-		sort.Strings(reasons)
-		fmt.Fprintf(&b, " (%s)", strings.Join(reasons, ", "))
-	}
-	if n := rep.Restamped; len(n) > 0 {
-		var moved int64
-		for _, k := range n {
-			moved += k
-		}
-		fmt.Fprintf(&b, "; %d re-stamped (their own time in structured metadata %s)", moved, job.EventTimeMetadata)
-	}
-	b.WriteString("\n")
-	for _, f := range rep.Frozen {
-		fmt.Fprintf(&b, "  stopped at an entry refused again (%s); fix the cause and replay again\n", f.Reason)
-	}
-	if rep.Error != "" {
-		fmt.Fprintf(&b, "  error: %s\n", rep.Error)
-	}
-	return b.String()
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -173,28 +172,6 @@ func printReport(stdout, stderr io.Writer, rep *job.Report) {
 	}
 	fmt.Fprint(stdout, b.String())
 	if isTerminal(stderr) {
-		fmt.Fprint(stderr, humanSummary(rep))
+		fmt.Fprint(stderr, rep.Summary())
 	}
-}
-
-func humanSummary(rep *job.Report) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "outcome %s (exit %d) epoch %d: %d records, %d bytes in %d pushes, %d commits, %s\n",
-		rep.Outcome, rep.ExitCode, rep.Epoch, rep.Records, rep.Bytes, rep.Pushes, rep.Commits, time.Duration(rep.Duration).Round(time.Millisecond))
-	names := make([]string, 0, len(rep.Sources))
-	for n := range rep.Sources {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := rep.Sources[n]
-		fmt.Fprintf(&b, "  %-28s %8d records %10d bytes  %d keys\n", n, s.Records, s.Bytes, s.Keys)
-	}
-	if rep.Error != "" {
-		fmt.Fprintf(&b, "  error: %s\n", rep.Error)
-	}
-	for _, n := range rep.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
-	}
-	return b.String()
 }

@@ -2,6 +2,9 @@ package job
 
 import (
 	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -123,4 +126,61 @@ type Millis time.Duration
 // MarshalJSON prints the duration in milliseconds.
 func (m Millis) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Duration(m).Milliseconds())
+}
+
+// Summary is the report for a person: the outcome, what was shipped per source, the error and
+// the notes (run-once prints it on a terminal).
+func (rep *Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "outcome %s (exit %d) epoch %d: %d records, %d bytes in %d pushes, %d commits, %s\n",
+		rep.Outcome, rep.ExitCode, rep.Epoch, rep.Records, rep.Bytes, rep.Pushes, rep.Commits, time.Duration(rep.Duration).Round(time.Millisecond))
+	names := make([]string, 0, len(rep.Sources))
+	for n := range rep.Sources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := rep.Sources[n]
+		fmt.Fprintf(&b, "  %-28s %8d records %10d bytes  %d keys\n", n, s.Records, s.Bytes, s.Keys)
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(&b, "  error: %s\n", rep.Error)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	return b.String()
+}
+
+// ReplaySummary says what a replay shipped and what the receiver refused again.
+func (rep *Report) ReplaySummary(file string) string {
+	var b strings.Builder
+	var refused int64
+	for _, n := range rep.Dropped {
+		refused += n
+	}
+	fmt.Fprintf(&b, "deadletter replay %s: %s; %d entries shipped, %d refused again", file, rep.Outcome, rep.Records, refused)
+	if refused > 0 {
+		reasons := make([]string, 0, len(rep.Dropped))
+		for r, n := range rep.Dropped {
+			reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+		}
+		sort.Strings(reasons)
+		fmt.Fprintf(&b, " (%s)", strings.Join(reasons, ", "))
+	}
+	if n := rep.Restamped; len(n) > 0 {
+		var moved int64
+		for _, k := range n {
+			moved += k
+		}
+		fmt.Fprintf(&b, "; %d re-stamped (their own time in structured metadata %s)", moved, EventTimeMetadata)
+	}
+	b.WriteString("\n")
+	for _, f := range rep.Frozen {
+		fmt.Fprintf(&b, "  stopped at an entry refused again (%s); fix the cause and replay again\n", f.Reason)
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(&b, "  error: %s\n", rep.Error)
+	}
+	return b.String()
 }

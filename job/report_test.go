@@ -94,3 +94,27 @@ func TestReportGivesTheCommittedCursorsTime(t *testing.T) {
 		t.Fatalf("outcome %s, cursor %+v: want at %v", rep.Outcome, c, src.Base.Add(7*time.Millisecond))
 	}
 }
+
+func TestReportSummaries(t *testing.T) {
+	rep := &job.Report{Outcome: job.OutcomePartial, ExitCode: 4, Epoch: 9, Records: 120, Bytes: 4096, Pushes: 2, Commits: 2,
+		Sources: map[string]*job.SourceReport{"soql": {Records: 20, Keys: 1}, "eventlogfile": {Records: 100, Bytes: 4000, Keys: 2}},
+		Error:   "pushing: receiver unavailable", Notes: []string{"one note"},
+		Dropped: map[string]int64{"too_far_behind": 2, "line_too_long": 1}, Restamped: map[string]int64{"soql": 3},
+		Frozen: []job.FrozenKey{{Key: "k", Reason: "rate_limited"}}}
+	s := rep.Summary()
+	for _, want := range []string{"outcome partial (exit 4) epoch 9: 120 records, 4096 bytes in 2 pushes, 2 commits", "error: pushing", "note: one note"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Index(s, "eventlogfile") > strings.Index(s, "soql") {
+		t.Errorf("sources not in name order:\n%s", s)
+	}
+	r := rep.ReplaySummary("dead.jsonl")
+	for _, want := range []string{"deadletter replay dead.jsonl: partial; 120 entries shipped, 3 refused again (line_too_long 1, too_far_behind 2)",
+		"; 3 re-stamped", "stopped at an entry refused again (rate_limited)"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("replay summary lacks %q:\n%s", want, r)
+		}
+	}
+}

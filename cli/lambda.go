@@ -59,7 +59,7 @@ func lambdaCommand() *cli.Command {
 // Salesforce token cache, the S3 client).
 type lambdaState struct {
 	log  *slog.Logger
-	pm   *processMetrics
+	pm   *obs.Metrics
 	warm *warmClients
 }
 
@@ -89,12 +89,8 @@ func lambdaFunction(c *cli.Context, refresh time.Duration, jobName string) *lamb
 				rep.ExitCode = outcomeExit(rep.Outcome, false) // a refusal's
 			}
 			printReport(c.App.Writer, c.App.ErrWriter, rep)
-			if st != nil && st.pm != nil { // pushed before the environment can be frozen
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), st.pm.timeout)
-				if err := st.pm.m.Flush(fctx); err != nil {
-					st.pm.log.Warn("metrics push failed", "err", err)
-				}
-				cancel()
+			if st != nil {
+				st.pm.Push(ctx) // before the environment can be frozen
 			}
 			return scrubReport(redactor(c), rep)
 		},
@@ -136,8 +132,8 @@ func loadLambda(ctx context.Context, c *cli.Context, jobName string, prev *lambd
 	if jobName != "" {
 		log = log.With("job", jobName)
 	}
-	if prev != nil && prev.pm != nil {
-		prev.pm.shutdown(ctx)
+	if prev != nil {
+		prev.pm.Close(ctx)
 	}
 	pm, err := newProcessMetrics(context.WithoutCancel(ctx), l.Config.Metrics, log, false)
 	if err != nil {

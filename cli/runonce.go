@@ -16,6 +16,7 @@ import (
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lease"
+	"github.com/sf2loki/sf2loki/obs"
 )
 
 // runFlags are the flags shared by run-once and schedule.
@@ -90,7 +91,7 @@ func runOnceCommand() *cli.Command {
 			}
 			rep := runInvocation(ctx, cfg, log, invocationFlags{dryRun: c.Bool("dry-run"), dryRunOut: c.App.ErrWriter, metrics: pm})
 			printReport(c.App.Writer, c.App.ErrWriter, rep)
-			pm.shutdown(ctx) // the OTLP push, synchronously, before the process exits
+			pm.Close(ctx) // the OTLP push, synchronously, before the process exits
 			return reportExit(rep, cfg.Run.StrictExitCodes)
 		},
 	}
@@ -100,8 +101,8 @@ func runOnceCommand() *cli.Command {
 type invocationFlags struct {
 	dryRun    bool
 	dryRunOut io.Writer
-	metrics   *processMetrics // nil: no metrics
-	warm      *warmClients    // nil: every client built for this invocation alone
+	metrics   *obs.Metrics // nil: no metrics
+	warm      *warmClients // nil: every client built for this invocation alone
 }
 
 // warnStartup logs configuration advice once per process.
@@ -125,15 +126,15 @@ func runInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, f 
 		log.Error("cannot start the invocation", "err", err)
 		rep := &job.Report{Outcome: job.OutcomeOf(err, false), Error: err.Error(), StartedAt: start.UTC(), Duration: job.Millis(time.Since(start))}
 		rep.ExitCode = outcomeExit(rep.Outcome, cfg.Run.StrictExitCodes)
-		f.metrics.finish(cfg, nil, rep, nil)
+		recordRun(f.metrics, cfg, nil, rep, nil)
 		return rep
 	}
 	defer parts.close()
-	rec := f.metrics.instrument(cfg, parts)
+	rec := f.metrics.Instrument(cfg.Lease.Name, &parts.deps, &parts.opts)
 	parts.opts.DryRun, parts.opts.DryRunOut = f.dryRun, f.dryRunOut
 	rep := job.Run(ctx, parts.deps, parts.opts)
 	rep.ExitCode = outcomeExit(rep.Outcome, cfg.Run.StrictExitCodes)
-	f.metrics.finish(cfg, rec, rep, parts.orgs)
+	recordRun(f.metrics, cfg, rec, rep, parts.orgs)
 	logOutcome(log, rep)
 	return rep
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/obs"
 	"github.com/sf2loki/sf2loki/schedule"
 )
 
@@ -50,7 +51,7 @@ func scheduleCommand() *cli.Command {
 			if err != nil {
 				return exitf(ExitConfig, "metrics: %v", err)
 			}
-			defer pm.shutdown(ctx)
+			defer pm.Close(ctx)
 			jobs, err := scheduledJobs(cfg, c.String("job"), log, pm)
 			if err != nil {
 				return exitf(ExitConfig, "%v", err)
@@ -64,7 +65,7 @@ func scheduleCommand() *cli.Command {
 				if err != nil {
 					return exitf(ExitConfig, "schedule.listen: %v", err)
 				}
-				srv := &http.Server{Handler: s.Handler(pm.handler()), ReadHeaderTimeout: 10 * time.Second}
+				srv := &http.Server{Handler: s.Handler(pm.Handler()), ReadHeaderTimeout: 10 * time.Second}
 				go func() { _ = srv.Serve(ln) }()
 				defer srv.Close()
 				log.Info("health endpoints listening", "addr", ln.Addr().String())
@@ -77,7 +78,7 @@ func scheduleCommand() *cli.Command {
 
 // scheduledJobs returns one cron entry per job group (or the one job when there are no groups;
 // only the named group when name is set).
-func scheduledJobs(cfg *config.Config, name string, log *slog.Logger, pm *processMetrics) ([]schedule.Job, error) {
+func scheduledJobs(cfg *config.Config, name string, log *slog.Logger, pm *obs.Metrics) ([]schedule.Job, error) {
 	names := cfg.JobNames()
 	if name != "" || len(names) == 0 {
 		names = []string{name}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"time"
@@ -120,6 +121,8 @@ type MetricsOptions struct {
 	ServiceName    string
 	ServiceVersion string
 	Attributes     map[string]string
+	// Logger receives failed pushes of Push and Close (nil: discarded).
+	Logger *slog.Logger
 }
 
 // Metrics owns the process's meter provider, its readers (OTLP push, Prometheus pull) and
@@ -129,6 +132,8 @@ type Metrics struct {
 	provider *sdkmetric.MeterProvider
 	registry *prometheus.Registry
 	push     bool
+	timeout  time.Duration // of one push
+	log      *slog.Logger
 	*instruments
 }
 
@@ -137,7 +142,10 @@ var ErrMetricsSetup = errors.New("metrics setup")
 
 // NewMetrics builds the meter provider and the instruments.
 func NewMetrics(ctx context.Context, o MetricsOptions) (*Metrics, error) {
-	m := &Metrics{}
+	m := &Metrics{timeout: otlpTimeout(o.OTLP), log: o.Logger}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
 	res, err := metricsResource(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: resource: %w", ErrMetricsSetup, err)
@@ -261,6 +269,33 @@ func (m *Metrics) Flush(ctx context.Context) error {
 		return nil
 	}
 	return m.provider.ForceFlush(ctx)
+}
+
+// Push pushes what the instruments hold now and waits for the answer, at most the OTLP
+// timeout even when ctx is done (a Lambda environment pushes before it can be frozen). A failed
+// push is logged; it never changes a run's outcome.
+func (m *Metrics) Push(ctx context.Context) {
+	if m == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
+	defer cancel()
+	if err := m.Flush(ctx); err != nil {
+		m.log.Warn("metrics push failed", "err", err)
+	}
+}
+
+// Close pushes a last time, waiting at most the OTLP timeout, and stops the readers: a
+// run-once process calls it after printing its report, right before it exits.
+func (m *Metrics) Close(ctx context.Context) {
+	if m == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
+	defer cancel()
+	if err := m.Shutdown(ctx); err != nil {
+		m.log.Warn("metrics push failed", "err", err)
+	}
 }
 
 // Shutdown pushes a last time and stops the readers. Call it once, before the process exits.

@@ -44,6 +44,22 @@ type pushStream struct {
 // handling), about 4% of the EventLogFile path's CPU when every entry is observed.
 const lagSampleEvery = 16
 
+// Instrument attaches a new run recorder to an invocation of the job whose lease is named lease:
+// the job reports its pushes and commits to it, and every source's streams count what they
+// yield. A nil *Metrics returns nil and changes nothing.
+func (m *Metrics) Instrument(lease string, deps *job.Deps, opts *job.Options) *RunRecorder {
+	if m == nil {
+		return nil
+	}
+	r := m.NewRunRecorder(lease)
+	opts.Observer = r
+	for i := range deps.Bindings {
+		b := &deps.Bindings[i]
+		b.Source = r.Source(b.Source, b.Org)
+	}
+	return r
+}
+
 // NewRunRecorder returns the recorder of one invocation of the job whose lease is named lease.
 func (m *Metrics) NewRunRecorder(lease string) *RunRecorder {
 	return &RunRecorder{m: m, lease: lease, now: time.Now, streams: map[string]*pushStream{}, dests: map[string]bool{}}

@@ -82,28 +82,3 @@ func (d *destinations) replayBindings(path string, sh *shape.Shaper) ([]job.Bind
 	}
 	return out, nil
 }
-
-// doctorDestination is one receiver and tenant doctor checks.
-type doctorDestination struct {
-	prefix string // of its checks' ids: "" for sink.loki, "destination[<name>]." for the others
-	loki   config.Loki
-	clock  string // the name of its clock source, "" when another destination has its URL
-}
-
-// doctorDestinations names the checks of every receiver the configuration pushes to.
-func doctorDestinations(cfg *config.Config) []doctorDestination {
-	var out []doctorDestination
-	for _, r := range cfg.Receivers() {
-		if r.Default {
-			out = append(out, doctorDestination{loki: r.Loki, clock: "Loki"})
-			continue
-		}
-		name := job.DestinationLabel(r.Name)
-		d := doctorDestination{prefix: "destination[" + name + "].", loki: r.Loki}
-		if r.FirstAtURL {
-			d.clock = "Loki (" + name + ")"
-		}
-		out = append(out, d)
-	}
-	return out
-}

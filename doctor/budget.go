@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
+
+	"github.com/sf2loki/sf2loki/config"
 )
 
-// TimeBudget holds the time-budget symbols of docs/fencing.md ("The time budget"). Zero scheduler
-// values (SchedulePeriod, Deadline, TerminationGrace) mean "not passed by the scheduler".
-type TimeBudget struct {
-	MaxDuration, Push, Commit, Release, Startup, Margin, AcquireWait time.Duration
-	LeaseDuration, RenewInterval, ClockSkew                          time.Duration
-	SchedulePeriod, Deadline, TerminationGrace                       time.Duration
-}
+// TimeBudget holds the time-budget symbols of docs/fencing.md ("The time budget"): the
+// configuration's (config.Config.Budget). Zero scheduler values (SchedulePeriod, Deadline,
+// TerminationGrace) mean "not passed by the scheduler".
+type TimeBudget = config.Budget
 
 // Config returns the check that reports the configuration as loaded: PASS, or WARN with every
 // piece of advice (warnings). A configuration that does not load never gets here: the CLI

@@ -21,7 +21,7 @@ var forbidden = map[string][]string{
 	"job":        {"config", "cli", "doctor", "obs"},
 	"obs":        {"config", "cli", "doctor"},
 	"schedule":   {"config", "cli", "doctor", "obs"},
-	"doctor":     {"config", "cli"},
+	"doctor":     {"cli"},
 	"config":     {"cli", "doctor", "job", "lease", "store"},
 	// Rendering helpers every presenting package shares: a leaf.
 	"internal/human": {"store", "lease", "salesforce", "loki", "shape", "source", "job", "obs", "schedule", "doctor", "config", "cli"},

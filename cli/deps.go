@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"strings"
 
@@ -55,22 +54,15 @@ func (p *invocationParts) close() {
 func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*store.Store, error) {
 	var b store.Backend
 	var err error
-	switch st := cfg.State; st.Store {
+	switch cfg.State.Store {
 	case "file":
-		b, err = file.New(file.Options{Path: st.File.Path})
+		b, err = file.New(cfg.FileOptions())
 	case "s3":
-		b, err = s3store.New(ctx, s3store.Options{
-			Bucket: st.S3.Bucket, Key: st.S3.Key, Endpoint: st.S3.Endpoint, Region: st.S3.Region,
-			PathStyle: st.S3.PathStyle, AccessKeyID: st.S3.AccessKeyID,
-			SecretAccessKey: st.S3.SecretAccessKey.Value(), SessionToken: st.S3.SessionToken.Value(),
-			Proxy: cfg.HTTP.ProxyFunc(),
-		})
+		b, err = s3store.New(ctx, cfg.S3Options())
 	case "gcs":
-		b, err = gcsstore.New(ctx, gcsstore.Options{Bucket: st.GCS.Bucket, Object: st.GCS.Object,
-			Endpoint: st.GCS.Endpoint, CredentialsFile: st.GCS.CredentialsFile, HTTPClient: proxiedClient(cfg.HTTP)})
+		b, err = gcsstore.New(ctx, cfg.GCSOptions())
 	case "configmap":
-		b, err = configmap.New(configmap.Options{Namespace: st.ConfigMap.Namespace, Name: st.ConfigMap.Name,
-			Key: st.ConfigMap.Key, Kubeconfig: st.ConfigMap.Kubeconfig})
+		b, err = configmap.New(cfg.ConfigMapOptions())
 	default:
 		return nil, fmt.Errorf("%w: state.store %q is not available in this build", errWiring, cfg.State.Store)
 	}
@@ -85,13 +77,8 @@ func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 
 // buildLease returns the lease of the configuration for one invocation.
 func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv string, log *slog.Logger) (lease.Lease, error) {
-	lc := lease.Config{
-		Duration: cfg.Lease.Duration.D(), Skew: cfg.Lease.MaxClockSkew.D(), Host: cfg.Lease.Identity,
-		Invocation: inv, Logger: log, Now: testNow,
-	}
-	if lc.Skew == 0 {
-		lc.Skew = -1 // an explicit 0 means no skew allowance, not the default
-	}
+	lc := cfg.LeaseConfig()
+	lc.Invocation, lc.Logger, lc.Now = inv, log, testNow
 	var l lease.Lease
 	switch cfg.Lease.Type {
 	case "store":
@@ -112,18 +99,6 @@ func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv st
 	return l, nil
 }
 
-// proxiedClient returns an HTTP client over Go's default transport with the proxy of the http
-// section, or nil (the store's own default, which follows the environment) when none is set.
-func proxiedClient(h config.HTTP) *http.Client {
-	p := h.ProxyFunc()
-	if p == nil {
-		return nil
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = p
-	return &http.Client{Transport: tr}
-}
-
 // lokiOptions are the push client's options of a Loki section (config.Loki.ClientOptions) with
 // the invocation's logger.
 func lokiOptions(l config.Loki, h config.HTTP, log *slog.Logger) loki.Options {
@@ -140,31 +115,12 @@ func salesforceOptions(s config.Salesforce, h config.HTTP, log *slog.Logger) sal
 	return o
 }
 
-// jobOptions maps the run, batch and sink sections onto the job's options.
+// jobOptions are the job's options of the configuration (config.Config.JobOptions) for one
+// invocation.
 func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
-	budget := job.BudgetPause
-	if cfg.Egress.OnBudgetExhausted == "drop" {
-		budget = job.BudgetDrop
-	}
-	policy := job.RejectDrop
-	if cfg.Sink.Loki.OnPermanentReject == "freeze" {
-		policy = job.RejectFreeze
-	}
-	timestamps := job.Restamp
-	if !cfg.Sink.Loki.Restamp {
-		timestamps = job.RejectLate
-	}
-	return job.Options{
-		MaxRecords: cfg.Batch.MaxRecords, MaxBytes: cfg.Batch.MaxBytes.Int(),
-		MaxDuration: cfg.Run.MaxDuration.D(), PushReserve: cfg.Run.PushTimeout.D(),
-		CommitReserve: cfg.Run.CommitTimeout.D(), ReleaseReserve: cfg.Run.ReleaseTimeout.D(),
-		Drain: cfg.Run.Drain, PushEntries: cfg.Sink.Loki.BatchMaxEntries, PushBytes: cfg.Sink.Loki.BatchMaxBytes.Int(),
-		Egress: job.EgressOptions{LinesPerSecond: cfg.Egress.LinesPerSecond, BytesPerSecond: float64(cfg.Egress.BytesPerSecond),
-			DailyBytes: cfg.Egress.DailyBytes.Int(), OnBudget: budget, WarnFraction: cfg.Egress.WarnFraction},
-		OnPermanentReject: policy, Invocation: inv, Log: log, Hook: testHook, Now: testNow,
-		// Heads are per destination: another tenant's streams are other streams.
-		Ordering: job.OrderingOptions{Limits: cfg.Sink.Loki.ReceiverLimits(), Policy: timestamps, Destination: cfg.DestinationName(cfg.Sink.Loki)},
-	}
+	o := cfg.JobOptions()
+	o.Invocation, o.Log, o.Hook, o.Now = inv, log, testHook, testNow
+	return o
 }
 
 // buildInvocation builds everything one invocation needs. A non-nil warm keeps the store
@@ -262,15 +218,14 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p.deps.Coordinator = &job.LeaseCoordinator{Lease: l, Store: st, Options: lease.SessionOptions{
-		Wait: cfg.Lease.AcquireWait.D(), RenewEvery: cfg.Lease.RenewInterval.D(),
-		ReleaseTimeout: cfg.Run.ReleaseTimeout.D(), Logger: log,
-	}}
+	so := cfg.SessionOptions()
+	so.Logger = log
+	p.deps.Coordinator = &job.LeaseCoordinator{Lease: l, Store: st, Options: so}
 	sh, err := buildShaper(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p.opts.LabelGuard = labelGuard(cfg, sh)
+	p.opts.LabelGuard = cfg.LabelGuardOptions(sh.PromotedLabelNames())
 	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
 	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
 	sink, err := warm.lokiClient(lo)
@@ -329,11 +284,4 @@ func checkCursor(ctx context.Context, cfg *config.Config, key string, value json
 	}
 	return exitf(ExitConfig, "no configured source reads the key %s (configured: %s); check the spelling against `sf2loki state show`, "+
 		"or enable the source first", key, strings.Join(names, ", "))
-}
-
-// labelGuard is the cap on the promoted labels' values: the labels the shaper promotes, the
-// cap of shape.label_cardinality.
-func labelGuard(cfg *config.Config, sh *shape.Shaper) job.LabelGuardOptions {
-	lc := cfg.Shape.LabelCardinality
-	return job.LabelGuardOptions{Labels: sh.PromotedLabelNames(), MaxValuesPerDay: lc.MaxValuesPerDay, Overflow: lc.OverflowValue}
 }

@@ -14,24 +14,9 @@ import (
 // tick for schedule) from the metrics section; serve says whether this process serves /metrics
 // (schedule mode). A nil *obs.Metrics records nothing.
 func newProcessMetrics(ctx context.Context, mc config.Metrics, log *slog.Logger, serve bool) (*obs.Metrics, error) {
-	o := metricsOptions(mc, Version().Version, serve)
+	o := mc.Options(Version().Version, serve)
 	o.Logger = log
 	return obs.NewMetrics(ctx, o)
-}
-
-// metricsOptions maps the metrics section onto obs.NewMetrics's options; prometheus says
-// whether this process serves /metrics (schedule mode with metrics.prometheus on).
-func metricsOptions(m config.Metrics, version string, prometheus bool) obs.MetricsOptions {
-	o := m.OTLP
-	return obs.MetricsOptions{
-		OTLP: obs.OTLPOptions{
-			Endpoint: o.Endpoint, Headers: o.Headers, Timeout: o.Timeout.D(), Interval: o.Interval.D(),
-			Temporality: obs.Temporality(o.Temporality), Gzip: o.Gzip,
-			TLS: obs.OTLPTLS{CAFile: o.TLS.CAFile, CertFile: o.TLS.CertFile, KeyFile: o.TLS.KeyFile,
-				ServerName: o.TLS.ServerName, InsecureSkipVerify: o.TLS.InsecureSkipVerify},
-		},
-		Prometheus: prometheus && m.Prometheus, ServiceName: m.ServiceName, ServiceVersion: version, Attributes: m.ResourceAttributes,
-	}
 }
 
 // orgClient is one org's Salesforce client of an invocation: the metrics record the

@@ -3,14 +3,10 @@ package cli
 import (
 	"io"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/sf2loki/sf2loki/config"
-	"github.com/sf2loki/sf2loki/obs"
 )
 
 func parseExposition(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
@@ -45,18 +41,4 @@ func sample(fams map[string]*dto.MetricFamily, name string, want map[string]stri
 		}
 	}
 	return 0, false
-}
-
-func TestMetricsOptions(t *testing.T) {
-	m := config.Metrics{Prometheus: true, ServiceName: "sf2loki", ResourceAttributes: map[string]string{"deployment.environment": "prod"},
-		OTLP: config.MetricsOTLP{Endpoint: "http://otel:4318/v1/metrics", Headers: map[string]string{"X-Tenant": "a"}, Timeout: config.Duration(3 * time.Second),
-			Interval: config.Duration(time.Minute), Temporality: "delta", Gzip: true, TLS: config.TLS{CAFile: "ca.pem"}}}
-	o := metricsOptions(m, "v1.0.0", true)
-	if !o.Prometheus || o.ServiceVersion != "v1.0.0" || o.OTLP.Temporality != obs.Delta || o.OTLP.Timeout != 3*time.Second ||
-		o.OTLP.TLS.CAFile != "ca.pem" || !o.OTLP.Gzip || o.OTLP.Headers["X-Tenant"] != "a" || o.Attributes["deployment.environment"] != "prod" {
-		t.Fatalf("options %+v", o)
-	}
-	if metricsOptions(m, "v1.0.0", false).Prometheus {
-		t.Fatal("a run-once process serves /metrics")
-	}
 }

@@ -103,13 +103,9 @@ func scheduledJobs(cfg *config.Config, name string, log *slog.Logger, pm *obs.Me
 	return out, nil
 }
 
-// scheduleOptions maps the schedule and run sections onto the scheduler's options.
+// scheduleOptions are the scheduler's options of the configuration (config.Config.ScheduleOptions).
 func scheduleOptions(cfg *config.Config, log *slog.Logger) schedule.Options {
-	return schedule.Options{
-		Timezone: cfg.Schedule.Timezone, Jitter: cfg.Schedule.Jitter.D(), MaxRun: cfg.Run.MaxDuration.D(),
-		Grace:        max(cfg.Run.TerminationGrace.D(), cfg.Run.CommitTimeout.D()+cfg.Run.ReleaseTimeout.D()+cfg.Run.Margin.D()),
-		UnreadyAfter: cfg.Schedule.UnreadyAfter,
-		Failed:       func(o job.Outcome) bool { return outcomeExit(o, false) != ExitOK },
-		Log:          log,
-	}
+	o := cfg.ScheduleOptions()
+	o.Failed, o.Log = func(o job.Outcome) bool { return outcomeExit(o, false) != ExitOK }, log
+	return o
 }

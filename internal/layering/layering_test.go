@@ -22,7 +22,7 @@ var forbidden = map[string][]string{
 	"obs":        {"config", "cli", "doctor"},
 	"schedule":   {"config", "cli", "doctor", "obs"},
 	"doctor":     {"cli"},
-	"config":     {"cli", "doctor", "job", "lease", "store"},
+	"config":     {"cli", "doctor", "lambda"},
 	// Rendering helpers every presenting package shares: a leaf.
 	"internal/human": {"store", "lease", "salesforce", "loki", "shape", "source", "job", "obs", "schedule", "doctor", "config", "cli"},
 }

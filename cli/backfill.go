@@ -71,12 +71,7 @@ func parseWindowTime(flag, s string) (time.Time, error) {
 type backfillPlan struct {
 	window   *eventlogfile.Window
 	interval string
-	orgs     []backfillOrg
-}
-
-type backfillOrg struct {
-	entry config.OrgEntry
-	types []string
+	orgs     []config.BackfillOrg
 }
 
 func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
@@ -107,25 +102,7 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 		}
 	}
 	only := c.String("org")
-	for _, o := range cfg.OrgList() {
-		if only != "" && o.Name != only {
-			continue
-		}
-		types := flagTypes
-		if len(types) == 0 && o.Sources.EventLogFile.Enabled {
-			types = o.Sources.EventLogFile.EventTypes
-		}
-		if len(types) == 0 || !o.Salesforce.Configured() {
-			continue
-		}
-		if p.interval == "" {
-			p.interval = o.Sources.EventLogFile.Interval
-		}
-		p.orgs = append(p.orgs, backfillOrg{entry: o, types: types})
-	}
-	if p.interval == "" {
-		p.interval = eventlogfile.DefaultInterval
-	}
+	p.orgs, p.interval = cfg.BackfillOrgs(only, flagTypes, p.interval)
 	if p.window, err = eventlogfile.NewWindow(p.interval, since, until); err != nil {
 		return nil, exitf(ExitConfig, "%v", err)
 	}
@@ -190,11 +167,6 @@ func runBackfill(c *cli.Context) error {
 		return runBackfillPlan(c, cfg, plan)
 	}
 	bcfg := cfg.ForBackfill()
-	// Transforms apply, sampling does not: a backfill loads history completely.
-	bcfg.Shape.Types = slices.Clone(cfg.Shape.Types)
-	for i := range bcfg.Shape.Types {
-		bcfg.Shape.Types[i].SampleRate, bcfg.Shape.Types[i].SampleField = 0, ""
-	}
 	bcfg.Lease.AcquireWait = config.Duration(c.Duration("wait")) // another backfill may hold the backfill lease
 	log, _, err := newLogger(c, bcfg)
 	if err != nil {
@@ -279,7 +251,7 @@ func backfillHuman(s backfillSummary) string {
 func (p *invocationParts) bindWindow(cfg *config.Config, plan *backfillPlan, sh *shape.Shaper, prog *eventlogfile.WindowProgress, log *slog.Logger) error {
 	dests := &destinations{cfg: cfg, allowed: sh.PromotedLabelNames(), log: log}
 	for _, o := range plan.orgs {
-		dest, osh, err := dests.forOrg(o.entry, sh)
+		dest, osh, err := dests.forOrg(o.OrgEntry, sh)
 		if err != nil {
 			return err
 		}
@@ -287,26 +259,26 @@ func (p *invocationParts) bindWindow(cfg *config.Config, plan *backfillPlan, sh 
 		if err != nil {
 			return err
 		}
-		p.deps.Bindings = append(p.deps.Bindings, job.Binding{Org: o.entry.Name, Source: src, Destination: dest})
+		p.deps.Bindings = append(p.deps.Bindings, job.Binding{Org: o.OrgEntry.Name, Source: src, Destination: dest})
 	}
 	return nil
 }
 
 // backfillSource is the EventLogFile source of one org restricted to the plan's window.
-func backfillSource(cfg *config.Config, plan *backfillPlan, o backfillOrg, sh *shape.Shaper, prog *eventlogfile.WindowProgress, log *slog.Logger) (*eventlogfile.Source, error) {
-	client, err := salesforce.New(salesforceOptions(o.entry.Salesforce, cfg.HTTP, log.With("org", o.entry.Name)))
+func backfillSource(cfg *config.Config, plan *backfillPlan, o config.BackfillOrg, sh *shape.Shaper, prog *eventlogfile.WindowProgress, log *slog.Logger) (*eventlogfile.Source, error) {
+	client, err := salesforce.New(salesforceOptions(o.OrgEntry.Salesforce, cfg.HTTP, log.With("org", o.OrgEntry.Name)))
 	if err != nil {
-		return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.entry.Path, err)
+		return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.OrgEntry.Path, err)
 	}
-	opts := cfg.EventLogFileOptions(o.entry)
-	opts.Client, opts.Shaper, opts.Log = client, sh, log.With("org", o.entry.Name)
-	opts.Interval, opts.EventTypes = plan.interval, o.types
+	opts := cfg.EventLogFileOptions(o.OrgEntry)
+	opts.Client, opts.Shaper, opts.Log = client, sh, log.With("org", o.OrgEntry.Name)
+	opts.Interval, opts.EventTypes = plan.interval, o.EventTypes
 	w := *plan.window
 	w.Progress = prog
 	opts.ForWindow(&w, time.Now())
 	src, err := eventlogfile.New(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.entry.Path, err)
+		return nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.OrgEntry.Path, err)
 	}
 	return src, nil
 }
@@ -362,7 +334,7 @@ func (p *backfillProgress) bar() string {
 func (p *backfillPlan) eventTypesOf() []string {
 	var out []string
 	for _, o := range p.orgs {
-		out = append(out, o.types...)
+		out = append(out, o.EventTypes...)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)

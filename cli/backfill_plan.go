@@ -50,7 +50,7 @@ func runBackfillPlan(c *cli.Context, cfg *config.Config, plan *backfillPlan) err
 	for _, o := range plan.orgs {
 		if n := c.Int("row-bytes"); n > 0 {
 			po.RowBytes = map[string]float64{}
-			for _, t := range o.types {
+			for _, t := range o.EventTypes {
 				po.RowBytes[t] = float64(n)
 			}
 		}
@@ -60,10 +60,10 @@ func runBackfillPlan(c *cli.Context, cfg *config.Config, plan *backfillPlan) err
 		}
 		p, err := src.Plan(ctx, po)
 		if err != nil {
-			log.Error("the backfill plan failed", "org", o.entry.Name, "err", err)
+			log.Error("the backfill plan failed", "org", o.OrgEntry.Name, "err", err)
 			return &ExitError{Code: outcomeExit(job.OutcomeOf(err, false), true)}
 		}
-		out.Orgs = append(out.Orgs, backfillOrgPlan{Org: o.entry.Name, Plan: p})
+		out.Orgs = append(out.Orgs, backfillOrgPlan{Org: o.OrgEntry.Name, Plan: p})
 	}
 	if c.Bool("json") {
 		b, err := json.Marshal(out)

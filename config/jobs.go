@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sf2loki/sf2loki/source/eventlogfile"
 )
 
 // SourceNames are the names a job group's sources list may use.
@@ -230,7 +232,7 @@ const backfillSuffix = "-backfill"
 // ForBackfill returns the configuration of the backfill's own document and lease, like a
 // job group's: lease "<name>-backfill", document "<path>-backfill<ext>" (file), "<key>-backfill<ext>"
 // (S3 key, GCS object), ConfigMap "<name>-backfill". A backfill never reads or fences the live
-// document.
+// document. Its shaping samples nothing.
 func (c *Config) ForBackfill() *Config {
 	out := *c
 	name := c.Lease.Name
@@ -242,7 +244,46 @@ func (c *Config) ForBackfill() *Config {
 	out.State.S3.Key = suffixed(c.State.S3.Key)
 	out.State.GCS.Object = suffixed(c.State.GCS.Object)
 	out.State.ConfigMap.Name = c.State.ConfigMap.Name + backfillSuffix
+	// Transforms apply, sampling does not: a backfill loads history completely.
+	out.Shape.Types = slices.Clone(c.Shape.Types)
+	for i := range out.Shape.Types {
+		out.Shape.Types[i].SampleRate, out.Shape.Types[i].SampleField = 0, ""
+	}
 	return &out
+}
+
+// BackfillOrg is one org a backfill ships and the event types it ships of it.
+type BackfillOrg struct {
+	OrgEntry
+	EventTypes []string
+}
+
+// BackfillOrgs lists what a backfill ships: of every org (only the one named only, when set)
+// with Salesforce credentials, the event types given, else those of its eventlogfile source;
+// orgs left with none are left out. interval is the window's: the one given, else the first
+// selected org's eventlogfile interval, else the source's default.
+func (c *Config) BackfillOrgs(only string, types []string, interval string) ([]BackfillOrg, string) {
+	var out []BackfillOrg
+	for _, o := range c.OrgList() {
+		if only != "" && o.Name != only {
+			continue
+		}
+		t := types
+		if len(t) == 0 && o.Sources.EventLogFile.Enabled {
+			t = o.Sources.EventLogFile.EventTypes
+		}
+		if len(t) == 0 || !o.Salesforce.Configured() {
+			continue
+		}
+		if interval == "" {
+			interval = o.Sources.EventLogFile.Interval
+		}
+		out = append(out, BackfillOrg{OrgEntry: o, EventTypes: t})
+	}
+	if interval == "" {
+		interval = eventlogfile.DefaultInterval
+	}
+	return out, interval
 }
 
 // suffixed inserts the backfill suffix before a path's extension: state.json -> state-backfill.json.

@@ -118,3 +118,28 @@ func TestForBackfill(t *testing.T) {
 		t.Fatal("ForBackfill changed the live configuration")
 	}
 }
+
+func TestBackfillOrgs(t *testing.T) {
+	cfg := Defaults()
+	cfg.Orgs = []Org{{Name: "eu"}, {Name: "us"}, {Name: "apac"}}
+	for i := range cfg.Orgs {
+		cfg.Orgs[i].Salesforce = Salesforce{ClientID: "c", Username: "u@example.com", PrivateKey: "k"}
+	}
+	cfg.Orgs[0].Sources.EventLogFile = EventLogFileSource{Enabled: true, EventTypes: []string{"Login"}, Interval: "Daily"}
+	cfg.Orgs[2].Salesforce = Salesforce{} // no credentials
+	orgs, interval := cfg.BackfillOrgs("", nil, "")
+	if len(orgs) != 1 || orgs[0].Name != "eu" || orgs[0].EventTypes[0] != "Login" || interval != "Daily" {
+		t.Fatalf("orgs %+v interval %s: want eu's Login, Daily", orgs, interval)
+	}
+	orgs, interval = cfg.BackfillOrgs("", []string{"API"}, "Hourly")
+	if len(orgs) != 2 || orgs[1].Name != "us" || orgs[1].EventTypes[0] != "API" || interval != "Hourly" {
+		t.Fatalf("orgs %+v interval %s: want eu and us (apac has no credentials), Hourly", orgs, interval)
+	}
+	if orgs, _ := cfg.BackfillOrgs("apac", []string{"API"}, ""); len(orgs) != 0 {
+		t.Fatalf("apac without credentials: %+v", orgs)
+	}
+	cfg.Shape.Types = []ShapeType{{Type: "Login", SampleRate: 0.1, SampleField: "USER_ID"}}
+	if b := cfg.ForBackfill(); b.Shape.Types[0].SampleRate != 0 || cfg.Shape.Types[0].SampleRate != 0.1 {
+		t.Fatalf("backfill sample rate %v, live %v: a backfill samples nothing, the live configuration keeps its own", b.Shape.Types[0].SampleRate, cfg.Shape.Types[0].SampleRate)
+	}
+}

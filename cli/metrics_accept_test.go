@@ -25,6 +25,7 @@ import (
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/obs"
+	"github.com/sf2loki/sf2loki/obs/obstest"
 	"github.com/sf2loki/sf2loki/schedule"
 )
 
@@ -208,7 +209,7 @@ func TestScheduleServesMetrics(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("/metrics: %d", resp.StatusCode)
 	}
-	fams := parseExposition(t, resp.Body)
+	fams := obstest.Parse(t, resp.Body)
 	for _, name := range instrumentsOfARun {
 		in, ok := lookupByName(name)
 		if !ok {
@@ -218,10 +219,10 @@ func TestScheduleServesMetrics(t *testing.T) {
 			t.Errorf("/metrics has no %s", in.PrometheusName())
 		}
 	}
-	if v, ok := sample(fams, "sf2loki_runs_total", map[string]string{"lease": "metrics-test", "outcome": "ok"}); !ok || v < 1 {
+	if v, ok := obstest.Sample(fams, "sf2loki_runs_total", map[string]string{"lease": "metrics-test", "outcome": "ok"}); !ok || v < 1 {
 		t.Errorf("sf2loki_runs_total{outcome=ok} = %v (found %v), want >= 1", v, ok)
 	}
-	if v, ok := sample(fams, "sf2loki_records_shipped_total", map[string]string{"event_type": "API"}); !ok || v == 0 || int(v) > receiver.Count() {
+	if v, ok := obstest.Sample(fams, "sf2loki_records_shipped_total", map[string]string{"event_type": "API"}); !ok || v == 0 || int(v) > receiver.Count() {
 		t.Errorf("sf2loki_records_shipped_total{event_type=API} = %v, receiver has %d", v, receiver.Count())
 	}
 }

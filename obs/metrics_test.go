@@ -13,11 +13,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sf2loki/sf2loki/obs/obstest"
 )
 
 // recordAll records every instrument once.
@@ -54,12 +54,7 @@ func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
-	return fams
+	return obstest.Parse(t, rec.Body)
 }
 
 // TestPrometheusNamesMatchCatalog records every instrument and checks that /metrics exposes

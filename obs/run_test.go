@@ -8,39 +8,14 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/obs/obstest"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/pubsub"
 	"github.com/sf2loki/sf2loki/store"
 )
-
-// sample returns the value of the series of family name whose labels include want.
-func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	for _, m := range fams[name].GetMetric() {
-		match := 0
-		for _, l := range m.GetLabel() {
-			if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
-				match++
-			}
-		}
-		if match != len(want) {
-			continue
-		}
-		switch {
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue(), true
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue(), true
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
 
 // fakeStream yields the given records, then io.EOF.
 type fakeStream struct {
@@ -183,12 +158,12 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 		{"sf2loki_pubsub_replay_id_age_seconds", map[string]string{"org": "prod", "topic": "/event/LoginEventStream"}, 3600},
 		{"sf2loki_cursor_timestamp_seconds", map[string]string{"key": "org=prod:eventlogfile:API"}, float64(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).Unix())},
 	} {
-		got, ok := sample(fams, c.name, c.labels)
+		got, ok := obstest.Sample(fams, c.name, c.labels)
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
-	if _, ok := sample(fams, "sf2loki_last_success_timestamp_seconds", lease); ok {
+	if _, ok := obstest.Sample(fams, "sf2loki_last_success_timestamp_seconds", lease); ok {
 		t.Error("a fenced run set the last success time")
 	}
 }

@@ -1,4 +1,6 @@
-package cli
+// Package obstest reads Prometheus expositions in tests: the metrics sf2loki serves on /metrics
+// are parsed the way a Prometheus server reads them, and series are looked up by labels.
+package obstest
 
 import (
 	"io"
@@ -9,7 +11,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-func parseExposition(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
+// Parse reads an exposition in the Prometheus text format into its metric families.
+func Parse(t testing.TB, r io.Reader) map[string]*dto.MetricFamily {
 	t.Helper()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
@@ -19,8 +22,9 @@ func parseExposition(t *testing.T, r io.Reader) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// sample returns the value of the series of family name whose labels include want.
-func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+// Sample returns the value of the first series of family name whose labels include want: a
+// counter's or gauge's value, a histogram's sample count.
+func Sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
 	for _, m := range fams[name].GetMetric() {
 		match := 0
 		for _, l := range m.GetLabel() {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/human"
 	"github.com/sf2loki/sf2loki/store"
 )
 
@@ -125,9 +126,9 @@ func (s Store) checkRead(ctx context.Context) Result {
 		}
 		details = append(details, line)
 	}
-	size := byteSize(snap.Size)
+	size := human.Bytes(int64(snap.Size))
 	if limit > 0 {
-		size += fmt.Sprintf(" of the %s limit (%.1f%%)", byteSize(limit), 100*float64(snap.Size)/float64(limit))
+		size += fmt.Sprintf(" of the %s limit (%.1f%%)", human.Bytes(int64(limit)), 100*float64(snap.Size)/float64(limit))
 	}
 	msg := fmt.Sprintf("%s: schema %d, %d checkpoints, fence epoch %d, %s", obj, doc.Schema, len(doc.Checkpoints), doc.FenceEpoch(), size)
 	switch {
@@ -160,34 +161,10 @@ func (s Store) checkProbe(ctx context.Context) Result {
 	return storeFailure(s.Probe.String(), err)
 }
 
-// ago renders the time since t: "3m12s ago", "in 5s" for a future t.
+// ago renders the time since t (human.Ago), with a hint for a future t.
 func ago(now, t time.Time) string {
-	if t.IsZero() {
-		return "never"
+	if t.After(now) {
+		return human.Ago(now, t) + " (clock ahead?)"
 	}
-	d := now.Sub(t)
-	if d < 0 {
-		return "in " + roundDuration(-d).String() + " (clock ahead?)"
-	}
-	return roundDuration(d).String() + " ago"
-}
-
-func roundDuration(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Hour:
-		return d.Round(time.Minute)
-	case d >= time.Second:
-		return d.Round(time.Second)
-	}
-	return d.Round(time.Millisecond)
-}
-
-func byteSize(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
+	return human.Ago(now, t)
 }

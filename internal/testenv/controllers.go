@@ -2,11 +2,8 @@ package testenv
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -102,31 +99,9 @@ func startControllerManager(ctx context.Context, bin, dir string, k *Kube) (*pro
 	if err != nil {
 		return nil, err
 	}
-	var client *http.Client
-	err = p.waitReady(ctx, func(ctx context.Context) error {
-		if client == nil {
-			// The self-signed serving certificate written at startup is its own trust root.
-			crt, err := os.ReadFile(filepath.Join(certDir, "kube-controller-manager.crt"))
-			if err != nil {
-				return err
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(crt) {
-				return fmt.Errorf("no certificate in %s yet", certDir)
-			}
-			client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		}
-		body, err := httpGet(ctx, client, "https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", "")
-		if err == nil && strings.TrimSpace(body) != "ok" {
-			err = fmt.Errorf("/healthz: %s", body)
-		}
-		return err
-	})
-	if client != nil {
-		client.CloseIdleConnections()
-	}
-	if err != nil {
-		p.stop()
+	// The self-signed serving certificate written at startup is its own trust root.
+	if _, err := p.waitServing(ctx, filepath.Join(certDir, "kube-controller-manager.crt"),
+		"https://127.0.0.1:"+strconv.Itoa(ports[0])+"/healthz", ""); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -237,33 +236,9 @@ func startAPIServer(ctx context.Context, bin, dir, etcdURL string) (*Kube, error
 		return nil, err
 	}
 	k.procs = []*process{p}
-	var client *http.Client
-	err = p.waitReady(ctx, func(ctx context.Context) error {
-		if client == nil {
-			// The server writes its self-signed certificate (with the CA that signed it) on
-			// startup; it is the trust root for every client.
-			ca, err := os.ReadFile(filepath.Join(certDir, "apiserver.crt"))
-			if err != nil {
-				return err
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(ca) {
-				return fmt.Errorf("no certificate in %s yet", filepath.Join(certDir, "apiserver.crt"))
-			}
-			k.CAData = ca
-			client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		}
-		body, err := httpGet(ctx, client, k.Host+"/readyz", k.AdminToken)
-		if err == nil && strings.TrimSpace(body) != "ok" {
-			err = fmt.Errorf("/readyz: %s", body)
-		}
-		return err
-	})
-	if client != nil {
-		client.CloseIdleConnections()
-	}
-	if err != nil {
-		p.stop()
+	// The server writes its self-signed certificate (with the CA that signed it) on startup; it
+	// is the trust root for every client.
+	if k.CAData, err = p.waitServing(ctx, filepath.Join(certDir, "apiserver.crt"), k.Host+"/readyz", k.AdminToken); err != nil {
 		return nil, err
 	}
 	return k, nil

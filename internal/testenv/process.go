@@ -3,9 +3,12 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -158,4 +161,38 @@ func retryOnPortConflict[T any](start func() (T, error)) (T, error) {
 func readFileQuiet(path string) []byte {
 	data, _ := os.ReadFile(path)
 	return data
+}
+
+// waitServing waits until url answers "ok" over TLS, trusting the self-signed certificate the
+// process writes to crtPath when it starts (returned), with token as bearer token when set.
+// The process is stopped when it never does.
+func (p *process) waitServing(ctx context.Context, crtPath, url, token string) ([]byte, error) {
+	var client *http.Client
+	var crt []byte
+	err := p.waitReady(ctx, func(ctx context.Context) error {
+		if client == nil {
+			b, err := os.ReadFile(crtPath)
+			if err != nil {
+				return err
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(b) {
+				return fmt.Errorf("no certificate in %s yet", crtPath)
+			}
+			crt, client = b, &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		}
+		body, err := httpGet(ctx, client, url, token)
+		if err == nil && strings.TrimSpace(body) != "ok" {
+			err = fmt.Errorf("%s: %s", url, body)
+		}
+		return err
+	})
+	if client != nil {
+		client.CloseIdleConnections()
+	}
+	if err != nil {
+		p.stop()
+		return nil, err
+	}
+	return crt, nil
 }

@@ -4,16 +4,24 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/store/configmap"
+	"github.com/sf2loki/sf2loki/store/file"
 )
 
 // LabelCardinality caps the distinct values of the promoted labels (shape.types[].labels).
 type LabelCardinality struct {
-	MaxValuesPerDay int    `yaml:"max_values_per_day" default:"0" min:"0" desc:"Distinct values each promoted label may take per UTC day (0 = no cap). Entries past it are shipped with the label set to overflow_value and their own value in structured metadata <label>_original; counted in the run report (label_overflow) and sf2loki_records_label_overflow_total. The day's values are kept, hashed, in the checkpoint document (one counter each): at most 10000."`
+	MaxValuesPerDay int    `yaml:"max_values_per_day" default:"0" min:"0" desc:"Distinct values each promoted label may take per UTC day (0 = no cap). Entries past it are shipped with the label set to overflow_value and their own value in structured metadata <label>_original; counted in the run report (label_overflow) and sf2loki_records_label_overflow_total. The day's values are kept, hashed, in the checkpoint document (a counter of about 200 bytes each): at most 10000, and labels × values may fill at most half of the store's document (about 2400 in all with the ConfigMap store, 40000 with the others)."`
 	OverflowValue   string `yaml:"overflow_value" default:"__overflow__" desc:"Label value of the entries past max_values_per_day."`
 }
 
 // maxLabelValuesPerDay bounds the counters the guard keeps in the checkpoint document.
 const maxLabelValuesPerDay = 10_000
+
+// labelValueBytes is what one admitted value costs in the checkpoint document: its counter
+// (name with the label and the value's hash, the day, the epoch, the time) is about 180 bytes.
+const labelValueBytes = 200
 
 // highCardinalityFields are record fields whose values are unbounded (one per user, address,
 // session, request or record): promoted to a label, each makes a stream per value.
@@ -27,6 +35,12 @@ func (c *Config) validateLabelCardinality(errs *Errors) {
 	lc := c.Shape.LabelCardinality
 	if lc.MaxValuesPerDay > maxLabelValuesPerDay {
 		errs.add("shape.label_cardinality.max_values_per_day", "%d is above %d: the day's values are kept in the checkpoint document", lc.MaxValuesPerDay, maxLabelValuesPerDay)
+	}
+	if need, limit := c.labelGuardBytes(), c.storeMaxSize(); lc.MaxValuesPerDay > 0 && need > limit/2 {
+		errs.add("shape.label_cardinality.max_values_per_day", "%d values a day of %d promoted labels keep about %d KiB of counters in the checkpoint document, "+
+			"more than half of the %d KiB a %s store holds (the document is rewritten at every commit and a full one stops every commit): "+
+			"lower the cap, promote fewer fields, or use a store with room (file, s3 and gcs hold %d MiB)",
+			lc.MaxValuesPerDay, need/(lc.MaxValuesPerDay*labelValueBytes), need>>10, limit>>10, c.State.Store, file.DefaultMaxSize>>20)
 	}
 	if strings.TrimSpace(lc.OverflowValue) == "" {
 		errs.add("shape.label_cardinality.overflow_value", "must not be empty (an empty value removes the label)")
@@ -54,4 +68,25 @@ func (c *Config) labelCardinalityWarnings() []string {
 
 func highCardinality(field string) bool {
 	return slices.ContainsFunc(highCardinalityFields, func(f string) bool { return strings.EqualFold(f, field) })
+}
+
+// labelGuardBytes estimates what the label guard keeps in the document at most: a counter per
+// admitted value of each promoted label (shape.types[].labels, by label name), per day.
+func (c *Config) labelGuardBytes() int {
+	var names []string
+	for _, t := range c.Shape.Types {
+		for _, f := range t.Labels {
+			names = append(names, shape.LabelName(f))
+		}
+	}
+	slices.Sort(names)
+	return len(slices.Compact(names)) * c.Shape.LabelCardinality.MaxValuesPerDay * labelValueBytes
+}
+
+// storeMaxSize is the largest document state.store holds.
+func (c *Config) storeMaxSize() int {
+	if c.State.Store == "configmap" {
+		return configmap.DefaultMaxSize
+	}
+	return file.DefaultMaxSize
 }

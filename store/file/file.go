@@ -26,6 +26,9 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
+// DefaultMaxSize is the default document cap.
+const DefaultMaxSize = 16 << 20
+
 // Options configures the file backend. Zero values mean the defaults.
 type Options struct {
 	// Path of the document, e.g. /var/lib/sf2loki/state.json. Required.
@@ -65,7 +68,7 @@ func New(o Options) (*Backend, error) {
 		o.LockWait = 10 * time.Second
 	}
 	if o.MaxSize <= 0 {
-		o.MaxSize = 16 << 20
+		o.MaxSize = DefaultMaxSize
 	}
 	return &Backend{o: o}, nil
 }

@@ -34,6 +34,9 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
+// DefaultMaxSize is the default document cap.
+const DefaultMaxSize = 16 << 20
+
 // DefaultEndpoint is Google's GCS endpoint; the JSON API lives under /storage/v1 and uploads
 // under /upload/storage/v1.
 const DefaultEndpoint = "https://storage.googleapis.com"
@@ -82,7 +85,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, errors.New("gcs store: bucket and object are required")
 	}
 	if o.MaxSize <= 0 {
-		o.MaxSize = 16 << 20
+		o.MaxSize = DefaultMaxSize
 	}
 	// An explicit endpoint is an emulator unless credentials are configured for it; the
 	// variable always names an emulator, as it does for the Google client libraries.

@@ -27,6 +27,9 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
+// DefaultMaxSize is the default document cap.
+const DefaultMaxSize = 16 << 20
+
 // Options configures the S3 backend. Zero values mean the defaults.
 type Options struct {
 	// Bucket and Key locate the document. Both required.
@@ -66,7 +69,7 @@ func New(ctx context.Context, o Options) (*Backend, error) {
 		return nil, errors.New("s3 store: bucket and key are required")
 	}
 	if o.MaxSize <= 0 {
-		o.MaxSize = 16 << 20
+		o.MaxSize = DefaultMaxSize
 	}
 	c := o.Client
 	if c == nil {

@@ -259,26 +259,26 @@ func (p *invocationParts) bindWindow(cfg *config.Config, plan *backfillPlan, sh 
 		if err != nil {
 			return err
 		}
-		p.deps.Bindings = append(p.deps.Bindings, job.Binding{Org: o.OrgEntry.Name, Source: src, Destination: dest})
+		p.deps.Bindings = append(p.deps.Bindings, job.Binding{Org: o.Name, Source: src, Destination: dest})
 	}
 	return nil
 }
 
 // backfillSource is the EventLogFile source of one org restricted to the plan's window.
 func backfillSource(cfg *config.Config, plan *backfillPlan, o config.BackfillOrg, sh *shape.Shaper, prog *eventlogfile.WindowProgress, log *slog.Logger) (*eventlogfile.Source, error) {
-	client, err := salesforce.New(salesforceOptions(o.OrgEntry.Salesforce, cfg.HTTP, log.With("org", o.OrgEntry.Name)))
+	client, err := salesforce.New(salesforceOptions(o.Salesforce, cfg.HTTP, log.With("org", o.Name)))
 	if err != nil {
-		return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.OrgEntry.Path, err)
+		return nil, fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, o.Path, err)
 	}
 	opts := cfg.EventLogFileOptions(o.OrgEntry)
-	opts.Client, opts.Shaper, opts.Log = client, sh, log.With("org", o.OrgEntry.Name)
+	opts.Client, opts.Shaper, opts.Log = client, sh, log.With("org", o.Name)
 	opts.Interval, opts.EventTypes = plan.interval, o.EventTypes
 	w := *plan.window
 	w.Progress = prog
 	opts.ForWindow(&w, time.Now())
 	src, err := eventlogfile.New(opts)
 	if err != nil {
-		return nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.OrgEntry.Path, err)
+		return nil, fmt.Errorf("%w the eventlogfile source (%s): %w", errWiring, o.Path, err)
 	}
 	return src, nil
 }

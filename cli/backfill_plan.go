@@ -60,10 +60,10 @@ func runBackfillPlan(c *cli.Context, cfg *config.Config, plan *backfillPlan) err
 		}
 		p, err := src.Plan(ctx, po)
 		if err != nil {
-			log.Error("the backfill plan failed", "org", o.OrgEntry.Name, "err", err)
+			log.Error("the backfill plan failed", "org", o.Name, "err", err)
 			return &ExitError{Code: outcomeExit(job.OutcomeOf(err, false), true)}
 		}
-		out.Orgs = append(out.Orgs, backfillOrgPlan{Org: o.OrgEntry.Name, Plan: p})
+		out.Orgs = append(out.Orgs, backfillOrgPlan{Org: o.Name, Plan: p})
 	}
 	if c.Bool("json") {
 		b, err := json.Marshal(out)

@@ -69,18 +69,12 @@ func (c *Client) NextPage(ctx context.Context, p *Page) (*Page, error) {
 }
 
 func (c *Client) fetchPage(ctx context.Context, path string, tooling bool) (*Page, error) {
-	// The locator path is followed on the instance only: an absolute URL in
-	// nextRecordsUrl must never receive our bearer token.
-	if !strings.HasPrefix(path, "/services/") {
-		return nil, fmt.Errorf("%w: nextRecordsUrl %q is not an instance path", ErrBadResponse, excerpt([]byte(path)))
+	kind, hdr, err := c.pageRequest(path, tooling)
+	if err != nil {
+		return nil, err
 	}
-	kind := KindQuery
-	if tooling {
-		kind = KindToolingQuery
-	}
-	hdr := http.Header{"Sforce-Query-Options": {"batchSize=" + strconv.Itoa(c.opts.BatchSize)}}
 	var page *Page
-	err := c.authorizedJSON(ctx, kind, path, hdr, func(b []byte) error {
+	err = c.authorizedJSON(ctx, kind, path, hdr, func(b []byte) error {
 		var pj pageJSON
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber() // keeps 12899.0 and 18-digit numbers exactly as sent
@@ -103,6 +97,20 @@ func (c *Client) fetchPage(ctx context.Context, path string, tooling bool) (*Pag
 		return nil, err
 	}
 	return page, nil
+}
+
+// pageRequest is what fetching a page of a query needs: the call's kind and the header asking
+// for Options.BatchSize rows. The locator path is followed on the instance only: an absolute URL
+// in nextRecordsUrl must never receive our bearer token.
+func (c *Client) pageRequest(path string, tooling bool) (Kind, http.Header, error) {
+	if !strings.HasPrefix(path, "/services/") {
+		return "", nil, fmt.Errorf("%w: nextRecordsUrl %q is not an instance path", ErrBadResponse, excerpt([]byte(path)))
+	}
+	kind := KindQuery
+	if tooling {
+		kind = KindToolingQuery
+	}
+	return kind, http.Header{"Sforce-Query-Options": {"batchSize=" + strconv.Itoa(c.opts.BatchSize)}}, nil
 }
 
 // Pages runs soql and yields every page, following nextRecordsUrl until the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -158,16 +157,12 @@ func (c *Client) NextRowPage(ctx context.Context, p *RowPage) (*RowPage, error) 
 }
 
 func (c *Client) fetchRowPage(ctx context.Context, path string, tooling bool) (*RowPage, error) {
-	if !strings.HasPrefix(path, "/services/") {
-		return nil, fmt.Errorf("%w: nextRecordsUrl %q is not an instance path", ErrBadResponse, excerpt([]byte(path)))
+	kind, hdr, err := c.pageRequest(path, tooling)
+	if err != nil {
+		return nil, err
 	}
-	kind := KindQuery
-	if tooling {
-		kind = KindToolingQuery
-	}
-	hdr := http.Header{"Sforce-Query-Options": {"batchSize=" + strconv.Itoa(c.opts.BatchSize)}}
 	var page *RowPage
-	err := c.authorizedJSONKeep(ctx, kind, path, hdr, true, func(b []byte) error {
+	err = c.authorizedJSONKeep(ctx, kind, path, hdr, true, func(b []byte) error {
 		var reuse []rowField
 		if f := c.spareFields.Swap(nil); f != nil {
 			reuse = *f

@@ -87,8 +87,10 @@ type seenEntry struct {
 // written is never changed. enc grows by append and loses its front by reslicing; a late insert,
 // which changes the order, writes a new array, and so does every change of penc.
 type window struct {
-	list    []seenEntry // known rows, ascending
-	enc     []byte      // base64url of list's hashes, 8 characters each, kept in step with list
+	list    []seenEntry // known rows, ascending: all[head:]
+	all     []seenEntry // list's array from its start; dropFront only moves head
+	head    int
+	enc     []byte // base64url of list's hashes, 8 characters each, kept in step with list
 	inList  map[uint64]bool
 	pending map[uint64]bool
 	order   []uint64 // pending hashes in stored order (for a stable encoding)
@@ -142,8 +144,18 @@ func (w *window) add(h uint64, p position) {
 	w.inList[h] = true
 	e := seenEntry{h: h, pos: p}
 	n := len(w.list)
+	if len(w.all) == cap(w.all) && w.head >= len(w.all)/2 {
+		// Full, and at least half of it forgotten rows: move the list to the front instead of
+		// letting append copy it into a larger array (a sliding window would do so every few
+		// hundred rows).
+		copy(w.all, w.list)
+		clear(w.all[n:])
+		w.all, w.head = w.all[:n], 0
+	}
+	w.all = append(w.all, seenEntry{})
+	w.list = w.all[w.head:]
 	if n == 0 || !p.ts.Before(w.list[n-1].pos.ts) {
-		w.list = append(w.list, e)
+		w.list[n] = e
 		w.enc = appendHash(w.enc, h)
 		return
 	}
@@ -151,8 +163,7 @@ func (w *window) add(h uint64, p position) {
 	for i > 0 && p.ts.Before(w.list[i-1].pos.ts) {
 		i--
 	}
-	w.list = append(w.list, seenEntry{})
-	copy(w.list[i+1:], w.list[i:])
+	copy(w.list[i+1:], w.list[i:n])
 	w.list[i] = e
 	enc := make([]byte, 0, cap(w.enc)+8)
 	for _, x := range w.list {
@@ -175,7 +186,8 @@ func (w *window) dropFront(n int) {
 	for _, e := range w.list[:n] {
 		delete(w.inList, e.h)
 	}
-	w.list = w.list[n:]
+	w.head += n
+	w.list = w.all[w.head:]
 	w.enc = w.enc[8*n:]
 }
 

@@ -180,3 +180,57 @@ func BenchmarkCursorEncode(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "bytes/cursor")
 }
+
+// TestWindowSlidesInPlace follows a window through thousands of rows, dropping its front as a
+// full overlap window does, with late rows inserted in place: the remembered rows, their order
+// and their encoding stay those of a plain list, while the list moves to the front of its
+// array instead of growing a new one.
+func TestWindowSlidesInPlace(t *testing.T) {
+	ts := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	w := newWindow(nil)
+	var want []seenEntry
+	var arrays []*seenEntry
+	for i := range 5000 {
+		p := position{ts: ts.Add(time.Duration(i) * time.Second), key: fmt.Sprintf("005000000000%03dAAA", i%1000)}
+		if i%97 == 0 && len(want) > 3 {
+			p.ts = want[len(want)-3].pos.ts.Add(time.Millisecond) // late: before the newest rows
+		}
+		h := uint64(i + 1)
+		w.add(h, p)
+		at := len(want)
+		for at > 0 && p.ts.Before(want[at-1].pos.ts) {
+			at--
+		}
+		want = append(want[:at], append([]seenEntry{{h: h, pos: p}}, want[at:]...)...)
+		if over := len(want) - 500; over > 0 {
+			w.dropFront(over)
+			want = want[over:]
+		}
+		if len(w.list) != len(want) {
+			t.Fatalf("row %d: the window holds %d rows, want %d", i, len(w.list), len(want))
+		}
+		var enc []byte
+		for j := range want {
+			if w.list[j] != want[j] {
+				t.Fatalf("row %d: entry %d is %v, want %v", i, j, w.list[j], want[j])
+			}
+			if !w.inList[want[j].h] {
+				t.Fatalf("row %d: hash %x is not marked remembered", i, want[j].h)
+			}
+			enc = appendHash(enc, want[j].h)
+		}
+		if string(w.enc) != string(enc) {
+			t.Fatalf("row %d: encoding differs from the rows'", i)
+		}
+		end := w.list[:cap(w.list)]
+		if a := &end[len(end)-1]; i >= 1000 && (len(arrays) == 0 || arrays[len(arrays)-1] != a) {
+			arrays = append(arrays, a) // the array's last element tells one array from another
+		}
+	}
+	if len(w.inList) != len(want) {
+		t.Fatalf("%d hashes marked remembered, want %d", len(w.inList), len(want))
+	}
+	if len(arrays) != 1 {
+		t.Fatalf("the window's rows moved to %d arrays over 4000 rows of a full window: it grows instead of sliding", len(arrays))
+	}
+}

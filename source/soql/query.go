@@ -123,13 +123,14 @@ type keysetReader struct {
 	// limit returns the LIMIT of the next query: 0 to stop, negative for none.
 	limit func() int
 
-	last  *position
-	page  *salesforce.RowPage
-	buf   []salesforce.Row
-	open  bool // a query's pages are being read
-	got   int  // rows received by the open query
-	asked int  // its LIMIT, negative for none
-	done  bool
+	last   *position // nil, or &lastAt
+	lastAt position
+	page   *salesforce.RowPage
+	buf    []salesforce.Row
+	open   bool // a query's pages are being read
+	got    int  // rows received by the open query
+	asked  int  // its LIMIT, negative for none
+	done   bool
 }
 
 func (k *keysetReader) next(ctx context.Context) (row, error) {
@@ -144,7 +145,8 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 				// A keyset query returned the row it starts after: reading on would loop.
 				return row{}, fmt.Errorf("soql: %s: row %s returned again after itself; the keyset condition is not applied", k.q.object, r.pos.key)
 			}
-			k.last = &r.pos
+			k.lastAt = r.pos
+			k.last = &k.lastAt
 			return r, nil
 		}
 		if k.done {

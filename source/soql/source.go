@@ -170,12 +170,15 @@ type stream struct {
 
 	// The cursor: pos is the last row delivered in order (nil before the first), from the
 	// window's start, win the rows remembered in [from, pos].
-	pos    *position
-	from   *position
-	win    *window
-	maxID  string
-	stored position // the position the run started from
-	passed bool     // a row after stored was read
+	pos  *position
+	from *position
+	// posAt and fromAt are what pos and from point to once rows are read (setPos, setFrom): a
+	// new position per row would be an allocation per row.
+	posAt, fromAt position
+	win           *window
+	maxID         string
+	stored        position // the position the run started from
+	passed        bool     // a row after stored was read
 
 	rd      reader
 	q       *querier
@@ -374,10 +377,9 @@ func (st *stream) consider(r row) (source.Record, bool) {
 		}
 	}
 	st.bumpMax(r.pos.key)
-	p := r.pos
-	st.pos = &p
+	st.setPos(r.pos)
 	if st.win != nil {
-		st.win.add(k.hash48(p.key), p)
+		st.win.add(k.hash48(r.pos.key), r.pos)
 		st.slide()
 	}
 	return st.emit(r), true
@@ -407,8 +409,7 @@ func (st *stream) bumpMax(id string) {
 func (st *stream) slide() {
 	w, k := st.win, st.kind
 	if st.from == nil {
-		f := w.list[len(w.list)-1].pos
-		st.from = &f
+		st.setFrom(w.list[len(w.list)-1].pos)
 	}
 	edge := position{ts: st.pos.ts.Add(-st.obj.Overlap)}
 	i := 0
@@ -417,13 +418,13 @@ func (st *stream) slide() {
 	}
 	w.dropFront(i)
 	if k.cmp(*st.from, edge) < 0 {
-		st.from = &edge
+		st.setFrom(edge)
 	}
 	if over := len(w.list) - st.obj.MaxOverlapIDs; over > 0 {
 		w.dropFront(over)
 		front := w.list[0].pos
 		if k.cmp(*st.from, front) < 0 {
-			st.from = &front
+			st.setFrom(front)
 		}
 		if !st.shrunk {
 			st.shrunk = true
@@ -433,6 +434,12 @@ func (st *stream) slide() {
 		}
 	}
 }
+
+// setPos moves the position to p.
+func (st *stream) setPos(p position) { st.posAt, st.pos = p, &st.posAt }
+
+// setFrom moves the window's start to p.
+func (st *stream) setFrom(p position) { st.fromAt, st.from = p, &st.fromAt }
 
 // emit shapes a row into a record carrying the current cursor.
 func (st *stream) emit(r row) source.Record {

@@ -49,8 +49,8 @@ type Client struct {
 	// the caller, RowPage.Release) is done with it, so that paging through a query reads every
 	// page into the same memory.
 	spareBody atomic.Pointer[[]byte]
-	// spareFields is the field table of the last released RowPage, for the next page's rows.
-	spareFields atomic.Pointer[[]rowField]
+	// spareRows is the row memory of the last released RowPage, for the next page's rows.
+	spareRows atomic.Pointer[rowMem]
 }
 
 // New returns a Client for opts after validating them (errors are

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,14 @@ type RowPage struct {
 	tooling bool
 	c       *Client
 	body    []byte
-	fields  []rowField // every row's fields
+	mem     *rowMem // the memory of Rows and of every row's fields
+}
+
+// rowMem is the memory of a page's rows, handed from a released page to the next one.
+type rowMem struct {
+	fields []rowField // every row's fields, row after row
+	bounds []int      // per row: the index of its first field
+	rows   []Row
 }
 
 // Release hands the page's memory back to the client that read it, for the next page. Call it
@@ -42,10 +50,13 @@ func (p *RowPage) Release() {
 	if p == nil || p.c == nil {
 		return
 	}
-	c, b, f := p.c, p.body, p.fields
-	p.Rows, p.c, p.body, p.fields = nil, nil, nil, nil
+	c, b, m := p.c, p.body, p.mem
+	p.Rows, p.c, p.body, p.mem = nil, nil, nil, nil
 	c.putBody(b)
-	c.spareFields.Store(&f)
+	if m != nil {
+		clear(m.rows) // they refer to this page's text
+		c.spareRows.Store(m)
+	}
 }
 
 // ValueKind is the JSON type of a Row value.
@@ -163,11 +174,7 @@ func (c *Client) fetchRowPage(ctx context.Context, path string, tooling bool) (*
 	}
 	var page *RowPage
 	err = c.authorizedJSONKeep(ctx, kind, path, hdr, true, func(b []byte) error {
-		var reuse []rowField
-		if f := c.spareFields.Swap(nil); f != nil {
-			reuse = *f
-		}
-		p, err := decodeRowPage(b, reuse)
+		p, err := decodeRowPage(b, c.spareRows.Swap(nil))
 		if err != nil {
 			return err
 		}
@@ -190,11 +197,14 @@ func DecodeRowPage(b []byte) (*RowPage, error) {
 	return decodeRowPage(b, nil)
 }
 
-// decodeRowPage is DecodeRowPage storing the rows' fields in reuse when it is large enough (a
-// released page's).
-func decodeRowPage(b []byte, reuse []rowField) (*RowPage, error) {
-	d := &rowDecoder{b: b, t: &rowText{body: b}, index: map[string]uint16{}, reuse: reuse}
-	if s, ok := decoderScratch.Get().(*rowScratch); ok {
+// decodeRowPage is DecodeRowPage decoding the rows into spare (a released page's memory,
+// grown when the page needs more), or, when spare is nil, into scratch memory copied once into
+// slices of the page's size (a page that is never released keeps no spare capacity).
+func decodeRowPage(b []byte, spare *rowMem) (*RowPage, error) {
+	d := &rowDecoder{b: b, t: &rowText{body: b}, index: map[string]uint16{}, mem: spare, inPlace: spare != nil}
+	if spare != nil {
+		d.fields, d.bounds = spare.fields[:0], spare.bounds[:0]
+	} else if s, ok := decoderScratch.Get().(*rowScratch); ok {
 		d.fields, d.bounds = s.fields[:0], s.bounds[:0]
 		defer func() {
 			s.fields, s.bounds = d.fields[:0], d.bounds[:0]
@@ -223,14 +233,15 @@ type rowDecoder struct {
 	t      *rowText
 	index  map[string]uint16 // name → index into t.names
 	fields []rowField
-	reuse  []rowField // memory for the page's fields (a released page's), or nil
-	kept   []rowField // the page's fields
-	bounds []int      // per record: the index of its first field
-	name   []byte     // the flattened name being built
-	seen   []uint32   // per name: the last row (counted from 1) that had it
-	row    uint32
-	order  []uint16 // the names of the previous record, in order
-	ord    int      // fields of the current record so far
+	mem    *rowMem // the page's rows: the spare memory decoded into, or set by records
+	// inPlace: fields and bounds are mem's (a spare), not scratch memory
+	inPlace bool
+	bounds  []int    // per record: the index of its first field
+	name    []byte   // the flattened name being built
+	seen    []uint32 // per name: the last row (counted from 1) that had it
+	row     uint32
+	order   []uint16 // the names of the previous record, in order
+	ord     int      // fields of the current record so far
 }
 
 var errSyntax = errors.New("invalid JSON")
@@ -370,7 +381,7 @@ func (d *rowDecoder) page() (*RowPage, error) {
 	if !p.Done && p.NextRecordsURL == "" {
 		return nil, errors.New("done is false but nextRecordsUrl is missing")
 	}
-	p.fields = d.kept
+	p.mem = d.mem
 	return p, nil
 }
 
@@ -405,13 +416,15 @@ func (d *rowDecoder) records() ([]Row, error) {
 		}
 		break
 	}
-	fields := d.reuse[:0]
-	if cap(fields) < len(d.fields) {
-		fields = make([]rowField, 0, len(d.fields)+len(d.fields)/8)
+	m := d.mem
+	if !d.inPlace {
+		m = &rowMem{fields: slices.Clone(d.fields), rows: make([]Row, len(d.bounds))}
+		d.mem = m
+	} else {
+		m.fields, m.bounds = d.fields, d.bounds
+		m.rows = slices.Grow(m.rows[:0], len(d.bounds))[:len(d.bounds)]
 	}
-	fields = append(fields, d.fields...)
-	d.kept, d.reuse = fields, nil
-	rows := make([]Row, len(d.bounds))
+	fields, rows := m.fields, m.rows
 	for i, lo := range d.bounds {
 		hi := len(fields)
 		if i+1 < len(d.bounds) {

@@ -208,16 +208,19 @@ func TestRowPagesReuseOnlyReleasedMemory(t *testing.T) {
 	if s, _ := p1.Rows[0].String("Name"); s != strings.Repeat("a", 4000) {
 		t.Fatalf("an unreleased page changed when the next was read: %.20s…", s)
 	}
-	mem, fields := unsafe.SliceData(p2.body), unsafe.SliceData(p2.fields)
+	mem, fields, rows := unsafe.SliceData(p2.body), unsafe.SliceData(p2.mem.fields), unsafe.SliceData(p2.Rows)
 	p2.Release()
 	p3, err := c.NextRowPage(ctx, p1) // the same answer as p2's
 	if err != nil {
 		t.Fatal(err)
 	}
-	if unsafe.SliceData(p3.body) != mem || unsafe.SliceData(p3.fields) != fields {
+	if unsafe.SliceData(p3.body) != mem || unsafe.SliceData(p3.mem.fields) != fields || unsafe.SliceData(p3.Rows) != rows {
 		t.Fatalf("the page read after a release did not reuse its memory")
 	}
 	if s, _ := p3.Rows[0].String("Name"); s != strings.Repeat("b", 4000) || len(p2.Rows) != 0 {
 		t.Fatalf("page read over released memory: %.20s…, released rows %d", s, len(p2.Rows))
+	}
+	if s, _ := p1.Rows[0].String("Name"); s != strings.Repeat("a", 4000) {
+		t.Fatalf("an unreleased page changed when later pages were read: %.20s…", s)
 	}
 }

@@ -137,6 +137,52 @@ func ParseDateTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%w: %q is not a Salesforce datetime", ErrInvalidSOQLValue, excerpt([]byte(s)))
 }
 
+// ParseDateTimeBytes is ParseDateTime over bytes. The form Salesforce answers
+// (2026-06-30T01:00:00.000+0000) and the literal form (….000Z) are read
+// without time.Parse; any other goes through ParseDateTime.
+func ParseDateTimeBytes(b []byte) (time.Time, error) {
+	if t, ok := parseMillisUTC(b); ok {
+		return t, nil
+	}
+	return ParseDateTime(string(b))
+}
+
+// parseMillisUTC reads yyyy-mm-ddThh:mm:ss.sss followed by +0000 or Z; ok is
+// false for anything else, including a date or time out of range (which
+// ParseDateTime then refuses as time.Parse does).
+func parseMillisUTC(b []byte) (time.Time, bool) {
+	switch {
+	case len(b) == 28 && string(b[23:]) == "+0000":
+	case len(b) == 24 && b[23] == 'Z':
+	default:
+		return time.Time{}, false
+	}
+	if b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' || b[19] != '.' {
+		return time.Time{}, false
+	}
+	ok := true
+	num := func(s []byte) int {
+		n := 0
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				ok = false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(b[0:4]), num(b[5:7]), num(b[8:10])
+	hour, minute, sec, ms := num(b[11:13]), num(b[14:16]), num(b[17:19]), num(b[20:23])
+	if !ok || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, ms*int(time.Millisecond), time.UTC)
+	if t.Day() != day { // the 31st of a 30-day month, or the 29th of February in a common year
+		return time.Time{}, false
+	}
+	return t, true
+}
+
 // NormalizeDateTime turns any datetime ParseDateTime accepts into a SOQL
 // literal, or returns an error (never the input unchanged).
 func NormalizeDateTime(s string) (string, error) {

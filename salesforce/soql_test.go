@@ -3,6 +3,7 @@ package salesforce
 import (
 	"errors"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,50 @@ func TestValidateID(t *testing.T) {
 		}
 		if _, err := QuoteID(s); err == nil {
 			t.Errorf("QuoteID(%q) accepted", s)
+		}
+	}
+}
+
+// TestParseDateTimeBytesAgrees: the fast reading of the forms Salesforce answers gives what
+// ParseDateTime gives, for valid dates and for every kind of invalid one (a day or month out of
+// range, February 29th of a common year, other signs and zones, other lengths).
+func TestParseDateTimeBytesAgrees(t *testing.T) {
+	inputs := []string{
+		"2026-06-30T01:00:00.000+0000", "2026-06-30T01:00:00.000Z", "2024-02-29T23:59:59.999+0000",
+		"2026-02-29T00:00:00.000+0000", "2026-04-31T00:00:00.000Z", "2026-13-01T00:00:00.000Z",
+		"2026-00-10T00:00:00.000Z", "2026-01-00T00:00:00.000Z", "2026-01-01T24:00:00.000Z",
+		"2026-01-01T00:60:00.000Z", "2026-01-01T00:00:60.000+0000", "2026-01-01T00:00:00.000-0000",
+		"2026-01-01T00:00:00.000+0100", "2026-01-01T00:00:00.000z", "2026-01-01 00:00:00.000Z",
+		"2026-01-01T00:00:00,000Z", "2026-01-01T00:00:00.00+0000", "+026-01-01T00:00:00.000Z",
+		"2026-1a-01T00:00:00.000+0000", "1900-02-29T00:00:00.000Z", "2000-02-29T00:00:00.000Z",
+		"0000-01-01T00:00:00.000Z", "", "2026-06-30",
+	}
+	rnd := rand.New(rand.NewPCG(7, 22))
+	for range 20000 {
+		b := []byte("2026-06-30T01:00:00.000+0000")
+		if rnd.IntN(2) == 0 {
+			b = append(b[:23], 'Z')
+		}
+		for _, at := range []int{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22} {
+			if rnd.IntN(3) == 0 {
+				b[at] = byte('0' + rnd.IntN(10))
+			}
+		}
+		if rnd.IntN(50) == 0 {
+			b[rnd.IntN(len(b))] = byte(rnd.IntN(128))
+		}
+		inputs = append(inputs, string(b))
+	}
+	for _, in := range inputs[:3] {
+		if _, ok := parseMillisUTC([]byte(in)); !ok {
+			t.Fatalf("%s is not read by the fast path", in)
+		}
+	}
+	for _, in := range inputs {
+		want, wantErr := ParseDateTime(in)
+		got, err := ParseDateTimeBytes([]byte(in))
+		if (err != nil) != (wantErr != nil) || got != want {
+			t.Fatalf("ParseDateTimeBytes(%q) = %v, %v; ParseDateTime gives %v, %v", in, got, err, want, wantErr)
 		}
 	}
 }

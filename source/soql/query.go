@@ -86,11 +86,11 @@ func (q *querier) before(p position, incl bool) (string, error) {
 // the order the cursor follows; Salesforce never returns one for a query filtered on the
 // timestamp, so it is an error.
 func (q *querier) parse(r salesforce.Row) (row, error) {
-	s, ok := r.String(q.tsField)
-	if !ok {
+	i := r.Index(q.tsField, 0)
+	if i < 0 || r.Kind(i) == salesforce.ValueNull || r.Kind(i) == salesforce.ValueObject {
 		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.tsField)
 	}
-	t, err := salesforce.ParseDateTime(s)
+	t, err := salesforce.ParseDateTimeBytes(r.Value(i))
 	if err != nil {
 		return row{}, fmt.Errorf("soql: %s row: %s: %w", q.object, q.tsField, err)
 	}

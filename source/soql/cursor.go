@@ -94,7 +94,7 @@ type window struct {
 	inList  map[uint64]bool
 	pending map[uint64]bool
 	order   []uint64 // pending hashes in stored order (for a stable encoding)
-	penc    []byte   // encoding of the hashes of order still pending
+	penc    *[]byte  // encoding of the hashes of order still pending (nil: none); a new one per change
 }
 
 func newWindow(stored []uint64) *window {
@@ -121,7 +121,7 @@ func (w *window) encodePending() {
 			b = appendHash(b, h)
 		}
 	}
-	w.penc = b
+	w.penc = &b
 }
 
 // confirm reports whether h was remembered; a pending hash becomes a known entry at p.
@@ -156,6 +156,11 @@ func (w *window) add(h uint64, p position) {
 	w.list = w.all[w.head:]
 	if n == 0 || !p.ts.Before(w.list[n-1].pos.ts) {
 		w.list[n] = e
+		if len(w.enc)+8 > cap(w.enc) {
+			// A new array, its front free of rows already forgotten: the bytes of the old one
+			// stay as cursors handed out saw them.
+			w.enc = append(make([]byte, 0, encCap(len(w.enc)+8)), w.enc...)
+		}
 		w.enc = appendHash(w.enc, h)
 		return
 	}
@@ -165,12 +170,17 @@ func (w *window) add(h uint64, p position) {
 	}
 	copy(w.list[i+1:], w.list[i:n])
 	w.list[i] = e
-	enc := make([]byte, 0, cap(w.enc)+8)
+	enc := make([]byte, 0, encCap(len(w.enc)+8))
 	for _, x := range w.list {
 		enc = appendHash(enc, x.h)
 	}
 	w.enc = enc
 }
+
+// encCap is the capacity of a new encoding array for n bytes: room for three times as many
+// more, so that a full window, which forgets a row for every row it adds, writes a new array
+// every few windows' worth of rows instead of (as append would grow it) every few hundred rows.
+func encCap(n int) int { return 4*n + 512 }
 
 // forgetPending drops the stored hashes that the re-read did not confirm.
 func (w *window) forgetPending() {
@@ -317,23 +327,28 @@ func decodeCursor(raw json.RawMessage, field string, kind keyKind) (st state, ok
 	return st, true, nil
 }
 
+// cursorKey is what every cursor of a stream shares: the timestamp field and the key kind.
+type cursorKey struct {
+	field string
+	kind  keyKind
+}
+
 // cursorState is a stream's cursor after one row, handed out with the row as a lazy
 // source.Position: a small struct sharing the window's encodings instead of a copy of up to
 // max_overlap_ids hashes per row. The job encodes only the positions it commits.
 type cursorState struct {
-	field   string
-	kind    keyKind
+	key     *cursorKey
 	pos     position
 	from    position
-	hasFrom bool
-	known   []byte // the window's enc at the time (shared, never written again)
-	pend    []byte // the window's penc at the time (shared, never written again)
+	known   []byte  // the window's enc at the time (shared, never written again)
+	pend    *[]byte // the window's penc at the time (shared, never written again)
 	maxID   string
+	hasFrom bool
 }
 
 // newCursorState captures the cursor of the current state; w and from may be nil.
-func newCursorState(field string, kind keyKind, pos position, from *position, w *window, maxID string) *cursorState {
-	c := &cursorState{field: field, kind: kind, pos: pos, maxID: maxID}
+func newCursorState(key *cursorKey, pos position, from *position, w *window, maxID string) *cursorState {
+	c := &cursorState{key: key, pos: pos, maxID: maxID}
 	if from != nil {
 		c.from, c.hasFrom = *from, true
 	}
@@ -346,11 +361,15 @@ func newCursorState(field string, kind keyKind, pos position, from *position, w 
 
 // EncodeCursor returns the stored form (the JSON of cursorJSON, written directly).
 func (c *cursorState) EncodeCursor() json.RawMessage {
-	b := make([]byte, 0, 256+len(c.field)+len(c.pos.key)+len(c.maxID)+len(c.known)+len(c.pend))
+	var pend []byte
+	if c.pend != nil {
+		pend = *c.pend
+	}
+	b := make([]byte, 0, 256+len(c.key.field)+len(c.pos.key)+len(c.maxID)+len(c.known)+len(pend))
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, cursorVersion, 10)
-	b = appendMember(b, "field", c.field)
-	if c.kind == byEventIdentifier {
+	b = appendMember(b, "field", c.key.field)
+	if c.key.kind == byEventIdentifier {
 		b = appendMember(b, "by", EventIdentifier)
 	}
 	b = appendMember(b, "ts", salesforce.FormatDateTime(c.pos.ts))
@@ -361,10 +380,10 @@ func (c *cursorState) EncodeCursor() json.RawMessage {
 			b = appendMember(b, "from_id", c.from.key)
 		}
 	}
-	if len(c.known)+len(c.pend) > 0 {
+	if len(c.known)+len(pend) > 0 {
 		b = append(b, `,"seen":"`...)
 		b = append(b, c.known...)
-		b = append(b, c.pend...)
+		b = append(b, pend...)
 		b = append(b, '"')
 	}
 	if c.maxID != "" {
@@ -375,7 +394,7 @@ func (c *cursorState) EncodeCursor() json.RawMessage {
 
 // encodeCursor returns the stored form of a state at once.
 func encodeCursor(field string, kind keyKind, pos position, from *position, w *window, maxID string) json.RawMessage {
-	return newCursorState(field, kind, pos, from, w, maxID).EncodeCursor()
+	return newCursorState(&cursorKey{field: field, kind: kind}, pos, from, w, maxID).EncodeCursor()
 }
 
 // appendMember appends ,"name":"value" with value escaped as JSON.

@@ -97,7 +97,7 @@ func TestHandedOutCursorsNeverChange(t *testing.T) {
 	hand := func(step string, i int) {
 		pos := position{ts: ts.Add(time.Duration(i) * time.Second), key: id(i)}
 		from := position{ts: ts}
-		c := newCursorState("LoginTime", byID, pos, &from, w, id(i))
+		c := newCursorState(&cursorKey{field: "LoginTime", kind: byID}, pos, &from, w, id(i))
 		all = append(all, handed{c, string(c.EncodeCursor())})
 		for j, h := range all {
 			if got := string(h.c.EncodeCursor()); got != h.json {
@@ -161,7 +161,7 @@ func BenchmarkCursor(b *testing.B) {
 		pos := position{ts: ts.Add(time.Duration(i) * time.Millisecond), key: id}
 		w.add(byID.hash48(id), pos)
 		w.dropFront(1)
-		c = newCursorState("LoginTime", byID, pos, &from, w, id)
+		c = newCursorState(&cursorKey{field: "LoginTime", kind: byID}, pos, &from, w, id)
 		i++
 	}
 	b.ReportMetric(float64(len(c.EncodeCursor())), "bytes/cursor")

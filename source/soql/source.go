@@ -175,6 +175,7 @@ type stream struct {
 	// posAt and fromAt are what pos and from point to once rows are read (setPos, setFrom): a
 	// new position per row would be an allocation per row.
 	posAt, fromAt position
+	ckey          *cursorKey // what the cursors handed out share
 	win           *window
 	maxID         string
 	stored        position // the position the run started from
@@ -471,7 +472,10 @@ func (st *stream) cursor() source.Position {
 	if st.win != nil {
 		from = st.from
 	}
-	return source.LazyCursor(newCursorState(st.obj.TimestampField, st.kind, *st.pos, from, st.win, st.maxID))
+	if st.ckey == nil {
+		st.ckey = &cursorKey{field: st.obj.TimestampField, kind: st.kind}
+	}
+	return source.LazyCursor(newCursorState(st.ckey, *st.pos, from, st.win, st.maxID))
 }
 
 // appendValue adds one Salesforce value to a shape record with the kind it is written as:

@@ -87,13 +87,20 @@ type rowText struct {
 	names []string // flattened field names
 }
 
-// rowField is one value: a name index, a kind and the value's bytes in body or (esc) in esc.
+// rowField is one value: a name index, a kind and the value's bytes in body or (fieldEsc) in
+// esc.
 type rowField struct {
 	name       uint16
 	kind       ValueKind
-	esc        bool
+	flags      uint8 // fieldEsc, fieldPlain
 	start, end uint32
 }
+
+// rowField flags.
+const (
+	fieldEsc   = 1 << iota // the value is in esc, decoded
+	fieldPlain             // a string of ASCII with no '"', '\\' or control character
+)
 
 // Len returns the number of fields.
 func (r Row) Len() int { return len(r.fields) }
@@ -110,11 +117,15 @@ func (r Row) Value(i int) []byte {
 	if f.kind == ValueNull {
 		return nil
 	}
-	if f.esc {
+	if f.flags&fieldEsc != 0 {
 		return r.p.esc[f.start:f.end:f.end]
 	}
 	return r.p.body[f.start:f.end:f.end]
 }
+
+// Plain reports whether field i is a string of ASCII characters other than '"', '\\' and
+// control characters: text a JSON string holds as it is, without escaping.
+func (r Row) Plain(i int) bool { return r.fields[i].flags&fieldPlain != 0 }
 
 // Index returns the position of the field called path ("LogUser.Username"), or -1. The search
 // starts at hint (the position after the previous field looked up, when fields are read in
@@ -236,6 +247,7 @@ type rowDecoder struct {
 	mem    *rowMem // the page's rows: the spare memory decoded into, or set by records
 	// inPlace: fields and bounds are mem's (a spare), not scratch memory
 	inPlace bool
+	plain   bool     // the last string str scanned is plain (see Row.Plain)
 	bounds  []int    // per record: the index of its first field
 	name    []byte   // the flattened name being built
 	seen    []uint32 // per name: the last row (counted from 1) that had it
@@ -499,7 +511,13 @@ func (d *rowDecoder) member(key []byte, prefix, depth int) error {
 		if err != nil {
 			return err
 		}
-		f.kind, f.start, f.end, f.esc = ValueString, uint32(s), uint32(e), esc //nolint:gosec // bodies are bounded by maxJSONBody
+		f.kind, f.start, f.end = ValueString, uint32(s), uint32(e) //nolint:gosec // bodies are bounded by maxJSONBody
+		switch {
+		case esc:
+			f.flags = fieldEsc
+		case d.plain:
+			f.flags = fieldPlain
+		}
 	case c == 'n':
 		if err := d.literal("null"); err != nil {
 			return err
@@ -697,6 +715,11 @@ func (d *rowDecoder) str() (start, end int, esc bool, err error) {
 	b := d.b
 	start = d.pos + 1
 	i := start + jsonenc.Plain(b[start:])
+	if i < len(b) && b[i] == '"' {
+		d.pos, d.plain = i+1, true
+		return start, i, false, nil
+	}
+	d.plain = false
 	ascii := true
 	for i < len(b) {
 		c := b[i]

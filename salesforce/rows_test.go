@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -68,6 +69,14 @@ func sameAsRecord(t *testing.T, b []byte, rp *RowPage) {
 				t.Fatalf("row %d: no %s", i, path)
 			}
 			val, kind := row.Value(j), row.Kind(j)
+			// Plain: exactly the strings read from the body whose bytes a JSON string holds as
+			// they are.
+			plain := kind == ValueString && row.fields[j].flags&fieldEsc == 0 && !bytes.ContainsFunc(val, func(r rune) bool {
+				return r < 0x20 || r == '"' || r == '\\' || r >= utf8.RuneSelf
+			})
+			if row.Plain(j) != plain {
+				t.Fatalf("row %d %s: Plain %v for %v %q", i, path, row.Plain(j), kind, val)
+			}
 			switch x := v.(type) {
 			case nil:
 				if kind != ValueNull || val != nil {

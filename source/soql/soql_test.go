@@ -3,7 +3,9 @@ package soql_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -337,5 +339,40 @@ func TestWhereFilter(t *testing.T) {
 		if s := lineField(t, rec, "Status"); s != "Success" {
 			t.Fatalf("row with Status %q delivered", s)
 		}
+	}
+}
+
+// TestLineValuesAsSent: text values reach the line as Salesforce sent them, whether the page
+// held them as they are (written without a second look), escaped, or not ASCII.
+func TestLineValuesAsSent(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	values := []string{"Chrome 120", `say "hi"`, `back\slash`, "été 😀", "tab\there\nnewline", "<b>&amp;</b>", "", "\u2028 \x7f"}
+	var rows []simsf.Record
+	for i, v := range values {
+		r := loginRow(epoch.Add(-30*time.Minute+time.Duration(i)*time.Second), i)
+		r["Browser"] = v
+		rows = append(rows, r)
+	}
+	insertShuffled(t, e.org.Org, "LoginHistory", rows, 9)
+	sh, err := shape.New(shape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := e.run(t, soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}, Shaper: sh}, nil, 0)
+	noErrors(t, res)
+	got := map[string]bool{}
+	for _, rec := range res.records {
+		got[lineField(t, rec, "Browser")] = true
+		if ip := lineField(t, rec, "SourceIp"); !strings.HasPrefix(ip, "10.0.0.") {
+			t.Fatalf("SourceIp %q", ip)
+		}
+	}
+	for _, v := range values {
+		if !got[v] {
+			t.Fatalf("no line with Browser %q (lines have %q)", v, slices.Sorted(maps.Keys(got)))
+		}
+	}
+	if len(res.records) != len(values) {
+		t.Fatalf("%d records, want %d", len(res.records), len(values))
 	}
 }

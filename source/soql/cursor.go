@@ -348,7 +348,14 @@ type cursorState struct {
 
 // newCursorState captures the cursor of the current state; w and from may be nil.
 func newCursorState(key *cursorKey, pos position, from *position, w *window, maxID string) *cursorState {
-	c := &cursorState{key: key, pos: pos, maxID: maxID}
+	c := new(cursorState)
+	fillCursorState(c, key, pos, from, w, maxID)
+	return c
+}
+
+// fillCursorState writes the cursor of the current state into c.
+func fillCursorState(c *cursorState, key *cursorKey, pos position, from *position, w *window, maxID string) {
+	*c = cursorState{key: key, pos: pos, maxID: maxID}
 	if from != nil {
 		c.from, c.hasFrom = *from, true
 	}
@@ -356,7 +363,6 @@ func newCursorState(key *cursorKey, pos position, from *position, w *window, max
 		c.known = w.enc[:len(w.enc):len(w.enc)]
 		c.pend = w.penc
 	}
-	return c
 }
 
 // EncodeCursor returns the stored form (the JSON of cursorJSON, written directly).

@@ -175,7 +175,8 @@ type stream struct {
 	// posAt and fromAt are what pos and from point to once rows are read (setPos, setFrom): a
 	// new position per row would be an allocation per row.
 	posAt, fromAt position
-	ckey          *cursorKey // what the cursors handed out share
+	ckey          *cursorKey    // what the cursors handed out share
+	cursors       []cursorState // unused cursors of the current block (see cursor)
 	win           *window
 	maxID         string
 	stored        position // the position the run started from
@@ -467,6 +468,10 @@ func (st *stream) emit(r row) source.Record {
 	return source.Record{Entry: e, Cursor: cur}
 }
 
+// cursorBlock is how many cursors are allocated at once: a block of 64 (9 KiB) stays in memory
+// as long as one of its cursors does, which the job holds for at most two batches.
+const cursorBlock = 64
+
 func (st *stream) cursor() source.Position {
 	var from *position
 	if st.win != nil {
@@ -475,7 +480,15 @@ func (st *stream) cursor() source.Position {
 	if st.ckey == nil {
 		st.ckey = &cursorKey{field: st.obj.TimestampField, kind: st.kind}
 	}
-	return source.LazyCursor(newCursorState(st.ckey, *st.pos, from, st.win, st.maxID))
+	if len(st.cursors) == 0 {
+		// The cursors of consecutive rows are allocated together: one allocation per
+		// cursorBlock rows instead of one per row.
+		st.cursors = make([]cursorState, cursorBlock)
+	}
+	c := &st.cursors[0]
+	st.cursors = st.cursors[1:]
+	fillCursorState(c, st.ckey, *st.pos, from, st.win, st.maxID)
+	return source.LazyCursor(c)
 }
 
 // appendValue adds one Salesforce value to a shape record with the kind it is written as:

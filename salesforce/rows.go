@@ -275,6 +275,11 @@ func (d *rowDecoder) ws() {
 
 // peek skips whitespace and returns the next byte (0 at the end).
 func (d *rowDecoder) peek() byte {
+	if d.pos < len(d.b) {
+		if c := d.b[d.pos]; c > ' ' { // no whitespace: Salesforce sends compact JSON
+			return c
+		}
+	}
 	d.ws()
 	if d.pos >= len(d.b) {
 		return 0

@@ -147,6 +147,57 @@ func (r Row) Index(path string, hint int) int {
 	return -1
 }
 
+// FieldIndex finds the fields of a fixed list of paths in rows. The paths are matched against
+// a page's field names once, when the first row of the page is looked at; a row's fields are
+// then told apart by their name's number instead of by comparing strings. A FieldIndex is not
+// safe for concurrent use.
+type FieldIndex struct {
+	paths []string
+	text  *rowText // the page ids belong to (kept alive by this reference, so never reused)
+	ids   []int32  // per path: its index in text.names, or -1
+}
+
+// NewFieldIndex returns a FieldIndex of paths (flattened names, as Row.Index takes them).
+func NewFieldIndex(paths []string) *FieldIndex {
+	x := &FieldIndex{paths: slices.Clone(paths), ids: make([]int32, len(paths))}
+	for j := range x.ids {
+		x.ids[j] = -1
+	}
+	return x
+}
+
+// Find returns the position in r of the field called paths[k], or -1: what r.Index(paths[k],
+// hint) returns.
+func (x *FieldIndex) Find(r Row, k, hint int) int {
+	if len(r.fields) == 0 {
+		return -1
+	}
+	if r.p != x.text {
+		x.text = r.p
+		for j, path := range x.paths {
+			x.ids[j] = int32(slices.Index(r.p.names, path)) //nolint:gosec // at most 0xffff names
+		}
+	}
+	id := x.ids[k]
+	if id < 0 {
+		return -1
+	}
+	n := len(r.fields)
+	if hint < 0 || hint >= n {
+		hint = 0
+	}
+	for m := range n {
+		i := hint + m
+		if i >= n {
+			i -= n
+		}
+		if int32(r.fields[i].name) == id {
+			return i
+		}
+	}
+	return -1
+}
+
 // String returns the value at path as text: strings as they are, numbers in their JSON form,
 // booleans as "true"/"false" (as Record.String). ok is false for missing, null and object values.
 func (r Row) String(path string) (string, bool) {

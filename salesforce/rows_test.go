@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -231,5 +232,43 @@ func TestRowPagesReuseOnlyReleasedMemory(t *testing.T) {
 	}
 	if s, _ := p1.Rows[0].String("Name"); s != strings.Repeat("a", 4000) {
 		t.Fatalf("an unreleased page changed when later pages were read: %.20s…", s)
+	}
+}
+
+// TestFieldIndexFindsWhatIndexFinds: a FieldIndex used over the rows of several pages, whose
+// names differ and come in other orders, finds every path where Row.Index does, with any hint,
+// and paths no row has nowhere.
+func TestFieldIndexFindsWhatIndexFinds(t *testing.T) {
+	var pages []*RowPage
+	paths := map[string]bool{"NoSuchField": true, "Owner.NoSuch": true, "": true}
+	for _, s := range rowPages {
+		p, err := DecodeRowPage([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, p)
+		for _, r := range p.Rows {
+			for i := range r.Len() {
+				paths[r.Name(i)] = true
+			}
+		}
+	}
+	list := slices.Sorted(maps.Keys(paths))
+	x := NewFieldIndex(list)
+	for round := range 2 { // the second round comes back to pages seen before
+		for pi, p := range pages {
+			for ri, r := range p.Rows {
+				for k, path := range list {
+					for _, hint := range []int{0, 1, 3, r.Len() - 1, r.Len() + 2, -1} {
+						if got, want := x.Find(r, k, hint), r.Index(path, hint); got != want {
+							t.Fatalf("round %d page %d row %d: Find(%q, hint %d) = %d, Index = %d", round, pi, ri, path, hint, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+	if got := x.Find(Row{}, 0, 0); got != -1 {
+		t.Fatalf("Find in an empty row = %d", got)
 	}
 }

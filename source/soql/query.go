@@ -37,7 +37,15 @@ type querier struct {
 	// selectList is the explicit field list, or "FIELDS(ALL)" (then LIMIT is at most 200).
 	selectList string
 	fieldsAll  bool
+	// at finds the timestamp and key fields in rows (positions posTS and posKey; made on first use).
+	at *salesforce.FieldIndex
 }
+
+// Positions in querier.at.
+const (
+	posTS = iota
+	posKey
+)
 
 // literal formats a position's timestamp.
 func lit(t time.Time) string { return salesforce.FormatDateTime(t) }
@@ -86,19 +94,27 @@ func (q *querier) before(p position, incl bool) (string, error) {
 // the order the cursor follows; Salesforce never returns one for a query filtered on the
 // timestamp, so it is an error.
 func (q *querier) parse(r salesforce.Row) (row, error) {
-	i := r.Index(q.tsField, 0)
-	if i < 0 || r.Kind(i) == salesforce.ValueNull || r.Kind(i) == salesforce.ValueObject {
+	if q.at == nil {
+		q.at = salesforce.NewFieldIndex([]string{posTS: q.tsField, posKey: q.kind.field()})
+	}
+	i := q.at.Find(r, posTS, 0)
+	if i < 0 || !isText(r.Kind(i)) {
 		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.tsField)
 	}
 	t, err := salesforce.ParseDateTimeBytes(r.Value(i))
 	if err != nil {
 		return row{}, fmt.Errorf("soql: %s row: %s: %w", q.object, q.tsField, err)
 	}
-	key, ok := r.String(q.kind.field())
-	if !ok || key == "" {
+	i = q.at.Find(r, posKey, 0)
+	if i < 0 || !isText(r.Kind(i)) || len(r.Value(i)) == 0 {
 		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.kind.field())
 	}
-	return row{rec: r, pos: position{ts: t, key: key}}, nil
+	return row{rec: r, pos: position{ts: t, key: string(r.Value(i))}}, nil
+}
+
+// isText reports whether a value of kind k has text (Row.String's ok).
+func isText(k salesforce.ValueKind) bool {
+	return k == salesforce.ValueString || k == salesforce.ValueNumber || k == salesforce.ValueBool
 }
 
 // keysetReader reads a standard object in (timestamp, Id) order with keyset queries:

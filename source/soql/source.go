@@ -175,8 +175,9 @@ type stream struct {
 	// posAt and fromAt are what pos and from point to once rows are read (setPos, setFrom): a
 	// new position per row would be an allocation per row.
 	posAt, fromAt position
-	ckey          *cursorKey    // what the cursors handed out share
-	cursors       []cursorState // unused cursors of the current block (see cursor)
+	ckey          *cursorKey             // what the cursors handed out share
+	cursors       []cursorState          // unused cursors of the current block (see cursor)
+	at            *salesforce.FieldIndex // finds st.fields in rows (made on first use)
 	win           *window
 	maxID         string
 	stored        position // the position the run started from
@@ -450,9 +451,12 @@ func (st *stream) emit(r row) source.Record {
 	rec.Type = st.obj.Name
 	rec.ID = append(rec.ID, r.pos.key...)
 	rec.Time = r.pos.ts
+	if st.at == nil {
+		st.at = salesforce.NewFieldIndex(st.fields)
+	}
 	hint := 0
-	for _, f := range st.fields {
-		i := r.rec.Index(f, hint)
+	for k, f := range st.fields {
+		i := st.at.Find(r.rec, k, hint)
 		if i < 0 {
 			rec.AppendString(f, shape.Null, "") // absent, or below a null relationship
 			continue

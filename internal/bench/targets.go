@@ -47,7 +47,7 @@ const allocCheckMinBytes = 100 << 20
 var allocBudgets = map[string]allocBudget{
 	"ceiling":  {allocs: 0.1, bytes: 1300},
 	"run-once": {allocs: 0.5, bytes: 1800},
-	"soql":     {allocs: 12, bytes: targetSOQLAllocBytes},
+	"soql":     {allocs: 2.5, bytes: targetSOQLAllocBytes},
 }
 
 // allocVerdict checks a measure against its scenario's budget.

@@ -39,7 +39,7 @@ type RowPage struct {
 // rowMem is the memory of a page's rows, handed from a released page to the next one.
 type rowMem struct {
 	fields []rowField // every row's fields, row after row
-	bounds []int      // per row: the index of its first field
+	bounds []int      // per row: the index of its first field, where its object starts and ends
 	rows   []Row
 }
 
@@ -76,8 +76,9 @@ const (
 // members left out (they stay in an object's JSON text). A null relationship is one null field.
 // A Row's bytes belong to its page; it is valid as long as the page is referenced.
 type Row struct {
-	p      *rowText
-	fields []rowField
+	p          *rowText
+	fields     []rowField
+	start, end uint32 // the record object in p.body
 }
 
 // rowText is what the rows of a page share.
@@ -121,6 +122,21 @@ func (r Row) Value(i int) []byte {
 		return r.p.esc[f.start:f.end:f.end]
 	}
 	return r.p.body[f.start:f.end:f.end]
+}
+
+// Text returns the row's record object as Salesforce sent it, the JSON text that Span places
+// values in. Do not modify it.
+func (r Row) Text() []byte { return r.p.body[r.start:r.end:r.end] }
+
+// Span returns where the bytes Value returns for field i lie in Text; ok is false for a null
+// and for a string that was decoded (it had escapes or invalid UTF-8), whose bytes lie
+// elsewhere.
+func (r Row) Span(i int) (start, end int, ok bool) {
+	f := &r.fields[i]
+	if f.kind == ValueNull || f.flags&fieldEsc != 0 {
+		return 0, 0, false
+	}
+	return int(f.start - r.start), int(f.end - r.start), true
 }
 
 // Plain reports whether field i is a string of ASCII characters other than '"', '\\' and
@@ -299,7 +315,7 @@ type rowDecoder struct {
 	// inPlace: fields and bounds are mem's (a spare), not scratch memory
 	inPlace bool
 	plain   bool     // the last string str scanned is plain (see Row.Plain)
-	bounds  []int    // per record: the index of its first field
+	bounds  []int    // per record: the index of its first field, where its object starts and ends
 	name    []byte   // the flattened name being built
 	seen    []uint32 // per name: the last row (counted from 1) that had it
 	row     uint32
@@ -463,16 +479,17 @@ func (d *rowDecoder) records() ([]Row, error) {
 		return []Row{}, nil
 	}
 	for {
-		d.bounds = append(d.bounds, len(d.fields))
 		d.name = d.name[:0]
 		d.row++
 		d.ord = 0
 		if d.peek() != '{' {
 			return nil, d.syntax("expected a record object")
 		}
+		d.bounds = append(d.bounds, len(d.fields), d.pos)
 		if err := d.object(0); err != nil {
 			return nil, err
 		}
+		d.bounds = append(d.bounds, d.pos)
 		switch d.peek() {
 		case ',':
 			d.pos++
@@ -486,19 +503,20 @@ func (d *rowDecoder) records() ([]Row, error) {
 	}
 	m := d.mem
 	if !d.inPlace {
-		m = &rowMem{fields: slices.Clone(d.fields), rows: make([]Row, len(d.bounds))}
+		m = &rowMem{fields: slices.Clone(d.fields), rows: make([]Row, len(d.bounds)/3)}
 		d.mem = m
 	} else {
 		m.fields, m.bounds = d.fields, d.bounds
-		m.rows = slices.Grow(m.rows[:0], len(d.bounds))[:len(d.bounds)]
+		m.rows = slices.Grow(m.rows[:0], len(d.bounds)/3)[:len(d.bounds)/3]
 	}
 	fields, rows := m.fields, m.rows
-	for i, lo := range d.bounds {
-		hi := len(fields)
-		if i+1 < len(d.bounds) {
-			hi = d.bounds[i+1]
+	for i := range rows {
+		b := d.bounds[3*i:]
+		lo, hi := b[0], len(fields)
+		if i+1 < len(rows) {
+			hi = b[3]
 		}
-		rows[i] = Row{p: d.t, fields: fields[lo:hi:hi]}
+		rows[i] = Row{p: d.t, fields: fields[lo:hi:hi], start: uint32(b[1]), end: uint32(b[2])} //nolint:gosec // bodies are bounded by maxJSONBody
 	}
 	return rows, nil
 }

@@ -78,6 +78,16 @@ func sameAsRecord(t *testing.T, b []byte, rp *RowPage) {
 			if row.Plain(j) != plain {
 				t.Fatalf("row %d %s: Plain %v for %v %q", i, path, row.Plain(j), kind, val)
 			}
+			// Span: where the value lies in the row's text, unless it is null or was decoded.
+			text := row.Text()
+			if len(text) < 2 || text[0] != '{' || text[len(text)-1] != '}' {
+				t.Fatalf("row %d: Text %q is not the record object", i, text)
+			}
+			if s, e, ok := row.Span(j); ok != (kind != ValueNull && row.fields[j].flags&fieldEsc == 0) {
+				t.Fatalf("row %d %s: Span ok=%v for %v (flags %b)", i, path, ok, kind, row.fields[j].flags)
+			} else if ok && !bytes.Equal(text[s:e], val) {
+				t.Fatalf("row %d %s: Text[Span] = %q, Value = %q", i, path, text[s:e], val)
+			}
 			switch x := v.(type) {
 			case nil:
 				if kind != ValueNull || val != nil {

@@ -454,15 +454,23 @@ func (st *stream) emit(r row) source.Record {
 	if st.at == nil {
 		st.at = salesforce.NewFieldIndex(st.fields)
 	}
+	// The values are ranges of the row's JSON text, not copies; a string that was decoded
+	// (escapes) and an object's sorted JSON are appended to the record's own buffer.
+	rec.Use(r.rec.Text())
 	hint := 0
 	for k, f := range st.fields {
 		i := st.at.Find(r.rec, k, hint)
 		if i < 0 {
-			rec.AppendString(f, shape.Null, "") // absent, or below a null relationship
+			rec.AddField(f, shape.Null, false, 0, 0) // absent, or below a null relationship
 			continue
 		}
-		appendValue(rec, f, r.rec.Kind(i), r.rec.Value(i))
 		hint = i + 1
+		kind := r.rec.Kind(i)
+		if s, e, ok := r.rec.Span(i); ok && kind != salesforce.ValueObject {
+			rec.AddField(f, shapeKind(kind), r.rec.Plain(i), s, e)
+			continue
+		}
+		appendValue(rec, f, kind, r.rec.Value(i))
 	}
 	e, skip := st.plan.Shape(rec)
 	cur := st.cursor()
@@ -495,19 +503,26 @@ func (st *stream) cursor() source.Position {
 	return source.LazyCursor(c)
 }
 
+// shapeKind is the shape kind a string, number or boolean is written as.
+func shapeKind(k salesforce.ValueKind) shape.Kind {
+	switch k {
+	case salesforce.ValueNumber:
+		return shape.Number
+	case salesforce.ValueBool:
+		return shape.Bool
+	}
+	return shape.String
+}
+
 // appendValue adds one Salesforce value to a shape record with the kind it is written as:
 // strings, numbers (their text as sent) and booleans as they are, an object or array (a
 // compound field such as an address) as its JSON with members sorted by name.
 func appendValue(rec *shape.Record, name string, kind salesforce.ValueKind, v []byte) {
 	switch kind {
 	case salesforce.ValueNull:
-		rec.AppendString(name, shape.Null, "")
-	case salesforce.ValueString:
-		rec.Append(name, shape.String, v)
-	case salesforce.ValueNumber:
-		rec.Append(name, shape.Number, v)
-	case salesforce.ValueBool:
-		rec.Append(name, shape.Bool, v)
+		rec.AddField(name, shape.Null, false, 0, 0) // no bytes: nothing to copy
+	case salesforce.ValueString, salesforce.ValueNumber, salesforce.ValueBool:
+		rec.Append(name, shapeKind(kind), v)
 	default:
 		b, err := salesforce.ObjectJSON(v)
 		if err != nil {

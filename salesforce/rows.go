@@ -147,6 +147,17 @@ func (r Row) Plain(i int) bool { return r.fields[i].flags&fieldPlain != 0 }
 // starts at hint (the position after the previous field looked up, when fields are read in
 // order) and wraps around.
 func (r Row) Index(path string, hint int) int {
+	if len(r.fields) == 0 {
+		return -1
+	}
+	return r.indexOf(int32(slices.Index(r.p.names, path)), hint) //nolint:gosec // at most 0xffff names
+}
+
+// indexOf is Index by the number of a name of the page (-1: none).
+func (r Row) indexOf(name int32, hint int) int {
+	if name < 0 {
+		return -1
+	}
 	n := len(r.fields)
 	if hint < 0 || hint >= n {
 		hint = 0
@@ -156,7 +167,7 @@ func (r Row) Index(path string, hint int) int {
 		if i >= n {
 			i -= n
 		}
-		if r.p.names[r.fields[i].name] == path {
+		if int32(r.fields[i].name) == name {
 			return i
 		}
 	}
@@ -194,24 +205,7 @@ func (x *FieldIndex) Find(r Row, k, hint int) int {
 			x.ids[j] = int32(slices.Index(r.p.names, path)) //nolint:gosec // at most 0xffff names
 		}
 	}
-	id := x.ids[k]
-	if id < 0 {
-		return -1
-	}
-	n := len(r.fields)
-	if hint < 0 || hint >= n {
-		hint = 0
-	}
-	for m := range n {
-		i := hint + m
-		if i >= n {
-			i -= n
-		}
-		if int32(r.fields[i].name) == id {
-			return i
-		}
-	}
-	return -1
+	return r.indexOf(x.ids[k], hint)
 }
 
 // String returns the value at path as text: strings as they are, numbers in their JSON form,

@@ -181,6 +181,9 @@ func runBackfill(c *cli.Context) error {
 		return storeExit(err)
 	}
 	defer p.close()
+	if err := openDeadLetter(ctx, bcfg, p, nil); err != nil { // what the receiver refuses for good goes there
+		return storeExit(err)
+	}
 	log = log.With("backfill", plan.window.KeyPrefix)
 	if err := p.bindWindow(bcfg, plan, sh, prog.window, log); err != nil {
 		return storeExit(err)

@@ -213,3 +213,41 @@ func TestDoctorMeasuresTheOrderingWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestBackfillRejectedRowsGoToTheDeadLetter: rows a backfill's receiver refuses for good are
+// written to sink.loki.dead_letter_path like run-once's (they used to be counted and dropped),
+// and a replay ships them once the cause is fixed.
+func TestBackfillRejectedRowsGoToTheDeadLetter(t *testing.T) {
+	const rows = 5
+	o := startOrg(t, simsf.AllPermissions())
+	end := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	o.addFiles(t, []string{"Login"}, end, 3, rows)
+	rcv := startLoki(t, simloki.Options{MaxLineBytes: 100})
+	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
+	cfg := s.write(t)
+	dead := t.TempDir() + "/dead.jsonl"
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "    max_retries: 1\n    min_backoff", "    max_retries: 1\n    dead_letter_path: "+dead+"\n    min_backoff", 1))
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run("--config", cfg, "backfill", "--since", end.Add(-3*time.Hour).Format(time.RFC3339), "--until", end.Format(time.RFC3339))
+	if r.code != 0 || !strings.Contains(r.stdout, `"line_too_long":15`) || rcv.Count() != 0 {
+		t.Fatalf("backfill: want 15 rows dropped under line_too_long and none stored (%d): %s", rcv.Count(), r)
+	}
+	data, err := os.ReadFile(dead)
+	if err != nil {
+		t.Fatalf("the backfill wrote no dead letter: %v", err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 15 || !strings.Contains(string(data), `backfill=\"true\"`) {
+		t.Fatalf("%d dead letters, want the 15 backfilled rows:\n%s", n, data)
+	}
+	rcv.SetMaxLineBytes(256 << 10)
+	r = run("--config", cfg, "deadletter", "replay", dead)
+	if r.code != 0 || !strings.Contains(r.stderr, "15 entries shipped, 0 refused again") || rcv.Count() != 15 {
+		t.Fatalf("replay after the limit was raised (%d stored): %s", rcv.Count(), r)
+	}
+}

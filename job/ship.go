@@ -37,9 +37,13 @@ type pushGroup struct {
 // entries a receiver refused for a timestamp the job did not predict. It returns a
 // *rateStopped, and pushes nothing, when the egress rate caps left no time for the pushes.
 func (r *run) ship(pushBase context.Context, items []item, plan []planned) (shipment, error) {
-	var ptrs []*loki.Entry
+	// Sized once: appending entry by entry regrew these several times a batch.
+	ptrs := make([]*loki.Entry, 0, len(items))
 	groups := make([]pushGroup, len(r.dests))
-	sh := shipment{rejected: map[int]loki.Rejection{}}
+	if len(groups) == 1 { // the common case: every entry goes to the one destination
+		groups[0] = pushGroup{entries: make([]loki.Entry, 0, len(items)), slots: make([]int, 0, len(items))}
+	}
+	sh := shipment{rejected: map[int]loki.Rejection{}, outcomes: make([]loki.Outcome, 0, len(items))}
 	for i := range items {
 		if items[i].rec.Skip {
 			continue
@@ -66,15 +70,19 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 	}
 	// One wait for every push of the batch: once one destination has its push, the others
 	// must not be stopped by the caps (the batch settles as a whole).
-	var all []loki.Entry
 	if r.egress != nil {
-		for d := range groups {
-			all = append(all, groups[d].entries...)
+		var all []loki.Entry
+		if len(groups) == 1 {
+			all = groups[0].entries
+		} else {
+			for d := range groups {
+				all = append(all, groups[d].entries...)
+			}
 		}
-	}
-	if len(all) > 0 {
-		if err := r.waitEgress(pushBase, all); err != nil {
-			return sh, err
+		if len(all) > 0 {
+			if err := r.waitEgress(pushBase, all); err != nil {
+				return sh, err
+			}
 		}
 	}
 	for d := range groups {

@@ -124,8 +124,8 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 }
 
 // buildInvocation builds everything one invocation needs. A non-nil warm keeps the store
-// backend, the Loki client and the Salesforce clients across invocations (see warmClients).
-func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *warmClients) (*invocationParts, error) {
+// backend, the Loki client and the Salesforce clients across invocations (see lambda.Warm).
+func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *lambda.Warm) (*invocationParts, error) {
 	if err := requireSource(cfg); err != nil {
 		return nil, err
 	}
@@ -172,13 +172,13 @@ func requireSource(cfg *config.Config) error {
 }
 
 // bind builds every enabled source of every org into the invocation's bindings.
-func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.Logger, warm *warmClients) error {
+func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.Logger, warm *lambda.Warm) error {
 	dests := &destinations{cfg: cfg, allowed: sh.PromotedLabelNames(), log: log}
 	for _, org := range cfg.OrgList() {
 		if !org.Sources.Enabled() {
 			continue
 		}
-		client, err := warm.salesforceClient(org.Path, salesforceOptions(org.Salesforce, cfg.HTTP, log.With("org", org.Name)))
+		client, err := warm.Salesforce(org.Path, salesforceOptions(org.Salesforce, cfg.HTTP, log.With("org", org.Name)))
 		if err != nil {
 			return fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
@@ -206,11 +206,11 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 // buildCore builds what every invocation under the configuration's lease needs, whatever it
 // ships: the coordinator (store and lease), the shaper, the Loki client and the dead letter.
 // The logger it returns names the invocation. warm may be nil (see buildInvocation).
-func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *warmClients) (*invocationParts, *shape.Shaper, *slog.Logger, error) {
+func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *lambda.Warm) (*invocationParts, *shape.Shaper, *slog.Logger, error) {
 	inv := lease.NewInvocation()
 	log = log.With("invocation", inv)
 	p := &invocationParts{opts: jobOptions(cfg, inv, log)}
-	st, err := warm.store(ctx, cfg, log)
+	st, err := warm.Store(func() (*store.Store, error) { return buildStore(ctx, cfg, log) }, store.Options{Logger: log, Now: testNow})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -228,7 +228,7 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 	p.opts.LabelGuard = cfg.LabelGuardOptions(sh.PromotedLabelNames())
 	lo := lokiOptions(cfg.Sink.Loki, cfg.HTTP, log)
 	lo.Labels.ExtraAllowed = append(lo.Labels.ExtraAllowed, sh.PromotedLabelNames()...)
-	sink, err := warm.lokiClient(lo)
+	sink, err := warm.Loki(lo)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w the Loki client (sink.loki): %w", errWiring, err)
 	}
@@ -237,12 +237,8 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 }
 
 // openDeadLetter opens sink.loki.dead_letter_path (a file, or an s3:// prefix) for the run.
-func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts, warm *warmClients) error {
-	var dead *lambda.DeadLetters
-	if warm != nil {
-		dead = &warm.dead
-	}
-	if w, err := dead.Open(ctx, cfg, p.opts.Invocation); err != nil || w != nil {
+func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts, warm *lambda.Warm) error {
+	if w, err := warm.DeadLetters().Open(ctx, cfg, p.opts.Invocation); err != nil || w != nil {
 		if err != nil {
 			return fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
 		}

@@ -14,10 +14,7 @@ import (
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lambda"
-	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/obs"
-	"github.com/sf2loki/sf2loki/salesforce"
-	"github.com/sf2loki/sf2loki/store"
 )
 
 // lambdaArgs makes the bare binary a Lambda bootstrap: with AWS_LAMBDA_RUNTIME_API set and no
@@ -60,7 +57,7 @@ func lambdaCommand() *cli.Command {
 type lambdaState struct {
 	log  *slog.Logger
 	pm   *obs.Metrics
-	warm *warmClients
+	warm *lambda.Warm
 }
 
 // lambdaFunction is the Lambda handler: lambda.Function with run-once's invocation.
@@ -143,64 +140,5 @@ func loadLambda(ctx context.Context, c *cli.Context, jobName string, prev *lambd
 		warnStartup(l.Config, log)
 	}
 	log.Info("configuration loaded", "secret_references", l.References)
-	return l.Config, &lambdaState{log: log, pm: pm, warm: &warmClients{}}, nil
-}
-
-// warmClients are the clients a Lambda execution environment keeps across warm invocations:
-// the store backend (its S3 client), the Loki client and the Salesforce clients (connection
-// pools and token caches), and the S3 client of the dead letters. The lease, the claim, the
-// sources and the job are built afresh for every invocation. A nil *warmClients builds every
-// client for one invocation (run-once, schedule).
-type warmClients struct {
-	st   *store.Store
-	sink *loki.Client
-	sf   map[string]*salesforce.Client // by the org's config path
-	dead lambda.DeadLetters
-}
-
-func (w *warmClients) store(ctx context.Context, cfg *config.Config, log *slog.Logger) (*store.Store, error) {
-	if w == nil {
-		return buildStore(ctx, cfg, log)
-	}
-	if w.st == nil {
-		st, err := buildStore(ctx, cfg, log)
-		if err != nil {
-			return nil, err
-		}
-		w.st = st
-		return st, nil
-	}
-	return store.New(w.st.Backend(), store.Options{Logger: log, Now: testNow}), nil // this invocation's logger
-}
-
-func (w *warmClients) lokiClient(o loki.Options) (*loki.Client, error) {
-	if w == nil {
-		return loki.New(o)
-	}
-	if w.sink == nil {
-		c, err := loki.New(o)
-		if err != nil {
-			return nil, err
-		}
-		w.sink = c
-	}
-	return w.sink, nil
-}
-
-func (w *warmClients) salesforceClient(key string, o salesforce.Options) (*salesforce.Client, error) {
-	if w == nil {
-		return salesforce.New(o)
-	}
-	if c, ok := w.sf[key]; ok {
-		return c, nil
-	}
-	c, err := salesforce.New(o)
-	if err != nil {
-		return nil, err
-	}
-	if w.sf == nil {
-		w.sf = map[string]*salesforce.Client{}
-	}
-	w.sf[key] = c
-	return c, nil
+	return l.Config, &lambdaState{log: log, pm: pm, warm: &lambda.Warm{}}, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/lambda"
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/obs"
 )
@@ -102,7 +103,7 @@ type invocationFlags struct {
 	dryRun    bool
 	dryRunOut io.Writer
 	metrics   *obs.Metrics // nil: no metrics
-	warm      *warmClients // nil: every client built for this invocation alone
+	warm      *lambda.Warm // nil: every client built for this invocation alone
 }
 
 // warnStartup logs configuration advice once per process.

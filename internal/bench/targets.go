@@ -32,9 +32,8 @@ const (
 )
 
 // allocBudget is an allocation regression check: the most allocations and bytes per row a
-// scenario may cost. The budgets sit a quarter or more above what the recorded run measured
-// (SOQL's bytes are its target), so that a change that allocates per row again fails -strict
-// while noise does not.
+// scenario may cost. The budgets sit a quarter or more above what the recorded run measured,
+// so that a change that allocates per row again fails -strict while noise does not.
 type allocBudget struct {
 	allocs, bytes float64
 }
@@ -47,7 +46,7 @@ const allocCheckMinBytes = 100 << 20
 var allocBudgets = map[string]allocBudget{
 	"ceiling":  {allocs: 0.1, bytes: 1300},
 	"run-once": {allocs: 0.5, bytes: 1800},
-	"soql":     {allocs: 2.5, bytes: targetSOQLAllocBytes},
+	"soql":     {allocs: 2.5, bytes: 1850}, // measured 1 486 B, under its target (targetSOQLAllocBytes)
 }
 
 // allocVerdict checks a measure against its scenario's budget.

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -151,7 +150,22 @@ type Client struct {
 	spareWire    atomic.Pointer[wireBuf]
 }
 
-var tenantRE = regexp.MustCompile(`^[A-Za-z0-9!\-_.*'()]{1,150}$`)
+// validTenant reports a tenant ID Loki accepts: 1 to 150 of A-Z, a-z, 0-9 and !-_.*'() (a
+// loop, not a regular expression: `{1,150}` compiles into a program of 150 copies, 0.6 ms and
+// 137 KB at every start).
+func validTenant(s string) bool {
+	if len(s) == 0 || len(s) > 150 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("!-_.*'()", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // New returns a client for opts, or an error wrapping ErrInvalidOptions.
 func New(opts Options) (*Client, error) {
@@ -222,7 +236,7 @@ func (o Options) resolve() (Options, error) {
 	if o.BearerToken != "" && (o.Username != "" || o.Password != "") {
 		return o, errors.New("set either basic auth (username/password) or a bearer token, not both")
 	}
-	if o.TenantID != "" && (!tenantRE.MatchString(o.TenantID) || o.TenantID == "." || o.TenantID == "..") {
+	if o.TenantID != "" && (!validTenant(o.TenantID) || o.TenantID == "." || o.TenantID == "..") {
 		return o, fmt.Errorf("tenant id %q: need 1-150 characters of [A-Za-z0-9!-_.*'()], one tenant only", o.TenantID)
 	}
 	def := func(v *int, d int) {

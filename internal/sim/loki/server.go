@@ -223,7 +223,9 @@ func New(opts Options) *Server {
 	return &Server{opts: o, streams: make(map[string]*streamState), allowSMeta: !o.DisallowStructuredMetadata}
 }
 
-var tenantRE = regexp.MustCompile(`^[A-Za-z0-9!\-_.*'()]{1,150}$`)
+// tenantRE is Loki's tenant rule, compiled on first use (its `{1,150}` is costly to compile and
+// the simulator is linked into the sf2loki binary for `demo`).
+var tenantRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9!\-_.*'()]{1,150}$`) })
 
 // response is the receiver's answer before it is written.
 type response struct {
@@ -299,7 +301,7 @@ func (s *Server) handle(r *http.Request) (resp response) {
 		tenant = noAuthTenant
 	case strings.Contains(tenant, "|"):
 		return textResponse(http.StatusBadRequest, "multiple org IDs present in push request")
-	case !tenantRE.MatchString(tenant) || tenant == "." || tenant == "..":
+	case !tenantRE().MatchString(tenant) || tenant == "." || tenant == "..":
 		return textResponse(http.StatusBadRequest, "invalid org id %q", tenant)
 	}
 

@@ -66,21 +66,10 @@ func configCommand() *cli.Command {
 // run-once does, without network: anything run-once would refuse at start is refused here with
 // the same message and exit code.
 func checkJobs(ctx context.Context, cfg *config.Config) error {
-	groups := []string{""}
-	if len(cfg.Jobs) > 0 {
-		groups = cfg.JobNames()
-	}
-	for _, g := range groups {
-		gcfg := cfg
-		if g != "" {
-			var err error
-			if gcfg, err = cfg.ForJob(g); err != nil {
-				return exitf(ExitConfig, "%v", err)
-			}
-		}
-		if err := checkInvocation(ctx, gcfg, slog.New(slog.DiscardHandler)); err != nil {
-			if g != "" {
-				err = fmt.Errorf("jobs[%s]: %w", g, err)
+	for _, g := range cfg.Groups() {
+		if err := checkInvocation(ctx, g.Config, slog.New(slog.DiscardHandler)); err != nil {
+			if g.Name != "" {
+				err = fmt.Errorf("jobs[%s]: %w", g.Name, err)
 			}
 			return &ExitError{Code: outcomeExit(job.OutcomeOf(err, false), true), Err: err}
 		}

@@ -79,16 +79,17 @@ func scheduleCommand() *cli.Command {
 // scheduledJobs returns one cron entry per job group (or the one job when there are no groups;
 // only the named group when name is set).
 func scheduledJobs(cfg *config.Config, name string, log *slog.Logger, pm *obs.Metrics) ([]schedule.Job, error) {
-	names := cfg.JobNames()
-	if name != "" || len(names) == 0 {
-		names = []string{name}
-	}
-	var out []schedule.Job
-	for _, n := range names {
-		gcfg, err := cfg.ForJob(n)
+	groups := cfg.Groups()
+	if name != "" {
+		gcfg, err := cfg.ForJob(name)
 		if err != nil {
 			return nil, err
 		}
+		groups = []config.Group{{Name: name, Config: gcfg}}
+	}
+	var out []schedule.Job
+	for _, g := range groups {
+		n, gcfg := g.Name, g.Config
 		glog, label := log, n
 		if n != "" {
 			glog = log.With("job", n)

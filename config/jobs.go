@@ -174,7 +174,30 @@ func (c *Config) ForJob(name string) (*Config, error) {
 		}
 		return nil, fmt.Errorf("--job %q is not a configured job group (one of: %s)", name, strings.Join(c.JobNames(), ", "))
 	}
-	j := c.Jobs[i]
+	return c.forGroup(c.Jobs[i]), nil
+}
+
+// Group is one job group's configuration; Name is empty for a configuration without groups.
+type Group struct {
+	Name   string
+	Config *Config
+}
+
+// Groups returns every job group's configuration (ForJob), or the whole configuration as one
+// unnamed group when there are none: what doctor checks, config check builds and schedule runs.
+func (c *Config) Groups() []Group {
+	if len(c.Jobs) == 0 {
+		return []Group{{Config: c}}
+	}
+	out := make([]Group, len(c.Jobs))
+	for i, j := range c.Jobs {
+		out[i] = Group{Name: j.Name, Config: c.forGroup(j)}
+	}
+	return out
+}
+
+// forGroup restricts the configuration to job group j.
+func (c *Config) forGroup(j Job) *Config {
 	out := *c
 	out.Jobs = nil
 	out.full = c
@@ -223,7 +246,7 @@ func (c *Config) ForJob(name string) (*Config, error) {
 	if out.State.ConfigMap.Name == "" {
 		out.State.ConfigMap.Name = withSuffix(c.State.ConfigMap.Name, j.Name)
 	}
-	return &out, nil
+	return &out
 }
 
 // backfillSuffix marks the backfill's own document and lease.

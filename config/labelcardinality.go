@@ -36,11 +36,11 @@ func (c *Config) validateLabelCardinality(errs *Errors) {
 	if lc.MaxValuesPerDay > maxLabelValuesPerDay {
 		errs.add("shape.label_cardinality.max_values_per_day", "%d is above %d: the day's values are kept in the checkpoint document", lc.MaxValuesPerDay, maxLabelValuesPerDay)
 	}
-	if need, limit := c.labelGuardBytes(), c.storeMaxSize(); lc.MaxValuesPerDay > 0 && need > limit/2 {
+	if n, limit := c.guardedLabels(), c.storeMaxSize(); lc.MaxValuesPerDay > 0 && n*lc.MaxValuesPerDay*labelValueBytes > limit/2 {
 		errs.add("shape.label_cardinality.max_values_per_day", "%d values a day of %d promoted labels keep about %d KiB of counters in the checkpoint document, "+
 			"more than half of the %d KiB a %s store holds (the document is rewritten at every commit and a full one stops every commit): "+
 			"lower the cap, promote fewer fields, or use a store with room (file, s3 and gcs hold %d MiB)",
-			lc.MaxValuesPerDay, need/(lc.MaxValuesPerDay*labelValueBytes), need>>10, limit>>10, c.State.Store, file.DefaultMaxSize>>20)
+			lc.MaxValuesPerDay, n, n*lc.MaxValuesPerDay*labelValueBytes>>10, limit>>10, c.State.Store, file.DefaultMaxSize>>20)
 	}
 	if strings.TrimSpace(lc.OverflowValue) == "" {
 		errs.add("shape.label_cardinality.overflow_value", "must not be empty (an empty value removes the label)")
@@ -70,17 +70,14 @@ func highCardinality(field string) bool {
 	return slices.ContainsFunc(highCardinalityFields, func(f string) bool { return strings.EqualFold(f, field) })
 }
 
-// labelGuardBytes estimates what the label guard keeps in the document at most: a counter per
-// admitted value of each promoted label (shape.types[].labels, by label name), per day.
-func (c *Config) labelGuardBytes() int {
-	var names []string
-	for _, t := range c.Shape.Types {
-		for _, f := range t.Labels {
-			names = append(names, shape.LabelName(f))
-		}
+// guardedLabels counts the labels the guard caps: the shaper's promoted labels (none while the
+// shape section is invalid; that is reported on its own).
+func (c *Config) guardedLabels() int {
+	sh, err := shape.New(c.ShaperOptions())
+	if err != nil {
+		return 0
 	}
-	slices.Sort(names)
-	return len(slices.Compact(names)) * c.Shape.LabelCardinality.MaxValuesPerDay * labelValueBytes
+	return len(sh.PromotedLabelNames())
 }
 
 // storeMaxSize is the largest document state.store holds.

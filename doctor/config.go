@@ -70,9 +70,7 @@ func ForConfig(ctx context.Context, source string, cfg *config.Config, b Builder
 
 	run := lease.NewInvocation()
 	for _, d := range destinations(cfg) {
-		lo := d.loki.ClientOptions(cfg.HTTP)
-		lo.Logger, lo.MaxAttempts = log, min(lo.MaxAttempts, 3)
-		lc, lerr := loki.New(lo)
+		lc, lerr := loki.New(probeOptions(d.loki, cfg.HTTP, log))
 		target := Loki{ClientErr: lerr, URL: obs.RedactURL(d.loki.URL), Labels: d.loki.Labels, Run: run}
 		if lc != nil {
 			target.Client = lc
@@ -84,22 +82,11 @@ func ForConfig(ctx context.Context, source string, cfg *config.Config, b Builder
 		}
 	}
 
-	groups := []string{""}
-	if len(cfg.Jobs) > 0 {
-		groups = cfg.JobNames()
-	}
-	for _, g := range groups {
-		gcfg := cfg
-		if g != "" {
-			var err error
-			if gcfg, err = cfg.ForJob(g); err != nil {
-				continue // cannot happen for a listed name
-			}
-		}
-		sl, cl := storeAndLease(ctx, gcfg, b, log)
+	for _, g := range cfg.Groups() {
+		sl, cl := storeAndLease(ctx, g.Config, b, log)
 		closers = append(closers, cl...)
-		if g != "" {
-			sl = Prefixed("job["+g+"].", sl)
+		if g.Name != "" {
+			sl = Prefixed("job["+g.Name+"].", sl)
 		}
 		checks = append(checks, sl...)
 	}
@@ -206,11 +193,18 @@ func kubeTarget(kubeconfig, resource, namespace, name string) *KubeObject {
 	return k
 }
 
+// probeOptions are the options of a client that probes a receiver: the configured one's, with
+// at most 3 attempts (a check must answer within its timeout).
+func probeOptions(l config.Loki, h config.HTTP, log *slog.Logger) loki.Options {
+	lo := l.ClientOptions(h)
+	lo.Logger, lo.MaxAttempts = log, min(lo.MaxAttempts, 3)
+	return lo
+}
+
 // orderingTarget is the ordering check of the configuration: a client without its own checks
 // (the probes must reach the receiver as they are), the limits assumed, and what is shipped.
 func orderingTarget(cfg *config.Config, l config.Loki, log *slog.Logger, run string) Ordering {
-	lo := l.ClientOptions(cfg.HTTP)
-	lo.Logger, lo.MaxAttempts = log, min(lo.MaxAttempts, 3)
+	lo := probeOptions(l, cfg.HTTP, log)
 	lo.Limits = loki.Limits{MaxAge: -1, CreationGracePeriod: -1, MaxMetadataBytes: -1, MaxMetadataEntries: -1}
 	lc, err := loki.New(lo)
 	o := Ordering{ClientErr: err, Labels: l.Labels, Run: run, Configured: l.ReceiverLimits(),

@@ -275,25 +275,24 @@ func (m *Metrics) Flush(ctx context.Context) error {
 // timeout even when ctx is done (a Lambda environment pushes before it can be frozen). A failed
 // push is logged; it never changes a run's outcome.
 func (m *Metrics) Push(ctx context.Context) {
-	if m == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
-	defer cancel()
-	if err := m.Flush(ctx); err != nil {
-		m.log.Warn("metrics push failed", "err", err)
+	if m != nil {
+		m.within(ctx, m.Flush)
 	}
 }
 
 // Close pushes a last time, waiting at most the OTLP timeout, and stops the readers: a
 // run-once process calls it after printing its report, right before it exits.
 func (m *Metrics) Close(ctx context.Context) {
-	if m == nil {
-		return
+	if m != nil {
+		m.within(ctx, m.Shutdown)
 	}
+}
+
+// within runs push bounded by the OTLP timeout, even when ctx is done, and logs its failure.
+func (m *Metrics) within(ctx context.Context, push func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.timeout)
 	defer cancel()
-	if err := m.Shutdown(ctx); err != nil {
+	if err := push(ctx); err != nil {
 		m.log.Warn("metrics push failed", "err", err)
 	}
 }

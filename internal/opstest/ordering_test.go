@@ -120,16 +120,7 @@ func TestDeadLetterReplayAfterTheLimitIsRaised(t *testing.T) {
 	o.addFiles(t, []string{"Login"}, end, 3, rows)
 	rcv := startLoki(t, simloki.Options{MaxLineBytes: 100})
 	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
-	cfg := s.write(t)
-	dead := t.TempDir() + "/dead.jsonl"
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = []byte(strings.Replace(string(b), "    max_retries: 1\n    min_backoff", "    max_retries: 1\n    dead_letter_path: "+dead+"\n    min_backoff", 1))
-	if err := os.WriteFile(cfg, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, dead := withDeadLetter(t, s.write(t))
 	r := run("--config", cfg, "run-once")
 	if r.code != 0 || !strings.Contains(r.stdout, `"dropped":{"line_too_long":15}`) || rcv.Count() != 0 {
 		t.Fatalf("run-once: want 15 rows dropped under line_too_long and none stored (%d): %s", rcv.Count(), r)
@@ -224,16 +215,7 @@ func TestBackfillRejectedRowsGoToTheDeadLetter(t *testing.T) {
 	o.addFiles(t, []string{"Login"}, end, 3, rows)
 	rcv := startLoki(t, simloki.Options{MaxLineBytes: 100})
 	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
-	cfg := s.write(t)
-	dead := t.TempDir() + "/dead.jsonl"
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = []byte(strings.Replace(string(b), "    max_retries: 1\n    min_backoff", "    max_retries: 1\n    dead_letter_path: "+dead+"\n    min_backoff", 1))
-	if err := os.WriteFile(cfg, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, dead := withDeadLetter(t, s.write(t))
 	r := run("--config", cfg, "backfill", "--since", end.Add(-3*time.Hour).Format(time.RFC3339), "--until", end.Format(time.RFC3339))
 	if r.code != 0 || !strings.Contains(r.stdout, `"line_too_long":15`) || rcv.Count() != 0 {
 		t.Fatalf("backfill: want 15 rows dropped under line_too_long and none stored (%d): %s", rcv.Count(), r)
@@ -250,4 +232,20 @@ func TestBackfillRejectedRowsGoToTheDeadLetter(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "15 entries shipped, 0 refused again") || rcv.Count() != 15 {
 		t.Fatalf("replay after the limit was raised (%d stored): %s", rcv.Count(), r)
 	}
+}
+
+// withDeadLetter sets sink.loki.dead_letter_path of the configuration at cfg to a new file,
+// and returns both paths.
+func withDeadLetter(t *testing.T, cfg string) (string, string) {
+	t.Helper()
+	dead := t.TempDir() + "/dead.jsonl"
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "    max_retries: 1\n    min_backoff", "    max_retries: 1\n    dead_letter_path: "+dead+"\n    min_backoff", 1))
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, dead
 }

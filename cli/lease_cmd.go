@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lease"
 )
 
@@ -79,34 +78,18 @@ func leaseRelease(c *cli.Context) error {
 	if err != nil {
 		return storeExit(err)
 	}
-	rec, err := l.Inspect(t.ctx)
-	if errors.Is(err, lease.ErrAbsent) {
+	f, err := lease.Free(t.ctx, l, lease.FreeOptions{Holder: c.String("holder"), Force: c.Bool("force"),
+		Now: time.Now(), Skew: t.cfg.Lease.MaxClockSkew.D()})
+	rec, state := f.Record, f.State
+	switch {
+	case err != nil:
+		return storeExit(err)
+	case f.Absent:
 		_, err := fmt.Fprintf(c.App.Writer, "%s does not exist: nothing to release\n", l.Ref())
 		return err
-	}
-	if err != nil {
-		return storeExit(err)
-	}
-	now, skew := time.Now(), t.cfg.Lease.MaxClockSkew.D()
-	state := rec.State(now, skew)
-	if state == lease.StateReleased {
+	case state == lease.StateReleased:
 		_, err := fmt.Fprintf(c.App.Writer, "%s is already free (epoch %d)\n", rec.Ref, rec.Epoch)
 		return err
-	}
-	named := c.String("holder")
-	if named != "" && named != rec.Holder {
-		return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf(
-			"refused: %s is held by %s, not %s; nothing was changed", rec.Ref, rec.Holder, named)}
-	}
-	if state == lease.StateHeld && named == "" && !c.Bool("force") {
-		return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf(
-			"refused: %s: %s\n  name the holder with --holder to release it, or use --force; nothing was changed", rec.Ref, rec.Describe(now, skew))}
-	}
-	if err := l.ReleaseFor(t.ctx, rec); err != nil {
-		if errors.Is(err, lease.ErrLost) {
-			return &ExitError{Code: outcomeExit(job.OutcomeBusy, true), Err: fmt.Errorf("refused: %s changed hands meanwhile (%w); nothing was changed", rec.Ref, err)}
-		}
-		return storeExit(err)
 	}
 	note := ""
 	switch {

@@ -68,3 +68,71 @@ func Maintain(ctx context.Context, l Lease, st *store.Store, o MaintainOptions, 
 	}
 	return res, err
 }
+
+// FreeOptions configures Free.
+type FreeOptions struct {
+	// Holder, when set, frees the lease only if this is its holder (as Record.Holder names it);
+	// naming the live holder is the operator's consent to release it.
+	Holder string
+	// Force frees a live holder's lease without naming it.
+	Force bool
+	// Now and Skew decide whether the holder is live (Record.State).
+	Now  time.Time
+	Skew time.Duration
+}
+
+// Freed is what Free found and did.
+type Freed struct {
+	// Absent: the lease does not exist; nothing was written.
+	Absent bool
+	// Record is the lease as found; State its state then. StateReleased: nothing was written.
+	Record Record
+	State  State
+}
+
+// Free releases, on behalf of its holder, a lease an operator names (`sf2loki lease release`):
+// an expired holder's at once, a live holder's only when o names that holder or o.Force is set.
+// A refusal wraps ErrBusy and says what to do; nothing was written then.
+func Free(ctx context.Context, l Lease, o FreeOptions) (Freed, error) {
+	rec, err := l.Inspect(ctx)
+	if errors.Is(err, ErrAbsent) {
+		return Freed{Absent: true}, nil
+	}
+	if err != nil {
+		return Freed{}, err
+	}
+	f := Freed{Record: rec, State: rec.State(o.Now, o.Skew)}
+	switch {
+	case f.State == StateReleased:
+		return f, nil
+	case o.Holder != "" && o.Holder != rec.Holder:
+		return f, refused(nil, "%s is held by %s, not %s", rec.Ref, rec.Holder, o.Holder)
+	case f.State == StateHeld && o.Holder == "" && !o.Force:
+		return f, refused(nil, "%s: %s\n  name the holder with --holder to release it, or use --force", rec.Ref, rec.Describe(o.Now, o.Skew))
+	}
+	if err := l.ReleaseFor(ctx, rec); err != nil {
+		if errors.Is(err, ErrLost) {
+			return f, refused(err, "%s changed hands meanwhile (%v)", rec.Ref, err)
+		}
+		return f, err
+	}
+	return f, nil
+}
+
+// refusal is Free's refusal: ErrBusy (and cause, when set), with a message for the operator.
+type refusal struct {
+	msg   string
+	cause error
+}
+
+func refused(cause error, format string, args ...any) error {
+	return &refusal{msg: "refused: " + fmt.Sprintf(format, args...) + "; nothing was changed", cause: cause}
+}
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() []error {
+	if r.cause == nil {
+		return []error{ErrBusy}
+	}
+	return []error{ErrBusy, r.cause}
+}

@@ -87,13 +87,10 @@ func globalFlags() []cli.Flag {
 
 // prepare gives every command the global flags and maps its usage errors to exit 2.
 func prepare(cmd *cli.Command) {
-	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		return &ExitError{Code: ExitConfig, Err: fmt.Errorf("%s: %w (see --help)", cmd.Name, err)}
-	}
+	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(cmd, err) }
 	if cmd.Action != nil {
 		cmd.Flags = append(cmd.Flags, globalFlags()...)
 	}
-	cmd.Flags = hintFlags(cmd.Flags)
 	for _, sub := range cmd.Subcommands {
 		prepare(sub)
 	}

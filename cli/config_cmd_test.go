@@ -183,6 +183,7 @@ func TestDurationFlagErrorShowsTheFormat(t *testing.T) {
 		{"run-once", "--wait=5 minutes"},
 		{"schedule", "--max-duration", "ten"},
 		{"doctor", "--timeout", "1"},
+		{"state", "set", "k", "1", "--wait", "5"}, // a flag after the arguments (positional)
 	} {
 		code, _, stderr := run(t, args...)
 		if code != ExitConfig || !strings.Contains(stderr, "use a Go duration such as 90s, 5m") {

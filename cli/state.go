@@ -417,7 +417,7 @@ func positional(c *cli.Context) ([]string, error) {
 			value = args[i]
 		}
 		if err := c.Set(name, value); err != nil {
-			return nil, exitf(ExitConfig, "%s: %s: %v (see --help)", c.Command.Name, a, err)
+			return nil, usageError(c.Command, fmt.Errorf("invalid value %q for flag -%s: %w", value, name, err))
 		}
 	}
 	return out, nil

@@ -56,6 +56,10 @@ func exitCode(err error) int {
 	return ExitInternal
 }
 
+// failed reports whether a run with this outcome failed: its exit code without strict codes is
+// not 0 (busy and fenced are normal events of a scheduled job).
+func failed(o job.Outcome) bool { return outcomeExit(o, false) != ExitOK }
+
 // outcomeExit is the exit code of a run outcome. busy and fenced are normal events
 // of a scheduled job and exit 0 unless strict exit codes are asked for.
 func outcomeExit(o job.Outcome, strict bool) int {

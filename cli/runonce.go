@@ -145,12 +145,11 @@ func logOutcome(log *slog.Logger, rep *job.Report) {
 	if rep.Error != "" {
 		attrs = append(attrs, "err", rep.Error)
 	}
-	switch rep.Outcome {
-	case job.OutcomeOK, job.OutcomeBusy, job.OutcomeFenced, job.OutcomeDryRun, job.OutcomeBudgetPaused:
-		log.Info("run finished", attrs...)
-	default:
-		log.Error("run finished", attrs...)
+	level := slog.LevelInfo
+	if failed(rep.Outcome) {
+		level = slog.LevelError
 	}
+	log.Log(context.Background(), level, "run finished", attrs...)
 }
 
 // reportExit turns a run report into the command's result.

@@ -107,6 +107,6 @@ func scheduledJobs(cfg *config.Config, name string, log *slog.Logger, pm *obs.Me
 // scheduleOptions are the scheduler's options of the configuration (config.Config.ScheduleOptions).
 func scheduleOptions(cfg *config.Config, log *slog.Logger) schedule.Options {
 	o := cfg.ScheduleOptions()
-	o.Failed, o.Log = func(o job.Outcome) bool { return outcomeExit(o, false) != ExitOK }, log
+	o.Failed, o.Log = failed, log
 	return o
 }

@@ -60,25 +60,16 @@ func (d *destinations) forOrg(org config.OrgEntry, sh *shape.Shaper) (*job.Desti
 	return dest, sh, nil
 }
 
-// replayBindings returns the bindings of a dead-letter replay: one source per destination,
-// each replaying the lines written for it to it.
+// replayBindings returns the bindings of a dead-letter replay (job.ReplayBindings): one source
+// per destination of the configuration.
 func (d *destinations) replayBindings(path string, sh *shape.Shaper) ([]job.Binding, error) {
-	def := d.cfg.DestinationName(d.cfg.Sink.Loki)
-	known := []string{def}
-	out := []job.Binding{{Source: &job.DeadLetterSource{Path: path, Destination: def, Default: true}}}
+	var dests []*job.Destination
 	for _, org := range d.cfg.OrgList() {
 		dest, _, err := d.forOrg(org, sh)
 		if err != nil {
 			return nil, err
 		}
-		if dest == nil || slices.Contains(known, dest.Name) {
-			continue
-		}
-		known = append(known, dest.Name)
-		out = append(out, job.Binding{Source: &job.DeadLetterSource{Path: path, Destination: dest.Name}, Destination: dest})
+		dests = append(dests, dest)
 	}
-	for _, b := range out {
-		b.Source.(*job.DeadLetterSource).Known = known
-	}
-	return out, nil
+	return job.ReplayBindings(path, d.cfg.DestinationName(d.cfg.Sink.Loki), dests), nil
 }

@@ -101,6 +101,25 @@ type DeadLetterSource struct {
 	Known []string
 }
 
+// ReplayBindings are the bindings of a replay of the dead-letter file path: the default
+// destination's source (def names it; its binding has no Destination), then one per other
+// destination of dests (nil entries and repeats skipped), each replaying the lines written for
+// it to it.
+func ReplayBindings(path, def string, dests []*Destination) []Binding {
+	known := []string{def}
+	out := []Binding{{Source: &DeadLetterSource{Path: path, Destination: def, Default: true}}}
+	for _, d := range dests {
+		if d != nil && !slices.Contains(known, d.Name) {
+			known = append(known, d.Name)
+			out = append(out, Binding{Source: &DeadLetterSource{Path: path, Destination: d.Name}, Destination: d})
+		}
+	}
+	for _, b := range out {
+		b.Source.(*DeadLetterSource).Known = known
+	}
+	return out
+}
+
 // mine reports whether a line written for dest is this source's to replay, and whether dest
 // is a destination no source replays.
 func (s *DeadLetterSource) mine(dest string) (ok, unknown bool) {

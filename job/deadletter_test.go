@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,5 +42,26 @@ func TestDeadLetterSourceReplaysAFile(t *testing.T) {
 	}
 	if rep := job.Run(context.Background(), deps, baseOptions()); rep.Outcome != job.OutcomeOK || rep.Records != 0 || srv.Count() != 2 {
 		t.Fatalf("second replay: %s, %d records", rep.Outcome, rep.Records)
+	}
+}
+
+// A replay binds the default destination's source first, then one per other destination, each
+// knowing every destination replayed at once.
+func TestReplayBindingsOnePerDestination(t *testing.T) {
+	a, b := &job.Destination{Name: "a"}, &job.Destination{Name: "b"}
+	got := job.ReplayBindings("dl.jsonl", "default", []*job.Destination{nil, a, b, a, nil})
+	var names []string
+	for i, bind := range got {
+		s := bind.Source.(*job.DeadLetterSource)
+		names = append(names, s.Destination)
+		if s.Path != "dl.jsonl" || s.Default != (i == 0) || !slices.Equal(s.Known, []string{"default", "a", "b"}) {
+			t.Errorf("binding %d: %+v; want path dl.jsonl, Default only first, Known [default a b]", i, s)
+		}
+		if want := map[int]*job.Destination{0: nil, 1: a, 2: b}[i]; bind.Destination != want {
+			t.Errorf("binding %d pushes to %v, want %v", i, bind.Destination, want)
+		}
+	}
+	if !slices.Equal(names, []string{"default", "a", "b"}) {
+		t.Fatalf("sources replay %v; want [default a b]", names)
 	}
 }

@@ -13,16 +13,10 @@ import (
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lambda"
 	"github.com/sf2loki/sf2loki/lease"
-	leasek8s "github.com/sf2loki/sf2loki/lease/kubernetes"
-	leasestore "github.com/sf2loki/sf2loki/lease/store"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/store"
-	"github.com/sf2loki/sf2loki/store/configmap"
-	"github.com/sf2loki/sf2loki/store/file"
-	gcsstore "github.com/sf2loki/sf2loki/store/gcs"
-	s3store "github.com/sf2loki/sf2loki/store/s3"
 )
 
 // errWiring marks a failure to build the invocation's parts from a valid configuration (a
@@ -50,22 +44,9 @@ func (p *invocationParts) close() {
 	}
 }
 
-// buildStore returns the checkpoint store of the configuration.
+// buildStore returns the checkpoint store of the configuration (config.Config.Backend).
 func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*store.Store, error) {
-	var b store.Backend
-	var err error
-	switch cfg.State.Store {
-	case "file":
-		b, err = file.New(cfg.FileOptions())
-	case "s3":
-		b, err = s3store.New(ctx, cfg.S3Options())
-	case "gcs":
-		b, err = gcsstore.New(ctx, cfg.GCSOptions())
-	case "configmap":
-		b, err = configmap.New(cfg.ConfigMapOptions())
-	default:
-		return nil, fmt.Errorf("%w: state.store %q is not available in this build", errWiring, cfg.State.Store)
-	}
+	b, err := cfg.Backend(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w the %s store: %w", errWiring, cfg.State.Store, err)
 	}
@@ -75,23 +56,13 @@ func buildStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sto
 	return store.New(b, store.Options{Logger: log, Now: testNow}), nil
 }
 
-// buildLease returns the lease of the configuration for one invocation.
-func buildLease(ctx context.Context, cfg *config.Config, st *store.Store, inv string, log *slog.Logger) (lease.Lease, error) {
+// buildLease returns the lease of the configuration for one invocation (config.Config.NewLease).
+func buildLease(cfg *config.Config, st *store.Store, inv string, log *slog.Logger) (lease.Lease, error) {
 	lc := cfg.LeaseConfig()
 	lc.Invocation, lc.Logger, lc.Now = inv, log, testNow
-	var l lease.Lease
-	switch cfg.Lease.Type {
-	case "store":
-		l = leasestore.New(st, leasestore.Options{Config: lc, Name: cfg.Lease.Name})
-	case "kubernetes":
-		kl, err := leasek8s.New(leasek8s.Options{Config: lc, Namespace: cfg.Lease.Namespace, Name: cfg.Lease.Name,
-			Kubeconfig: cfg.Lease.Kubeconfig})
-		if err != nil {
-			return nil, fmt.Errorf("%w the Kubernetes lease (lease): %w", errWiring, err)
-		}
-		l = kl
-	default:
-		return nil, fmt.Errorf("%w: lease.type %q is not available in this build", errWiring, cfg.Lease.Type)
+	l, err := cfg.NewLease(st, lc)
+	if err != nil {
+		return nil, fmt.Errorf("%w the %s lease (lease): %w", errWiring, cfg.Lease.Type, err)
 	}
 	if testWrapLease != nil {
 		l = testWrapLease(l)
@@ -214,7 +185,7 @@ func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	l, err := buildLease(ctx, cfg, st, inv, log)
+	l, err := buildLease(cfg, st, inv, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -74,7 +74,7 @@ func runDoctor(c *cli.Context) error {
 	checks, closers := doctor.ForConfig(ctx, configSource(c), cfg, doctor.Builders{
 		Store: func(ctx context.Context, cfg *config.Config) (*store.Store, error) { return buildStore(ctx, cfg, log) },
 		Lease: func(ctx context.Context, cfg *config.Config, st *store.Store) (lease.Lease, error) {
-			return buildLease(ctx, cfg, st, lease.NewInvocation(), log)
+			return buildLease(cfg, st, lease.NewInvocation(), log)
 		},
 	}, log)
 	defer func() {

@@ -42,7 +42,7 @@ func leaseShow(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	l, err := buildLease(t.ctx, t.cfg, t.st, lease.NewInvocation(), t.log)
+	l, err := buildLease(t.cfg, t.st, lease.NewInvocation(), t.log)
 	if err != nil {
 		return storeExit(err)
 	}
@@ -74,7 +74,7 @@ func leaseRelease(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	l, err := maintenanceLease(t.ctx, t.cfg, t.st, t.log)
+	l, err := maintenanceLease(t.cfg, t.st, t.log)
 	if err != nil {
 		return storeExit(err)
 	}

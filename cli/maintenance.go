@@ -31,10 +31,10 @@ type maintenance struct {
 func maintenanceHost() string { return "sf2loki-maintenance@" + lease.DefaultHost() }
 
 // maintenanceLease builds the configured lease with the maintenance holder identity.
-func maintenanceLease(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (lease.Lease, error) {
+func maintenanceLease(cfg *config.Config, st *store.Store, log *slog.Logger) (lease.Lease, error) {
 	c := *cfg
 	c.Lease.Identity = maintenanceHost()
-	return buildLease(ctx, &c, st, lease.NewInvocation(), log)
+	return buildLease(&c, st, lease.NewInvocation(), log)
 }
 
 // errRefused marks an operation refused before anything was written (a live holder, a
@@ -48,7 +48,7 @@ func (refusedError) Is(target error) bool { return target == job.ErrConfig }
 
 // run performs the operation and returns the epoch it wrote under.
 func (m *maintenance) run(ctx context.Context, apply lease.Edit) (uint64, error) {
-	l, err := maintenanceLease(ctx, m.cfg, m.st, m.log)
+	l, err := maintenanceLease(m.cfg, m.st, m.log)
 	if err != nil {
 		return 0, err
 	}

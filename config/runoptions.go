@@ -1,12 +1,17 @@
 package config
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lease"
+	leasek8s "github.com/sf2loki/sf2loki/lease/kubernetes"
+	leasestore "github.com/sf2loki/sf2loki/lease/store"
 	"github.com/sf2loki/sf2loki/obs"
 	"github.com/sf2loki/sf2loki/schedule"
+	"github.com/sf2loki/sf2loki/store"
 	"github.com/sf2loki/sf2loki/store/configmap"
 	"github.com/sf2loki/sf2loki/store/file"
 	gcsstore "github.com/sf2loki/sf2loki/store/gcs"
@@ -66,27 +71,36 @@ func (c *Config) SessionOptions() lease.SessionOptions {
 	return lease.SessionOptions{Wait: c.Lease.AcquireWait.D(), RenewEvery: c.Lease.RenewInterval.D(), ReleaseTimeout: c.Run.ReleaseTimeout.D()}
 }
 
-// FileOptions, S3Options, GCSOptions and ConfigMapOptions are the store backend's options of
-// the state section.
-func (c *Config) FileOptions() file.Options { return file.Options{Path: c.State.File.Path} }
-
-// S3Options: see FileOptions.
-func (c *Config) S3Options() s3store.Options {
-	s := c.State.S3
-	return s3store.Options{Bucket: s.Bucket, Key: s.Key, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
-		AccessKeyID: s.AccessKeyID, SecretAccessKey: s.SecretAccessKey.Value(), SessionToken: s.SessionToken.Value(), Proxy: c.HTTP.ProxyFunc()}
+// Backend opens the checkpoint store's backend that the state section names.
+func (c *Config) Backend(ctx context.Context) (store.Backend, error) {
+	switch st := c.State; st.Store {
+	case "file":
+		return file.New(file.Options{Path: st.File.Path})
+	case "s3":
+		s := st.S3
+		return s3store.New(ctx, s3store.Options{Bucket: s.Bucket, Key: s.Key, Endpoint: s.Endpoint, Region: s.Region, PathStyle: s.PathStyle,
+			AccessKeyID: s.AccessKeyID, SecretAccessKey: s.SecretAccessKey.Value(), SessionToken: s.SessionToken.Value(), Proxy: c.HTTP.ProxyFunc()})
+	case "gcs":
+		g := st.GCS
+		return gcsstore.New(ctx, gcsstore.Options{Bucket: g.Bucket, Object: g.Object, Endpoint: g.Endpoint, CredentialsFile: g.CredentialsFile,
+			HTTPClient: c.HTTP.Client()})
+	case "configmap":
+		m := st.ConfigMap
+		return configmap.New(configmap.Options{Namespace: m.Namespace, Name: m.Name, Key: m.Key, Kubeconfig: m.Kubeconfig})
+	}
+	return nil, fmt.Errorf("state.store %q is not available in this build", c.State.Store)
 }
 
-// GCSOptions: see FileOptions.
-func (c *Config) GCSOptions() gcsstore.Options {
-	g := c.State.GCS
-	return gcsstore.Options{Bucket: g.Bucket, Object: g.Object, Endpoint: g.Endpoint, CredentialsFile: g.CredentialsFile, HTTPClient: c.HTTP.Client()}
-}
-
-// ConfigMapOptions: see FileOptions.
-func (c *Config) ConfigMapOptions() configmap.Options {
-	m := c.State.ConfigMap
-	return configmap.Options{Namespace: m.Namespace, Name: m.Name, Key: m.Key, Kubeconfig: m.Kubeconfig}
+// NewLease builds the lease that the lease section names, with lc (LeaseConfig and the
+// invocation's name, logger and clock); st is the document a store lease lives in.
+func (c *Config) NewLease(st *store.Store, lc lease.Config) (lease.Lease, error) {
+	switch l := c.Lease; l.Type {
+	case "store":
+		return leasestore.New(st, leasestore.Options{Config: lc, Name: l.Name}), nil
+	case "kubernetes":
+		return leasek8s.New(leasek8s.Options{Config: lc, Namespace: l.Namespace, Name: l.Name, Kubeconfig: l.Kubeconfig})
+	}
+	return nil, fmt.Errorf("lease.type %q is not available in this build", c.Lease.Type)
 }
 
 // Client returns an HTTP client over Go's default transport with the section's proxy, or nil

@@ -1,22 +1,50 @@
 package config
 
 import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
-	"github.com/sf2loki/sf2loki/obs"
+	"github.com/sf2loki/sf2loki/lease"
+	"github.com/sf2loki/sf2loki/store"
 )
 
-func TestMetricsOptions(t *testing.T) {
-	m := Metrics{Prometheus: true, ServiceName: "sf2loki", ResourceAttributes: map[string]string{"deployment.environment": "prod"},
-		OTLP: MetricsOTLP{Endpoint: "http://otel:4318/v1/metrics", Headers: map[string]string{"X-Tenant": "a"}, Timeout: Duration(3 * time.Second),
-			Interval: Duration(time.Minute), Temporality: "delta", Gzip: true, TLS: TLS{CAFile: "ca.pem"}}}
-	o := m.Options("v1.0.0", true)
-	if !o.Prometheus || o.ServiceVersion != "v1.0.0" || o.OTLP.Temporality != obs.Delta || o.OTLP.Timeout != 3*time.Second ||
-		o.OTLP.TLS.CAFile != "ca.pem" || !o.OTLP.Gzip || o.OTLP.Headers["X-Tenant"] != "a" || o.Attributes["deployment.environment"] != "prod" {
-		t.Fatalf("options %+v", o)
+// The state and lease sections build the parts they name: a file store writes where
+// state.file.path says, a store lease lives in its document under lease.name.
+func TestBackendAndLeaseOfTheConfiguration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	cfg := mustLoad(t, "state:\n  store: file\n  file:\n    path: "+path+"\nlease:\n  type: store\n  name: nightly\n")
+	b, err := cfg.Backend(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if m.Options("v1.0.0", false).Prometheus {
-		t.Fatal("a run-once process serves /metrics")
+	st := store.New(b, store.Options{})
+	l, err := cfg.NewLease(st, cfg.LeaseConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := l.Ref(); ref.Name != "nightly" {
+		t.Fatalf("lease %+v; want lease.name nightly", ref)
+	}
+	s, err := lease.Start(context.Background(), l, st, lease.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(context.Background(), store.Change{Set: map[string]json.RawMessage{"k": json.RawMessage(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Release(context.Background())
+	if data, err := os.ReadFile(path); err != nil || !strings.Contains(string(data), `"k"`) {
+		t.Fatalf("state.file.path holds %q (%v); want the committed key", data, err)
+	}
+	cfg.State.Store, cfg.Lease.Type = "etcd", "zookeeper"
+	if _, err := cfg.Backend(context.Background()); err == nil || !strings.Contains(err.Error(), `state.store "etcd"`) {
+		t.Errorf("unknown store: %v; want an error naming state.store", err)
+	}
+	if _, err := cfg.NewLease(st, cfg.LeaseConfig()); err == nil || !strings.Contains(err.Error(), `lease.type "zookeeper"`) {
+		t.Errorf("unknown lease: %v; want an error naming lease.type", err)
 	}
 }

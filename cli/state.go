@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/sf2loki/sf2loki/config"
+	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/store"
 )
 
@@ -182,19 +183,52 @@ func checkKey(k string) error {
 	return nil
 }
 
+// args returns the command's positional arguments (positional) when ok accepts their number;
+// else the usage error want describes.
+func args(c *cli.Context, ok func(n int) bool, want string) ([]string, error) {
+	a, err := positional(c)
+	if err == nil && !ok(len(a)) {
+		err = exitf(ExitConfig, "%s: want %s, got %d arguments (see --help)", strings.TrimPrefix(c.Command.HelpName, c.App.Name+" "), want, len(a))
+	}
+	return a, err
+}
+
+// write makes one operator change to the target's document (maintenance.run) and returns the
+// epoch it was written under. check, when set, refuses the change on the document as read now,
+// before the lease is taken (a refusal bumps no epoch), and again on the claimed version.
+func (t *target) write(c *cli.Context, floor uint64, check func(*store.Document) error, edit lease.Edit) (uint64, error) {
+	if check != nil {
+		snap, err := t.st.Read(t.ctx)
+		if err != nil {
+			return 0, storeExit(err)
+		}
+		if err := check(snap.Doc); err != nil {
+			return 0, err
+		}
+	}
+	m := t.maintenance(c)
+	m.floor = floor
+	epoch, err := m.run(t.ctx, func(doc *store.Document) (*store.Change, error) {
+		if check != nil {
+			if err := check(doc); err != nil {
+				return nil, err
+			}
+		}
+		return edit(doc)
+	})
+	return epoch, storeExit(err)
+}
+
 func stateSet(c *cli.Context) error {
-	args, err := positional(c)
+	a, err := args(c, func(n int) bool { return n == 2 }, "KEY VALUE")
 	if err != nil {
 		return err
 	}
-	if len(args) != 2 {
-		return exitf(ExitConfig, "state set: want KEY VALUE, got %d arguments (see --help)", len(args))
-	}
-	key := args[0]
+	key := a[0]
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	value, err := store.ParseValue(args[1])
+	value, err := store.ParseValue(a[1])
 	if err != nil {
 		return exitf(ExitConfig, "state set: VALUE %v; quote it for the shell ('{\"v\":1,...}')", err)
 	}
@@ -208,31 +242,24 @@ func stateSet(c *cli.Context) error {
 			return err
 		}
 	}
-	var before json.RawMessage
-	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
+	was := "(absent)"
+	epoch, err := t.write(c, 0, nil, func(doc *store.Document) (*store.Change, error) {
 		if cp, ok := doc.Checkpoints[key]; ok {
-			before = cp.Value
+			was = store.Compact(cp.Value)
 		}
 		return &store.Change{Set: map[string]json.RawMessage{key: value}}, nil
 	})
 	if err != nil {
-		return storeExit(err)
-	}
-	was := "(absent)"
-	if before != nil {
-		was = store.Compact(before)
+		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "set %s at epoch %d in %s\n  was: %s\n  now: %s\n", key, epoch, t.st.Object(), was, store.Compact(value))
 	return err
 }
 
 func stateDelete(c *cli.Context) error {
-	keys, err := positional(c)
+	keys, err := args(c, func(n int) bool { return n > 0 }, "at least one KEY")
 	if err != nil {
 		return err
-	}
-	if len(keys) == 0 {
-		return exitf(ExitConfig, "state delete: want at least one KEY (see --help)")
 	}
 	for _, k := range keys {
 		if err := checkKey(k); err != nil {
@@ -244,22 +271,15 @@ func stateDelete(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	// Refuse unknown keys before taking the lease, so a typo bumps no epoch.
-	snap, err := t.st.Read(t.ctx)
-	if err != nil {
-		return storeExit(err)
-	}
-	if missing := snap.Doc.Missing(keys); len(missing) > 0 {
-		return exitf(ExitConfig, "%s has no checkpoint %s; nothing was changed (see `sf2loki state show`)", t.st.Object(), strings.Join(missing, ", "))
-	}
-	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
+	// Unknown keys are refused before the lease is taken, so a typo bumps no epoch.
+	epoch, err := t.write(c, 0, func(doc *store.Document) error {
 		if missing := doc.Missing(keys); len(missing) > 0 {
-			return nil, fmt.Errorf("%w: %s disappeared meanwhile", errRefused, strings.Join(missing, ", "))
+			return exitf(ExitConfig, "%s has no checkpoint %s; nothing was changed (see `sf2loki state show`)", t.st.Object(), strings.Join(missing, ", "))
 		}
-		return &store.Change{Delete: keys}, nil
-	})
+		return nil
+	}, func(*store.Document) (*store.Change, error) { return &store.Change{Delete: keys}, nil })
 	if err != nil {
-		return storeExit(err)
+		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "deleted %s at epoch %d in %s; each restarts from its source's lookback\n", strings.Join(keys, ", "), epoch, t.st.Object())
 	return err
@@ -283,23 +303,16 @@ func stateExport(c *cli.Context) error {
 }
 
 func stateImport(c *cli.Context) error {
-	args, err := positional(c)
+	a, err := args(c, func(n int) bool { return n <= 1 }, "at most one FILE (or - for stdin)")
 	if err != nil {
 		return err
 	}
-	if len(args) > 1 {
-		return exitf(ExitConfig, "state import: want at most one FILE (or - for stdin)")
-	}
-	var name string
-	if len(args) == 1 {
-		name = args[0]
-	}
-	var data []byte
-	if name == "" || name == "-" {
-		name = "stdin"
-		data, err = io.ReadAll(c.App.Reader)
-	} else {
+	name, data := "stdin", []byte(nil)
+	if len(a) == 1 && a[0] != "-" {
+		name = a[0]
 		data, err = os.ReadFile(name)
+	} else {
+		data, err = io.ReadAll(c.App.Reader)
 	}
 	if err != nil {
 		return exitf(ExitConfig, "state import: reading %s: %v", name, err)
@@ -318,45 +331,29 @@ func stateImport(c *cli.Context) error {
 	}
 	defer stop()
 	// Only into an empty document: an import never merges with (or silently replaces) live
-	// checkpoints. Checked before the lease is taken, and again on the claimed version.
-	notEmpty := func(doc *store.Document) error {
+	// checkpoints.
+	epoch, err := t.write(c, 0, func(doc *store.Document) error {
 		if !doc.Empty() {
 			return exitf(ExitConfig, "%s already holds %d checkpoints: import only into an empty document (delete them, or point the configuration at a new document); nothing was changed",
 				t.st.Object(), len(doc.Checkpoints))
 		}
 		return nil
-	}
-	snap, err := t.st.Read(t.ctx)
+	}, func(*store.Document) (*store.Change, error) { return &imported, nil })
 	if err != nil {
-		return storeExit(err)
-	}
-	if err := notEmpty(snap.Doc); err != nil {
 		return err
-	}
-	epoch, err := t.maintenance(c).run(t.ctx, func(doc *store.Document) (*store.Change, error) {
-		if err := notEmpty(doc); err != nil {
-			return nil, err
-		}
-		return &imported, nil
-	})
-	if err != nil {
-		return storeExit(err)
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "imported %d checkpoints and %d counters from %s into %s at epoch %d\n", len(imported.Set), len(imported.Counters), name, t.st.Object(), epoch)
 	return err
 }
 
 func stateRaiseFloor(c *cli.Context) error {
-	args, err := positional(c)
+	a, err := args(c, func(n int) bool { return n == 1 }, "N")
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return exitf(ExitConfig, "state fence raise-floor: want N (see --help)")
-	}
-	n, err := strconv.ParseUint(args[0], 10, 64)
+	n, err := strconv.ParseUint(a[0], 10, 64)
 	if err != nil || n == 0 {
-		return exitf(ExitConfig, "state fence raise-floor: N must be a positive integer, got %q", args[0])
+		return exitf(ExitConfig, "state fence raise-floor: N must be a positive integer, got %q", a[0])
 	}
 	t, stop, err := openTarget(c)
 	if err != nil {
@@ -371,11 +368,9 @@ func stateRaiseFloor(c *cli.Context) error {
 		_, err := fmt.Fprintf(c.App.Writer, "the fence of %s is at epoch %d, already >= %d: nothing to do (the fence only ever rises)\n", t.st.Object(), cur, n)
 		return err
 	}
-	m := t.maintenance(c)
-	m.floor = n
-	epoch, err := m.run(t.ctx, func(*store.Document) (*store.Change, error) { return nil, nil })
+	epoch, err := t.write(c, n, nil, func(*store.Document) (*store.Change, error) { return nil, nil })
 	if err != nil {
-		return storeExit(err)
+		return err
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "raised the fence of %s to epoch %d\n", t.st.Object(), epoch)
 	return err

@@ -83,36 +83,20 @@ func planBackfill(c *cli.Context, cfg *config.Config) (*backfillPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !since.Before(until) {
-		return nil, exitf(ExitConfig, "--since %s must be before --until %s", since.Format(time.RFC3339), until.Format(time.RFC3339))
-	}
-	p := &backfillPlan{interval: c.String("interval")}
-	switch p.interval {
-	case "", eventlogfile.IntervalHourly, eventlogfile.IntervalDaily:
-	default:
-		return nil, exitf(ExitConfig, "--interval %q: want Hourly or Daily", p.interval)
-	}
-	var flagTypes []string
+	var types []string
 	for _, t := range strings.Split(c.String("event-types"), ",") {
 		if t = strings.TrimSpace(t); t != "" {
-			if t != "*" && salesforce.ValidateIdentifier(t) != nil {
-				return nil, exitf(ExitConfig, "--event-types: %q is not an event type name", t)
-			}
-			flagTypes = append(flagTypes, t)
+			types = append(types, t)
 		}
 	}
-	only := c.String("org")
-	p.orgs, p.interval = cfg.BackfillOrgs(only, flagTypes, p.interval)
+	p := &backfillPlan{}
+	if p.orgs, p.interval, err = cfg.BackfillOrgs(c.String("org"), types, c.String("interval")); err != nil {
+		return nil, exitf(ExitConfig, "backfill (--org, --event-types): %v", err)
+	}
 	if p.window, err = eventlogfile.NewWindow(p.interval, since, until); err != nil {
-		return nil, exitf(ExitConfig, "%v", err)
+		return nil, exitf(ExitConfig, "backfill window (--since, --until, --interval): %v", err)
 	}
 	p.window.IngestTime, p.window.OwnStreams = c.Bool("ingest-time"), c.Bool("own-streams")
-	if len(p.orgs) == 0 {
-		if only != "" {
-			return nil, exitf(ExitConfig, "--org %q: no such org with Salesforce credentials and event types (give --event-types)", only)
-		}
-		return nil, exitf(ExitConfig, "nothing to backfill: enable sources.eventlogfile with event_types, or give --event-types")
-	}
 	maxAge := cfg.Sink.Loki.MaxAge.D()
 	if maxAge > 0 && time.Since(since) > maxAge && !p.window.IngestTime && !c.Bool("plan") {
 		msg := fmt.Sprintf("warning: the window starts %s ago, further back than the receiver accepts (sink.loki.max_age %s, Loki's reject_old_samples_max_age): "+

@@ -1,11 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
 )
 
@@ -284,8 +286,14 @@ type BackfillOrg struct {
 // BackfillOrgs lists what a backfill ships: of every org (only the one named only, when set)
 // with Salesforce credentials, the event types given, else those of its eventlogfile source;
 // orgs left with none are left out. interval is the window's: the one given, else the first
-// selected org's eventlogfile interval, else the source's default.
-func (c *Config) BackfillOrgs(only string, types []string, interval string) ([]BackfillOrg, string) {
+// selected org's eventlogfile interval, else the source's default. A type given that is not an
+// event type name, or nothing to ship, is an error.
+func (c *Config) BackfillOrgs(only string, types []string, interval string) ([]BackfillOrg, string, error) {
+	for _, t := range types {
+		if t != shape.Wildcard && !validEventType(t) {
+			return nil, "", fmt.Errorf("event types: "+notAnEventType, t)
+		}
+	}
 	var out []BackfillOrg
 	for _, o := range c.OrgList() {
 		if only != "" && o.Name != only {
@@ -303,10 +311,15 @@ func (c *Config) BackfillOrgs(only string, types []string, interval string) ([]B
 		}
 		out = append(out, BackfillOrg{OrgEntry: o, EventTypes: t})
 	}
-	if interval == "" {
+	switch {
+	case len(out) == 0 && only != "":
+		return nil, "", fmt.Errorf("no org named %q has Salesforce credentials and event types to backfill (name the event types)", only)
+	case len(out) == 0:
+		return nil, "", errors.New("nothing to backfill: enable sources.eventlogfile with event_types, or name the event types")
+	case interval == "":
 		interval = eventlogfile.DefaultInterval
 	}
-	return out, interval
+	return out, interval, nil
 }
 
 // suffixed inserts the backfill suffix before a path's extension: state.json -> state-backfill.json.

@@ -127,16 +127,22 @@ func TestBackfillOrgs(t *testing.T) {
 	}
 	cfg.Orgs[0].Sources.EventLogFile = EventLogFileSource{Enabled: true, EventTypes: []string{"Login"}, Interval: "Daily"}
 	cfg.Orgs[2].Salesforce = Salesforce{} // no credentials
-	orgs, interval := cfg.BackfillOrgs("", nil, "")
-	if len(orgs) != 1 || orgs[0].Name != "eu" || orgs[0].EventTypes[0] != "Login" || interval != "Daily" {
+	orgs, interval, err := cfg.BackfillOrgs("", nil, "")
+	if err != nil || len(orgs) != 1 || orgs[0].Name != "eu" || orgs[0].EventTypes[0] != "Login" || interval != "Daily" {
 		t.Fatalf("orgs %+v interval %s: want eu's Login, Daily", orgs, interval)
 	}
-	orgs, interval = cfg.BackfillOrgs("", []string{"API"}, "Hourly")
-	if len(orgs) != 2 || orgs[1].Name != "us" || orgs[1].EventTypes[0] != "API" || interval != "Hourly" {
+	orgs, interval, err = cfg.BackfillOrgs("", []string{"API"}, "Hourly")
+	if err != nil || len(orgs) != 2 || orgs[1].Name != "us" || orgs[1].EventTypes[0] != "API" || interval != "Hourly" {
 		t.Fatalf("orgs %+v interval %s: want eu and us (apac has no credentials), Hourly", orgs, interval)
 	}
-	if orgs, _ := cfg.BackfillOrgs("apac", []string{"API"}, ""); len(orgs) != 0 {
-		t.Fatalf("apac without credentials: %+v", orgs)
+	if orgs, _, err := cfg.BackfillOrgs("apac", []string{"API"}, ""); len(orgs) != 0 || err == nil || !strings.Contains(err.Error(), `"apac"`) {
+		t.Fatalf("apac without credentials: %+v, %v; want an error naming apac", orgs, err)
+	}
+	if _, _, err := cfg.BackfillOrgs("", []string{"API", "Login;DELETE"}, ""); err == nil || !strings.Contains(err.Error(), `"Login;DELETE" is not an event type name`) {
+		t.Fatalf("a type that is no name: %v; want it refused as the configuration refuses it", err)
+	}
+	if _, _, err := (&Config{}).BackfillOrgs("", nil, ""); err == nil || !strings.Contains(err.Error(), "nothing to backfill") {
+		t.Fatalf("no org: %v; want nothing to backfill", err)
 	}
 	cfg.Shape.Types = []ShapeType{{Type: "Login", SampleRate: 0.1, SampleField: "USER_ID"}}
 	if b := cfg.ForBackfill(); b.Shape.Types[0].SampleRate != 0 || cfg.Shape.Types[0].SampleRate != 0.1 {

@@ -27,6 +27,12 @@ type EventLogFileSource struct {
 // eventTypeRE is an EventLogFile event type name (a Salesforce API name).
 var eventTypeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 
+// notAnEventType is the refusal of a name validEventType refuses (format with the name).
+const notAnEventType = "%q is not an event type name (letters, digits and underscores, starting with a letter) or *"
+
+// validEventType reports whether t can name an event type (and be interpolated into SOQL).
+func validEventType(t string) bool { return eventTypeRE.MatchString(t) && !strings.HasSuffix(t, "_") }
+
 func validateEventLogFile(s EventLogFileSource, path string, errs *Errors) {
 	if !s.Enabled {
 		return
@@ -39,8 +45,8 @@ func validateEventLogFile(s EventLogFileSource, path string, errs *Errors) {
 		p := fmt.Sprintf("%s.event_types[%d]", path, i)
 		switch {
 		case t == shape.Wildcard:
-		case !eventTypeRE.MatchString(t) || strings.HasSuffix(t, "_"):
-			errs.add(p, "%q is not an event type name (letters, digits and underscores, starting with a letter) or *", t)
+		case !validEventType(t):
+			errs.add(p, notAnEventType, t)
 		case seen[strings.ToLower(t)]:
 			errs.add(p, "%q is listed twice", t)
 		}

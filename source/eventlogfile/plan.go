@@ -27,8 +27,9 @@ const DefaultPlanThroughput = 4 << 20
 // PlanOptions tunes the estimates of Source.Plan.
 type PlanOptions struct {
 	// RowBytes is the average CSV row size per event type; a type without one is assumed to
-	// have DefaultRowBytes.
-	RowBytes map[string]float64
+	// have AnyRowBytes, else DefaultRowBytes.
+	RowBytes    map[string]float64
+	AnyRowBytes float64
 	// Throughput is the rate, in encoded Loki bytes per second, at which the entries are
 	// assumed to ship (the receiver's ingestion rate or the egress cap); 0 means
 	// DefaultPlanThroughput.
@@ -102,6 +103,9 @@ func (s *Source) Plan(ctx context.Context, po PlanOptions) (*Plan, error) {
 	for _, ss := range streams {
 		st := ss.(*windowStream).stream
 		rowBytes := po.RowBytes[st.typ]
+		if rowBytes <= 0 {
+			rowBytes = po.AnyRowBytes
+		}
 		if rowBytes <= 0 {
 			rowBytes = DefaultRowBytes
 		}

@@ -53,6 +53,14 @@ func TestPlanListsTheWindowWithoutDownloading(t *testing.T) {
 	if n := e.org.Calls()[simsf.KindDownload]; n != 0 {
 		t.Errorf("the plan downloaded %d files", n)
 	}
+	// A type's own row size wins over the one for any type, which wins over the default.
+	p, err = src.Plan(t.Context(), PlanOptions{Throughput: 1 << 20, AnyRowBytes: 250, RowBytes: map[string]float64{"Login": 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.RowBytes["API"] != 250 || p.RowBytes["Login"] != 1000 {
+		t.Errorf("row sizes %v; want API 250 (any type), Login 1000 (its own)", p.RowBytes)
+	}
 }
 
 // The row size given for a type, when known, replaces the default in the rows estimate.

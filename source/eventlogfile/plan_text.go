@@ -42,3 +42,32 @@ func (p *Plan) WriteText(w io.Writer) error {
 		strings.Join(kinds, ", "), strings.Join(sizes, ", "), human.Bytes(int64(p.Throughput)), 1000*p.RoundTrip)
 	return err
 }
+
+// WindowPlan is the plan of a backfill window over one or more orgs (`sf2loki backfill --plan`).
+type WindowPlan struct {
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	Interval string    `json:"interval"`
+	Orgs     []OrgPlan `json:"orgs"`
+}
+
+// OrgPlan is one org's plan; Org is empty for the single-org form.
+type OrgPlan struct {
+	Org string `json:"org,omitempty"`
+	*Plan
+}
+
+// WriteText writes every org's plan as a table.
+func (wp *WindowPlan) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "backfill plan %s..%s (%s), estimated from the file listing (nothing downloaded)\n",
+		wp.Since.Format(time.RFC3339), wp.Until.Format(time.RFC3339), wp.Interval)
+	for _, o := range wp.Orgs {
+		if o.Org != "" {
+			fmt.Fprintf(w, "\norg %s\n", o.Org)
+		}
+		if err := o.WriteText(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}

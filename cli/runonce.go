@@ -16,7 +16,6 @@ import (
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/lambda"
-	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/obs"
 )
 
@@ -108,13 +107,8 @@ type invocationFlags struct {
 
 // warnStartup logs configuration advice once per process.
 func warnStartup(cfg *config.Config, log *slog.Logger) {
-	if w := lease.PairingWarning(cfg.Lease.Type, cfg.State.Store); w != "" {
-		log.Warn(w)
-	}
 	for _, w := range cfg.Warnings() {
-		if !strings.Contains(w, "flock") {
-			log.Warn(w)
-		}
+		log.Warn(w)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,5 +47,20 @@ func TestBackendAndLeaseOfTheConfiguration(t *testing.T) {
 	}
 	if _, err := cfg.NewLease(st, cfg.LeaseConfig()); err == nil || !strings.Contains(err.Error(), `lease.type "zookeeper"`) {
 		t.Errorf("unknown lease: %v; want an error naming lease.type", err)
+	}
+}
+
+// The lease/store pairing advice has one wording, the lease package's: config check prints it,
+// run-once logs it, doctor reports it once (in the lease's pairing check).
+func TestPairingWarningIsTheLeasePackages(t *testing.T) {
+	cfg := mustLoad(t, "state:\n  store: file\nlease:\n  type: kubernetes\n  namespace: ns\n")
+	want := lease.PairingWarning("kubernetes", "file")
+	if want == "" || !slices.Contains(cfg.Warnings(), want) {
+		t.Fatalf("warnings %q; want the lease package's pairing warning %q", cfg.Warnings(), want)
+	}
+	for _, w := range cfg.Warnings() {
+		if w != want && strings.Contains(w, "flock") {
+			t.Errorf("a second wording of the pairing advice: %q", w)
+		}
 	}
 }

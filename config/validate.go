@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/sf2loki/sf2loki/lease"
 )
 
 // FixedLabels is the allowlist of stream label names; others must be named in sink.loki.extra_labels.
@@ -388,8 +390,8 @@ func (c *Config) validateTimeBudget(errs *Errors) {
 // Warnings returns advice that is not an error (printed by config check and at startup).
 func (c *Config) Warnings() []string {
 	var w []string
-	if c.Lease.Type == "kubernetes" && c.State.Store == "file" {
-		w = append(w, "lease.type kubernetes with state.store file: fencing across hosts relies on the shared filesystem honoring flock (NFS and friends vary); prefer state.store configmap or an object store")
+	if pw := lease.PairingWarning(c.Lease.Type, c.State.Store); pw != "" {
+		w = append(w, pw)
 	}
 	if c.Sink.Loki.TLS.InsecureSkipVerify {
 		w = append(w, "sink.loki.tls.insecure_skip_verify is on: the Loki server's certificate is not checked")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/sf2loki/sf2loki/config"
@@ -37,7 +36,7 @@ func ForConfig(ctx context.Context, source string, cfg *config.Config, b Builder
 	var closers []io.Closer
 	var warnings []string
 	for _, w := range cfg.Warnings() {
-		if !strings.Contains(w, "flock") { // lease.pairing reports it
+		if w != lease.PairingWarning(cfg.Lease.Type, cfg.State.Store) { // the lease's pairing check reports it
 			warnings = append(warnings, w)
 		}
 	}

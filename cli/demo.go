@@ -29,15 +29,8 @@ func demoCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			level := globalString(c, "log-level")
-			if level == "" {
-				level = "warn"
-			}
 			cfg := config.Defaults()
-			cfg.Log.Level, cfg.Log.Format = level, "text"
-			if f := globalString(c, "log-format"); f != "" {
-				cfg.Log.Format = f
-			}
+			cfg.Log.Level, cfg.Log.Format = "warn", "text" // --log-level and --log-format override them (newLogger)
 			log, _, err := newLogger(c, cfg)
 			if err != nil {
 				return err

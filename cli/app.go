@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/obs"
@@ -112,20 +111,6 @@ func redactor(c *cli.Context) *obs.Redactor {
 		return r
 	}
 	return obs.NewRedactor() // an App not built by NewApp
-}
-
-// isTerminal reports whether w (or the writer it wraps) is a terminal.
-func isTerminal(w io.Writer) bool {
-	for {
-		switch v := w.(type) {
-		case *os.File:
-			return term.IsTerminal(int(v.Fd()))
-		case interface{ Unwrap() io.Writer }:
-			w = v.Unwrap()
-		default:
-			return false
-		}
-	}
 }
 
 // loadConfig loads and validates the configuration named by --config (exit 2 on any problem).

@@ -3,13 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os/signal"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/human"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/obs"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
@@ -173,17 +172,10 @@ func runBackfill(c *cli.Context) error {
 		return storeExit(err)
 	}
 	p.opts.Log, p.opts.Drain, p.opts.MaxDuration, p.opts.Observer = log, true, c.Duration("max-duration"), prog
-	done := make(chan struct{})
-	var shown sync.WaitGroup
-	shown.Add(1)
-	go func() {
-		defer shown.Done()
-		prog.show(done, c.App.ErrWriter, log, c.Duration("progress-interval"))
-	}()
+	stopProgress := obs.StartProgress(c.App.ErrWriter, log, c.Duration("progress-interval"), "backfill progress", prog.bar, prog.attrs)
 	start := time.Now()
 	rep := job.Run(ctx, p.deps, p.opts)
-	close(done)
-	shown.Wait()
+	stopProgress()
 	rep.ExitCode = outcomeExit(rep.Outcome, true)
 	logOutcome(log, rep)
 
@@ -280,33 +272,10 @@ func newBackfillProgress(p *backfillPlan) *backfillProgress {
 	return &backfillProgress{window: eventlogfile.NewWindowProgress(p.window.Since, p.window.Until)}
 }
 
-// show draws a progress bar on a terminal, or logs a line every interval otherwise, until done.
-func (p *backfillProgress) show(done <-chan struct{}, w io.Writer, log *slog.Logger, interval time.Duration) {
-	tty := isTerminal(w)
-	if tty {
-		interval = 250 * time.Millisecond
-	}
-	if interval <= 0 {
-		interval = 30 * time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			if tty {
-				fmt.Fprintf(w, "\r%s\n", p.bar())
-			}
-			return
-		case <-t.C:
-			if tty {
-				fmt.Fprintf(w, "\r%s", p.bar())
-				continue
-			}
-			log.Info("backfill progress", "window_done", fmt.Sprintf("%.1f%%", 100*p.window.Fraction()), "files", p.window.Files.Load(),
-				"rows", p.window.Rows.Load(), "shipped", p.Shipped.Load(), "bytes", p.Bytes.Load(), "commits", p.Commits.Load())
-		}
-	}
+// attrs are the fields of a progress log line.
+func (p *backfillProgress) attrs() []any {
+	return []any{"window_done", fmt.Sprintf("%.1f%%", 100*p.window.Fraction()), "files", p.window.Files.Load(),
+		"rows", p.window.Rows.Load(), "shipped", p.Shipped.Load(), "bytes", p.Bytes.Load(), "commits", p.Commits.Load()}
 }
 
 func (p *backfillProgress) bar() string {

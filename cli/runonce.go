@@ -166,7 +166,7 @@ func printReport(stdout, stderr io.Writer, rep *job.Report) {
 		return
 	}
 	fmt.Fprint(stdout, b.String())
-	if isTerminal(stderr) {
+	if obs.IsTerminal(stderr) {
 		fmt.Fprint(stderr, rep.Summary())
 	}
 }

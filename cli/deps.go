@@ -154,7 +154,11 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 			return fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
 		p.orgs = append(p.orgs, orgClient{org: org.Name, client: client})
-		if poll, ok := limitsPoll(org, client, sh); ok {
+		if l := org.Salesforce.Limits; l.Interval > 0 { // the org-limits poller; with ship, one entry a sample
+			poll := job.LimitsPoll{Org: org.Name, Interval: l.Interval.D(), Client: client}
+			if l.Ship {
+				poll.Entry = job.ShipLimits(sh, client.OrgID, org.OrgLabels())
+			}
 			p.deps.Limits = append(p.deps.Limits, poll)
 		}
 		dest, osh, err := dests.forOrg(org, sh)

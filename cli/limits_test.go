@@ -43,7 +43,7 @@ func TestLimitsPollerRespectsItsIntervalAcrossRuns(t *testing.T) {
 
 	var samples int
 	for _, s := range w.receiver.Streams() {
-		if strings.Contains(s, `source="limits"`) && strings.Contains(s, `event_type="OrgLimits"`) {
+		if strings.Contains(s, `source="limits"`) && strings.Contains(s, `event_type="OrgLimits"`) && strings.Contains(s, `sf_org_id="00D`) {
 			for _, e := range w.receiver.Stream(s) {
 				samples++
 				if !strings.Contains(e.Line, `"DailyApiRequests.Remaining":`) {

@@ -169,6 +169,19 @@ const (
 	LimitsEventType = "OrgLimits"
 )
 
+// ShipLimits is a LimitsPoll.Entry: it shapes a sample (ShapeLimits) labelled, like the org's
+// sources label their entries, with the org's Salesforce ID (sf_org_id, read through orgID) and
+// labels.
+func ShipLimits(sh *shape.Shaper, orgID func(context.Context) (string, error), labels []loki.Label) func(context.Context, time.Time, map[string]salesforce.Limit) (loki.Entry, error) {
+	return func(ctx context.Context, at time.Time, limits map[string]salesforce.Limit) (loki.Entry, error) {
+		id, err := orgID(ctx)
+		if err != nil {
+			return loki.Entry{}, err
+		}
+		return ShapeLimits(sh, append([]loki.Label{{Name: "sf_org_id", Value: id}}, labels...), at, limits)
+	}
+}
+
 // ShapeLimits shapes one sample into an entry the way a source shapes its records: the shaper's
 // transforms and static labels plus labels, source "limits", event type "OrgLimits", and the
 // fields <Limit>.Max and <Limit>.Remaining.

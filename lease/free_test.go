@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,25 @@ func TestFreeNamedHolder(t *testing.T) {
 		if s, err = lease.Start(ctx, l("job"), st, lease.SessionOptions{Logger: leasetest.Quiet}); err != nil {
 			t.Fatalf("after Free(%+v) the lease is not free: %v", o, err)
 		}
+	}
+}
+
+// A maintenance write refused by a live holder says who holds the lease, and writes nothing.
+func TestMaintainRefusalDescribesTheHolder(t *testing.T) {
+	ctx := context.Background()
+	st := store.New(storetest.NewMemory(), store.Options{Logger: leasetest.Quiet})
+	l := func(host string) lease.Lease {
+		return leasestore.New(st, leasestore.Options{Config: lease.Config{Host: host, Logger: leasetest.Quiet}})
+	}
+	s, err := lease.Start(ctx, l("job-host"), st, lease.SessionOptions{Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Release(ctx) }()
+	edited := false
+	_, err = lease.Maintain(ctx, l("operator"), st, lease.MaintainOptions{SessionOptions: lease.SessionOptions{Logger: leasetest.Quiet}},
+		func(*store.Document) (*store.Change, error) { edited = true; return nil, nil })
+	if !errors.Is(err, lease.ErrBusy) || !strings.Contains(err.Error(), "job-host") || !strings.Contains(err.Error(), "nothing was changed") || edited {
+		t.Fatalf("Maintain against a live holder: %v (edited %v); want ErrBusy naming job-host, nothing changed", err, edited)
 	}
 }

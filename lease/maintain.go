@@ -17,6 +17,8 @@ type MaintainOptions struct {
 	// Force takes the lease over from its holder first (Lease.ReleaseFor), live or not: the
 	// run that held it is fenced at its next commit and cannot revert the change.
 	Force bool
+	// Skew is the lease's allowed clock skew, for describing a holder that refused us.
+	Skew time.Duration
 }
 
 // MaintainResult is what Maintain did.
@@ -35,7 +37,8 @@ type Edit func(doc *store.Document) (*store.Change, error)
 // fence floor), made through the same protocol as a run: acquire the lease as a maintenance
 // holder (waiting up to o.Wait for a running job to finish, else ErrBusy), claim the document
 // with a new epoch — so a job still running is fenced at its next commit instead of reverting
-// the repair — apply one commit, release.
+// the repair — apply one commit, release. A live holder after o.Wait is a refusal that
+// describes it (ErrBusy); nothing was written then.
 func Maintain(ctx context.Context, l Lease, st *store.Store, o MaintainOptions, edit Edit) (MaintainResult, error) {
 	var res MaintainResult
 	if o.Force {
@@ -53,6 +56,14 @@ func Maintain(ctx context.Context, l Lease, st *store.Store, o MaintainOptions, 
 		}
 	}
 	s, err := Start(ctx, l, st, o.SessionOptions)
+	if errors.Is(err, ErrBusy) {
+		detail := err.Error()
+		if rec, ierr := l.Inspect(ctx); ierr == nil {
+			detail = rec.Describe(time.Now(), o.Skew)
+		}
+		return res, refused(err, "a run holds the lease and did not release it within --wait %s\n  %s\n  "+
+			"wait longer (--wait), or take the lease over with --force (the running job is then fenced at its next commit)", o.Wait, detail)
+	}
 	if err != nil {
 		return res, err
 	}

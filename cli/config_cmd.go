@@ -67,12 +67,14 @@ func configCommand() *cli.Command {
 // the same message and exit code.
 func checkJobs(ctx context.Context, cfg *config.Config) error {
 	for _, g := range cfg.Groups() {
-		if err := checkInvocation(ctx, g.Config, slog.New(slog.DiscardHandler)); err != nil {
+		p, err := buildInvocation(ctx, g.Config, slog.New(slog.DiscardHandler), nil, true)
+		if err != nil {
 			if g.Name != "" {
 				err = fmt.Errorf("jobs[%s]: %w", g.Name, err)
 			}
 			return &ExitError{Code: outcomeExit(job.OutcomeOf(err, false), true), Err: err}
 		}
+		p.close()
 	}
 	return nil
 }

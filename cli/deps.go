@@ -96,50 +96,27 @@ func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
 
 // buildInvocation builds everything one invocation needs. A non-nil warm keeps the store
 // backend, the Loki client and the Salesforce clients across invocations (see lambda.Warm).
-func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *lambda.Warm) (*invocationParts, error) {
-	if err := requireSource(cfg); err != nil {
-		return nil, err
+// Offline, the dead letter is not opened and nothing calls the network: what run-once refuses
+// at start, `config check` and `state set` refuse with the same message.
+func buildInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *lambda.Warm, offline bool) (*invocationParts, error) {
+	if err := cfg.RequireSource(); err != nil {
+		return nil, fmt.Errorf("%w anything: %w", errWiring, err)
 	}
 	p, sh, log, err := buildCore(ctx, cfg, log, warm)
 	if err != nil {
 		return nil, err
 	}
-	if err := openDeadLetter(ctx, cfg, p, warm); err != nil {
-		p.close()
-		return nil, err
+	if !offline {
+		err = openDeadLetter(ctx, cfg, p, warm)
 	}
-	if err := p.bind(cfg, sh, log, warm); err != nil {
+	if err == nil {
+		err = p.bind(cfg, sh, log, warm)
+	}
+	if err != nil {
 		p.close()
 		return nil, err
 	}
 	return p, nil
-}
-
-// checkInvocation builds the parts of an invocation the way run-once does, without opening the
-// dead letter and without any network call, and lets them go: what run-once refuses at start,
-// `config check` refuses with the same message.
-func checkInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	if err := requireSource(cfg); err != nil {
-		return err
-	}
-	p, sh, log, err := buildCore(ctx, cfg, log, nil)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	return p.bind(cfg, sh, log, nil)
-}
-
-// requireSource refuses a configuration (or job group) with no source enabled: a run would end
-// ok having shipped nothing, every time.
-func requireSource(cfg *config.Config) error {
-	for _, org := range cfg.OrgList() {
-		if org.Sources.Enabled() {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w anything: no source is enabled; enable at least one of sources.eventlogfile, sources.soql, "+
-		"sources.apexlog or sources.pubsub (orgs[i].sources with orgs)", errWiring)
 }
 
 // bind builds every enabled source of every org into the invocation's bindings.
@@ -233,18 +210,11 @@ func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts,
 // misspelled key, a source not enabled) or a value its source cannot decode (it would restart
 // the key from its lookback). The sources are built offline, as config check builds them.
 func checkCursor(ctx context.Context, cfg *config.Config, key string, value json.RawMessage) error {
-	if err := requireSource(cfg); err != nil {
-		return err
-	}
-	sh, err := buildShaper(cfg)
+	p, err := buildInvocation(ctx, cfg, slog.New(slog.DiscardHandler), nil, true)
 	if err != nil {
 		return err
 	}
-	p := &invocationParts{}
 	defer p.close()
-	if err := p.bind(cfg, sh, slog.New(slog.DiscardHandler), nil); err != nil {
-		return err
-	}
 	reader, names, err := job.CheckCursor(p.deps.Bindings, key, value)
 	switch {
 	case err != nil:

@@ -116,7 +116,7 @@ func warnStartup(cfg *config.Config, log *slog.Logger) {
 // as a run report with the matching outcome, so every run ends with one report.
 func runInvocation(ctx context.Context, cfg *config.Config, log *slog.Logger, f invocationFlags) *job.Report {
 	start := time.Now()
-	parts, err := buildInvocation(ctx, cfg, log, f.warm)
+	parts, err := buildInvocation(ctx, cfg, log, f.warm, false)
 	if err != nil {
 		log.Error("cannot start the invocation", "err", err)
 		rep := &job.Report{Outcome: job.OutcomeOf(err, false), Error: err.Error(), StartedAt: start.UTC(), Duration: job.Millis(time.Since(start))}

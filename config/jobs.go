@@ -330,3 +330,16 @@ func suffixed(p string) string {
 	ext := filepath.Ext(p)
 	return strings.TrimSuffix(p, ext) + backfillSuffix + ext
 }
+
+// RequireSource refuses a configuration (or job group) with no source enabled: a run would end
+// ok having shipped nothing, every time. It is not a validation error: the state and lease
+// commands work on such a configuration.
+func (c *Config) RequireSource() error {
+	for _, org := range c.OrgList() {
+		if org.Sources.Enabled() {
+			return nil
+		}
+	}
+	return errors.New("no source is enabled; enable at least one of sources.eventlogfile, sources.soql, " +
+		"sources.apexlog or sources.pubsub (orgs[i].sources with orgs)")
+}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -67,16 +66,11 @@ func lambdaFunction(c *cli.Context, refresh time.Duration, jobName string) *lamb
 		Load: func(ctx context.Context, prev *lambdaState) (*config.Config, *lambdaState, error) {
 			return loadLambda(ctx, c, jobName, prev)
 		},
-		Refuse: func(st *lambdaState, err error) {
-			log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil)) // a report must still be written
+		Log: func(st *lambdaState) *slog.Logger {
 			if st != nil {
-				log = st.log
+				return st.log
 			}
-			if errors.Is(err, lambda.ErrDeadlineTooShort) {
-				log.Error("refusing the invocation before claiming", "err", err)
-			} else {
-				log.Error("configuration is invalid", "err", err)
-			}
+			return slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil)) // a refusal is logged all the same
 		},
 		Run: func(ctx context.Context, st *lambdaState, cfg *config.Config) *job.Report {
 			return runInvocation(ctx, cfg, st.log, invocationFlags{metrics: st.pm, warm: st.warm})

@@ -3,6 +3,8 @@ package lambda
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,9 +24,9 @@ type Function[S any] struct {
 	// Load loads the configuration and builds the state kept warm (the previous one, nil on the
 	// first invocation, is the caller's to shut down).
 	Load func(ctx context.Context, prev *S) (*config.Config, *S, error)
-	// Refuse reports an invocation refused before it claims anything (a configuration that does
-	// not load, a deadline shorter than the reserves); state is nil when nothing loaded yet.
-	Refuse func(state *S, err error)
+	// Log is the logger of an invocation refused before it claims anything (a configuration that
+	// does not load, a deadline shorter than the reserves); state is nil when nothing loaded yet.
+	Log func(state *S) *slog.Logger
 	// Run runs one invocation with cfg, whose run.max_duration fits the invocation's deadline.
 	Run func(ctx context.Context, state *S, cfg *config.Config) *job.Report
 	// Finish sees every report before it becomes the result (print it, flush metrics), and
@@ -52,7 +54,11 @@ func (f *Function[S]) Invoke(ctx context.Context, _ json.RawMessage) (*job.Repor
 	}
 	start := now()
 	refuse := func(err error) (*job.Report, error) {
-		f.Refuse(f.state, err)
+		msg := "configuration is invalid"
+		if errors.Is(err, ErrDeadlineTooShort) {
+			msg = "refusing the invocation before claiming"
+		}
+		f.Log(f.state).Error(msg, "err", err)
 		rep := &job.Report{Outcome: job.OutcomeConfig, Error: err.Error(), StartedAt: start.UTC(), Duration: job.Millis(now().Sub(start))}
 		return f.finish(ctx, rep)
 	}

@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestFunctionLoadsAgainAfterAFailureAndAfterRefresh(t *testing.T) {
 			n := loads
 			return config.Defaults(), &n, nil
 		},
-		Refuse: func(*int, error) { t.Fatal("refused") },
+		Log: func(*int) *slog.Logger { t.Fatal("refused"); return nil },
 		Run: func(_ context.Context, _ *int, cfg *config.Config) *job.Report {
 			return &job.Report{Outcome: outcome}
 		},

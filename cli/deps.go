@@ -86,14 +86,6 @@ func salesforceOptions(s config.Salesforce, h config.HTTP, log *slog.Logger) sal
 	return o
 }
 
-// jobOptions are the job's options of the configuration (config.Config.JobOptions) for one
-// invocation.
-func jobOptions(cfg *config.Config, inv string, log *slog.Logger) job.Options {
-	o := cfg.JobOptions()
-	o.Invocation, o.Log, o.Hook, o.Now = inv, log, testHook, testNow
-	return o
-}
-
 // buildInvocation builds everything one invocation needs. A non-nil warm keeps the store
 // backend, the Loki client and the Salesforce clients across invocations (see lambda.Warm).
 // Offline, the dead letter is not opened and nothing calls the network: what run-once refuses
@@ -161,7 +153,8 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 func buildCore(ctx context.Context, cfg *config.Config, log *slog.Logger, warm *lambda.Warm) (*invocationParts, *shape.Shaper, *slog.Logger, error) {
 	inv := lease.NewInvocation()
 	log = log.With("invocation", inv)
-	p := &invocationParts{opts: jobOptions(cfg, inv, log)}
+	p := &invocationParts{opts: cfg.JobOptions()}
+	p.opts.Invocation, p.opts.Log, p.opts.Hook, p.opts.Now = inv, log, testHook, testNow
 	st, err := warm.Store(func() (*store.Store, error) { return buildStore(ctx, cfg, log) }, store.Options{Logger: log, Now: testNow})
 	if err != nil {
 		return nil, nil, nil, err

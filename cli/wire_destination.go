@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/sf2loki/sf2loki/config"
@@ -35,11 +34,7 @@ func (d *destinations) forOrg(org config.OrgEntry, sh *shape.Shaper) (*job.Desti
 		return nil, sh, nil
 	}
 	if !maps.Equal(org.Sink.Labels, d.cfg.Sink.Loki.Labels) {
-		var labels []loki.Label
-		for _, n := range slices.Sorted(maps.Keys(org.Sink.Labels)) {
-			labels = append(labels, loki.Label{Name: n, Value: org.Sink.Labels[n]})
-		}
-		sh = sh.With(labels...)
+		sh = sh.WithMap(org.Sink.Labels) // merged over sink.loki.labels: each replaces its namesake
 	}
 	if config.SameReceiver(org.Sink, d.cfg.Sink.Loki) {
 		return nil, sh, nil // only labels differ: the default client serves it

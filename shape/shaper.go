@@ -53,10 +53,16 @@ func New(opts Options) (*Shaper, error) {
 	}
 	static := map[string]string{"job": DefaultJob, "service_name": DefaultJob}
 	maps.Copy(static, opts.Labels)
-	for _, n := range slices.Sorted(maps.Keys(static)) {
-		s.static = append(s.static, loki.Label{Name: n, Value: static[n]})
+	return s.WithMap(static), nil
+}
+
+// WithMap is With of the labels of a map, in the order of their names.
+func (s *Shaper) WithMap(labels map[string]string) *Shaper {
+	out := make([]loki.Label, 0, len(labels))
+	for _, n := range slices.Sorted(maps.Keys(labels)) {
+		out = append(out, loki.Label{Name: n, Value: labels[n]})
 	}
-	return s, nil
+	return s.With(out...)
 }
 
 // With returns a Shaper that adds labels to the static labels (for example org and sf_org_id

@@ -76,13 +76,18 @@ func TestE2ELeaseBehaviourS3(t *testing.T) {
 }
 
 // The S3 variant of the self-conflict soak runs on the real clock (network I/O cannot run
-// inside a synctest bubble), with intervals scaled down.
+// inside a synctest bubble), with intervals scaled down. A renewal's request may take longer
+// than its interval (50 ms) on a loaded machine; such a write is unconfirmed and settled by the
+// store (a lost acknowledgement, a retry, the conflict of its own late landing). So here a
+// conflict or retry is allowed only behind an unconfirmed write: a renewal racing a commit
+// conflicts without one, which the synctest variant checks strictly.
 func TestE2ESoakRenewalsNeverConflictWithCommitsS3(t *testing.T) {
 	srv := testenv.StartVersitygw(t)
-	st := storetest.NewStore(s3Backend(t, srv, srv.NewBucket(t)))
+	b := &ambiguity{Backend: s3Backend(t, srv, srv.NewBucket(t))}
+	st := storetest.NewStore(b)
 	ctx := context.Background()
 	const renew = 50 * time.Millisecond
-	s, err := lease.Start(ctx, leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", time.Second, 0)}), st,
+	s, err := lease.Start(ctx, leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", 5*time.Second, 0)}), st,
 		lease.SessionOptions{RenewEvery: renew, Logger: leasetest.Quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -98,12 +103,28 @@ func TestE2ESoakRenewalsNeverConflictWithCommitsS3(t *testing.T) {
 	if err := s.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if stats.Conflicts != 0 || stats.Retries != 0 || s.Lost() != nil {
-		t.Fatalf("self-conflicts over %d commits: %+v (lost: %v)", commits, stats, s.Lost())
+	unconfirmed := int(b.unconfirmed.Load())
+	if stats.Conflicts > unconfirmed || stats.Retries > unconfirmed || s.Lost() != nil {
+		t.Fatalf("self-conflicts over %d commits: %+v with %d unconfirmed writes (lost: %v)", commits, stats, unconfirmed, s.Lost())
 	}
 	if renewals := stats.Commits - commits; renewals < commits*3 {
 		t.Fatalf("only %d renewals beside %d commits", renewals, commits)
 	}
+}
+
+// ambiguity counts the writes whose outcome the backend could not report (a timeout, a lost
+// response): neither stored nor refused.
+type ambiguity struct {
+	store.Backend
+	unconfirmed atomic.Int64
+}
+
+func (a *ambiguity) Store(ctx context.Context, data []byte, v store.Version) (store.Version, error) {
+	nv, err := a.Backend.Store(ctx, data, v)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		a.unconfirmed.Add(1)
+	}
+	return nv, err
 }
 
 func TestLeaseBehaviourFile(t *testing.T) { leasetest.Run(t, fileEnv) }

@@ -67,15 +67,18 @@ func compare(ctx context.Context, o options, out io.Writer) error {
 	}
 	builds := []build{before, after}
 	var rows []cmpRow
-	add := func(scenario, metric, format string, get func(Measure) float64, ms [2][]Measure) {
+	var add addRow = func(scenario, metric, format string, get func(Measure) float64, ms [2][]Measure) {
 		rows = append(rows, cmpRow{scenario: scenario, metric: metric, format: format, before: get(median(ms[0])), after: get(median(ms[1]))})
 	}
-	perCore := func(m Measure) float64 { return m.RowsPerCoreSec() }
 	rss := func(m Measure) float64 { return mib(m.PeakRSS) }
 	bytesPerRow := func(m Measure) float64 { return m.AllocBytesPerRow() }
 	allocsPerRow := func(m Measure) float64 { return m.AllocsPerRow() }
 
-	for _, size := range o.sizes {
+	sizes := o.sizes
+	if !o.runs("elf") {
+		sizes = nil
+	}
+	for _, size := range sizes {
 		reps := o.repeat
 		if size >= 1<<30 {
 			reps = o.repeatLarge
@@ -124,102 +127,21 @@ func compare(ctx context.Context, o options, out io.Writer) error {
 		add("run-once EventLogFile "+sz, "peak RSS MiB", "%.1f", rss, e2e)
 	}
 
-	// SOQL: the dense LoginHistory rows of the SOQL scenario.
-	srv, err := startServer(ctx, fmt.Sprintf("soql:%d", o.soqlRows), filepath.Join(dir, "soql"))
-	if err != nil {
-		return err
-	}
-	var soql [2][]Measure
-	for i := range o.repeat {
-		for k, b := range builds {
-			cfgPath, err := srv.config(fmt.Sprintf("%s-%d", b.name, i), "soql:\n  enabled: true\n  objects:\n    - name: LoginHistory\n      lookback: 2h\n")
-			if err != nil {
-				srv.stop()
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "bench: soql-%d: %s %d/%d\n", o.soqlRows, b.name, i+1, o.repeat)
-			m, _, err := drainOnce(ctx, srv, b.probe, "soql", cfgPath, o.runOnceEnv, 100*k+i, int64(o.soqlRows))
-			if err != nil {
-				srv.stop()
-				return err
-			}
-			soql[k] = append(soql[k], m)
-		}
-	}
-	srv.stop()
-	sc := fmt.Sprintf("run-once SOQL %d rows", o.soqlRows)
-	add(sc, "rows per CPU second", "%.0f", perCore, soql)
-	add(sc, "allocations per row", "%.2f", allocsPerRow, soql)
-	add(sc, "B allocated per row", "%.0f", bytesPerRow, soql)
-	add(sc, "peak RSS MiB", "%.1f", rss, soql)
-
-	// ApexLog: each build's default, against an org answering in 50-200 ms.
-	srv, err = startServer(ctx, fmt.Sprintf("apexlog:%d", o.apexLogs), filepath.Join(dir, "apexlog"))
-	if err != nil {
-		return err
-	}
-	var apex [2][]Measure
-	for i := range o.repeat {
-		for k, b := range builds {
-			cfgPath, err := srv.config(fmt.Sprintf("%s-%d", b.name, i), "apexlog:\n  enabled: true\n  lookback: 2h\n")
-			if err != nil {
-				srv.stop()
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "bench: apexlog-%d: %s %d/%d\n", o.apexLogs, b.name, i+1, o.repeat)
-			m, _, err := drainOnce(ctx, srv, b.probe, "apexlog", cfgPath, o.runOnceEnv, 100*k+i, int64(o.apexLogs))
-			if err != nil {
-				srv.stop()
-				return err
-			}
-			apex[k] = append(apex[k], m)
-		}
-	}
-	srv.stop()
-	// Nothing to do: the minimal job (one EventLogFile type) of each build, caught up first,
-	// against an org that answers at once (the ApexLog org's 50-200 ms per call would be most of
-	// the wall time).
-	srv, err = startServer(ctx, "mixed", filepath.Join(dir, "noop"))
-	if err != nil {
-		return err
-	}
-	var noop [2][]Measure
-	var minimal [2]string
-	for k, b := range builds {
-		if minimal[k], err = srv.config(b.name+"-noop", "eventlogfile:\n  enabled: true\n  interval: Hourly\n  event_types: [URI]\n  lookback: 12h\n"); err != nil {
-			srv.stop()
-			return err
-		}
-		if _, err := runChild(ctx, b.bin, []string{"run-once", "--config", minimal[k], "--drain"}, o.runOnceEnv, ""); err != nil {
-			srv.stop()
+	if o.runs("soql") {
+		if err := compareSOQL(ctx, o, dir, builds, add); err != nil {
 			return err
 		}
 	}
-	for i := range o.noopRuns {
-		for k, b := range builds {
-			fmt.Fprintf(os.Stderr, "bench: nothing to do: %s %d/%d\n", b.name, i+1, o.noopRuns)
-			ch, err := runChild(ctx, b.bin, []string{"run-once", "--config", minimal[k]}, o.runOnceEnv, "")
-			if err != nil {
-				srv.stop()
-				return err
-			}
-			pr, err := runChild(ctx, b.probe, []string{"run-once", "--config", minimal[k]}, o.runOnceEnv, filepath.Join(srv.dir, fmt.Sprintf("noop-%s-%d.json", b.name, i)))
-			if err != nil {
-				srv.stop()
-				return err
-			}
-			if ch.Report.Outcome != "ok" || ch.Report.Records != 0 {
-				srv.stop()
-				return fmt.Errorf("no-op run-once (%s): outcome %s, %d records", b.name, ch.Report.Outcome, ch.Report.Records)
-			}
-			noop[k] = append(noop[k], Measure{Wall: ch.Wall, CPU: ch.CPU, PeakRSS: pr.peakRSS(), Rows: 1})
+	if o.runs("apexlog") {
+		if err := compareApexLog(ctx, o, dir, builds, add); err != nil {
+			return err
 		}
 	}
-	srv.stop()
-	sc = fmt.Sprintf("ApexLog %d logs, org answering in 50-200 ms", o.apexLogs)
-	add(sc, "logs per wall second", "%.1f", func(m Measure) float64 { return float64(m.Rows) / m.Wall.Seconds() }, apex)
-	add("nothing to do (eventlogfile, 1 type)", "wall ms", "%.1f", func(m Measure) float64 { return ms(m.Wall) }, noop)
-	add("nothing to do (eventlogfile, 1 type)", "peak RSS MiB", "%.1f", rss, noop)
+	if o.runs("noop") {
+		if err := compareNoop(ctx, o, dir, builds, add); err != nil {
+			return err
+		}
+	}
 
 	header := fmt.Sprintf("sf2loki bench, before (%s) and after (this tree) side by side — %d CPUs, load average %s at the start; medians of %d alternating runs (%d for 1 GiB, %d no-op)",
 		o.before, runtime.NumCPU(), loadAverage, o.repeat, o.repeatLarge, o.noopRuns)
@@ -275,4 +197,105 @@ func printCompareMarkdown(w io.Writer, header string, rows []cmpRow) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cmpCells(r), " | "))
 	}
+}
+
+// addRow adds a row of the side-by-side table: a metric of a scenario, the medians of both builds.
+type addRow func(scenario, metric, format string, get func(Measure) float64, ms [2][]Measure)
+
+// compareSOQL runs the dense LoginHistory rows of the SOQL scenario with both builds alternately.
+func compareSOQL(ctx context.Context, o options, dir string, builds []build, add addRow) error {
+	srv, err := startServer(ctx, fmt.Sprintf("soql:%d", o.soqlRows), filepath.Join(dir, "soql"))
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	var soql [2][]Measure
+	for i := range o.repeat {
+		for k, b := range builds {
+			cfgPath, err := srv.config(fmt.Sprintf("%s-%d", b.name, i), "soql:\n  enabled: true\n  objects:\n    - name: LoginHistory\n      lookback: 2h\n")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "bench: soql-%d: %s %d/%d\n", o.soqlRows, b.name, i+1, o.repeat)
+			m, _, err := drainOnce(ctx, srv, b.probe, "soql", cfgPath, o.runOnceEnv, 100*k+i, int64(o.soqlRows))
+			if err != nil {
+				return err
+			}
+			soql[k] = append(soql[k], m)
+		}
+	}
+	sc := fmt.Sprintf("run-once SOQL %d rows", o.soqlRows)
+	add(sc, "rows per CPU second", "%.0f", func(m Measure) float64 { return m.RowsPerCoreSec() }, soql)
+	add(sc, "allocations per row", "%.2f", func(m Measure) float64 { return m.AllocsPerRow() }, soql)
+	add(sc, "B allocated per row", "%.0f", func(m Measure) float64 { return m.AllocBytesPerRow() }, soql)
+	add(sc, "peak RSS MiB", "%.1f", func(m Measure) float64 { return mib(m.PeakRSS) }, soql)
+	return nil
+}
+
+// compareApexLog runs each build's default ApexLog job against an org answering in 50-200 ms.
+func compareApexLog(ctx context.Context, o options, dir string, builds []build, add addRow) error {
+	srv, err := startServer(ctx, fmt.Sprintf("apexlog:%d", o.apexLogs), filepath.Join(dir, "apexlog"))
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	var apex [2][]Measure
+	for i := range o.repeat {
+		for k, b := range builds {
+			cfgPath, err := srv.config(fmt.Sprintf("%s-%d", b.name, i), "apexlog:\n  enabled: true\n  lookback: 2h\n")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "bench: apexlog-%d: %s %d/%d\n", o.apexLogs, b.name, i+1, o.repeat)
+			m, _, err := drainOnce(ctx, srv, b.probe, "apexlog", cfgPath, o.runOnceEnv, 100*k+i, int64(o.apexLogs))
+			if err != nil {
+				return err
+			}
+			apex[k] = append(apex[k], m)
+		}
+	}
+	sc := fmt.Sprintf("ApexLog %d logs, org answering in 50-200 ms", o.apexLogs)
+	add(sc, "logs per wall second", "%.1f", func(m Measure) float64 { return float64(m.Rows) / m.Wall.Seconds() }, apex)
+	return nil
+}
+
+// compareNoop runs the minimal job (one EventLogFile type) of each build with nothing to do,
+// caught up first, against an org that answers at once (the ApexLog org's 50-200 ms per call
+// would be most of the wall time).
+func compareNoop(ctx context.Context, o options, dir string, builds []build, add addRow) error {
+	srv, err := startServer(ctx, "mixed", filepath.Join(dir, "noop"))
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	var noop [2][]Measure
+	var minimal [2]string
+	for k, b := range builds {
+		if minimal[k], err = srv.config(b.name+"-noop", "eventlogfile:\n  enabled: true\n  interval: Hourly\n  event_types: [URI]\n  lookback: 12h\n"); err != nil {
+			return err
+		}
+		if _, err := runChild(ctx, b.bin, []string{"run-once", "--config", minimal[k], "--drain"}, o.runOnceEnv, ""); err != nil {
+			return err
+		}
+	}
+	for i := range o.noopRuns {
+		for k, b := range builds {
+			fmt.Fprintf(os.Stderr, "bench: nothing to do: %s %d/%d\n", b.name, i+1, o.noopRuns)
+			ch, err := runChild(ctx, b.bin, []string{"run-once", "--config", minimal[k]}, o.runOnceEnv, "")
+			if err != nil {
+				return err
+			}
+			pr, err := runChild(ctx, b.probe, []string{"run-once", "--config", minimal[k]}, o.runOnceEnv, filepath.Join(srv.dir, fmt.Sprintf("noop-%s-%d.json", b.name, i)))
+			if err != nil {
+				return err
+			}
+			if ch.Report.Outcome != "ok" || ch.Report.Records != 0 {
+				return fmt.Errorf("no-op run-once (%s): outcome %s, %d records", b.name, ch.Report.Outcome, ch.Report.Records)
+			}
+			noop[k] = append(noop[k], Measure{Wall: ch.Wall, CPU: ch.CPU, PeakRSS: pr.peakRSS(), Rows: 1})
+		}
+	}
+	add("nothing to do (eventlogfile, 1 type)", "wall ms", "%.1f", func(m Measure) float64 { return ms(m.Wall) }, noop)
+	add("nothing to do (eventlogfile, 1 type)", "peak RSS MiB", "%.1f", func(m Measure) float64 { return mib(m.PeakRSS) }, noop)
+	return nil
 }

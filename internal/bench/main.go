@@ -44,7 +44,8 @@ type options struct {
 	strict      bool
 	runOnceEnv  []string
 	lambda      bool
-	bin         string // the sf2loki binary, the Lambda rows' bootstrap
+	only        map[string]bool // scenarios to run (-only); empty: all
+	bin         string          // the sf2loki binary, the Lambda rows' bootstrap
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target of docs/performance.md is missed")
 	flag.BoolVar(&o.lambda, "lambda", true, "also measure the Lambda mode through the Runtime Interface Emulator (cold start, no-op, the largest file's peak RSS)")
 	quick := flag.Bool("quick", false, "small sizes and few runs (a smoke test of the harness)")
+	only := flag.String("only", "", "run only these scenarios, comma-separated: "+strings.Join(scenarioNames, ", ")+" (default: all; -strict then checks only their targets)")
 	flag.Func("runonce-env", "KEY=VALUE added to the environment of the run-once processes only (repeatable), e.g. GOMEMLIMIT=48MiB", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return fmt.Errorf("%q is not KEY=VALUE", v)
@@ -101,6 +103,10 @@ func main() {
 		*sizes, o.repeat, o.repeatLarge, o.noopRuns, o.soqlRows, o.apexLogs = "8MiB,32MiB", 1, 1, 3, 20000, 40
 	}
 	var err error
+	if o.only, err = parseOnly(*only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if o.sizes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -124,6 +130,30 @@ func main() {
 	if missed && o.strict {
 		os.Exit(1)
 	}
+}
+
+// scenarioNames are the values -only accepts: the EventLogFile files with their ceiling, the SOQL
+// scenario, the ApexLog scenario, the mixed org with the no-op runs, and the Lambda rows.
+var scenarioNames = []string{"elf", "soql", "apexlog", "noop", "lambda"}
+
+func parseOnly(s string) (map[string]bool, error) {
+	if s == "" {
+		return nil, nil
+	}
+	only := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(scenarioNames, f) {
+			return nil, fmt.Errorf("-only: unknown scenario %q (want %s)", f, strings.Join(scenarioNames, ", "))
+		}
+		only[f] = true
+	}
+	return only, nil
+}
+
+// runs reports whether scenario is to run: every scenario unless -only names some.
+func (o options) runs(scenario string) bool {
+	return len(o.only) == 0 || o.only[scenario]
 }
 
 func parseSizes(s string) ([]int64, error) {
@@ -189,7 +219,11 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 	var lambdaRSS int64
 	var ratios []float64
 	var push pushResult
-	for _, size := range o.sizes {
+	sizes := o.sizes
+	if !o.runs("elf") {
+		sizes = nil
+	}
+	for _, size := range sizes {
 		reps := o.repeat
 		if size >= 1<<30 {
 			reps = o.repeatLarge
@@ -218,29 +252,50 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 			lambdaRSS = e2e.lambda.PeakRSS
 		}
 	}
-	soql, err := soqlScenario(ctx, o, dir, probe)
-	if err != nil {
-		return false, err
+	var soqlVerdicts []string
+	if o.runs("soql") {
+		soql, err := soqlScenario(ctx, o, dir, probe)
+		if err != nil {
+			return false, err
+		}
+		rows = append(rows, soql)
+		allocVerdicts = append(allocVerdicts, allocVerdict(&missed, "soql", "the SOQL scenario", soql.m))
+		soqlVerdicts = []string{
+			verdict(&missed, soql.m.RowsPerCoreSec() >= targetSOQLRowsPerCore, "SOQL ≥ %d rows per CPU second: %.0f", targetSOQLRowsPerCore, soql.m.RowsPerCoreSec()),
+			verdict(&missed, soql.m.AllocBytesPerRow() <= targetSOQLAllocBytes, "SOQL ≤ %d B allocated per row: %.0f", targetSOQLAllocBytes, soql.m.AllocBytesPerRow()),
+			verdict(&missed, soql.m.PeakRSS <= targetSOQLPeakRSS, "SOQL peak RSS ≤ %.0f MiB: %.1f MiB", mib(targetSOQLPeakRSS), mib(soql.m.PeakRSS)),
+		}
 	}
-	rows = append(rows, soql)
-	allocVerdicts = append(allocVerdicts, allocVerdict(&missed, "soql", "the SOQL scenario", soql.m))
-	apex, err := apexScenario(ctx, o, dir, probe)
-	if err != nil {
-		return false, err
+	var apexVerdicts []string
+	if o.runs("apexlog") {
+		apex, err := apexScenario(ctx, o, dir, probe)
+		if err != nil {
+			return false, err
+		}
+		rows = append(rows, apex.rows...)
+		apexVerdicts = []string{verdict(&missed, apex.speedup >= targetApexSpeedup, "ApexLog ≥ %d× the logs per wall second of one download at a time: %.1f×", targetApexSpeedup, apex.speedup)}
 	}
-	rows = append(rows, apex.rows...)
-	mixed, noops, err := mixedScenario(ctx, o, dir, bin, probe)
-	if err != nil {
-		return false, err
+	var noopVerdicts []string
+	if o.runs("noop") {
+		mixed, noops, err := mixedScenario(ctx, o, dir, bin, probe)
+		if err != nil {
+			return false, err
+		}
+		rows = append(rows, mixed...)
+		for _, n := range noops {
+			rows = append(rows, row{name: fmt.Sprintf("nothing to do: %s (median of %d)", n.name, o.noopRuns), m: n.m, noopWall: n.wall})
+		}
+		noop := noops[0]
+		noopVerdicts = []string{
+			verdict(&missed, noop.wall <= targetNoopWall, "run-once with nothing to do (%s) ≤ %.0f ms: %.1f ms", noop.name, ms(targetNoopWall), ms(noop.wall)),
+			verdict(&missed, noop.m.PeakRSS <= targetNoopRSS, "run-once with nothing to do (%s) ≤ %.0f MiB peak RSS: %.1f MiB", noop.name, mib(targetNoopRSS), mib(noop.m.PeakRSS)),
+		}
 	}
-	rows = append(rows, mixed...)
-	for _, n := range noops {
-		rows = append(rows, row{name: fmt.Sprintf("nothing to do: %s (median of %d)", n.name, o.noopRuns), m: n.m, noopWall: n.wall})
+	if push.payload > 0 {
+		rows = append(rows, row{name: fmt.Sprintf("loki push of %.1f MiB, a new client (bytes allocated / payload: %.2f)", mib(int64(push.payload)), push.copies())})
 	}
-	rows = append(rows, row{name: fmt.Sprintf("loki push of %.1f MiB, a new client (bytes allocated / payload: %.2f)", mib(int64(push.payload)), push.copies())})
-	noop := noops[0]
 	var lambdaVerdicts []string
-	if o.lambda {
+	if o.lambda && o.runs("lambda") {
 		lam, err := lambdaNoopScenario(ctx, o, dir)
 		if err != nil {
 			return false, err
@@ -262,27 +317,29 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 	if len(o.runOnceEnv) > 0 {
 		header += "; run-once environment: " + strings.Join(o.runOnceEnv, " ")
 	}
-	verdicts = append(verdicts,
-		verdict(&missed, slices.Min(ratios) >= targetCeilingRatio, "EventLogFile end to end ≥ %s of the ceiling per CPU second: %s", pct(targetCeilingRatio), joinRatios(ratios)))
-	if largest := o.sizes[len(o.sizes)-1]; largest >= targetRSSFileBytes {
-		verdicts = append(verdicts, verdict(&missed, rss[len(rss)-1] <= targetPeakRSS, "peak RSS ≤ %.0f MiB shipping a %s EventLogFile: %.1f MiB", mib(targetPeakRSS), formatSize(largest), mib(rss[len(rss)-1])))
-	} else {
-		verdicts = append(verdicts, fmt.Sprintf("peak RSS target (≤ %.0f MiB for 1 GiB) not measured: largest file %s", mib(targetPeakRSS), formatSize(largest)))
+	if len(o.only) > 0 {
+		header += "; only " + strings.Join(sortedKeys(o.only), ", ")
 	}
-	if len(rss) > 1 {
-		grow := float64(rss[len(rss)-1])/float64(rss[0]) - 1
-		verdicts = append(verdicts, verdict(&missed, grow <= targetRSSFlat, "peak RSS flat in the file size (%s over %s ≤ +%s): %+.1f%%",
-			formatSize(o.sizes[len(o.sizes)-1]), formatSize(o.sizes[0]), pct(targetRSSFlat), 100*grow))
+	if len(sizes) > 0 {
+		verdicts = append(verdicts,
+			verdict(&missed, slices.Min(ratios) >= targetCeilingRatio, "EventLogFile end to end ≥ %s of the ceiling per CPU second: %s", pct(targetCeilingRatio), joinRatios(ratios)))
+		if largest := sizes[len(sizes)-1]; largest >= targetRSSFileBytes {
+			verdicts = append(verdicts, verdict(&missed, rss[len(rss)-1] <= targetPeakRSS, "peak RSS ≤ %.0f MiB shipping a %s EventLogFile: %.1f MiB", mib(targetPeakRSS), formatSize(largest), mib(rss[len(rss)-1])))
+		} else {
+			verdicts = append(verdicts, fmt.Sprintf("peak RSS target (≤ %.0f MiB for 1 GiB) not measured: largest file %s", mib(targetPeakRSS), formatSize(largest)))
+		}
+		if len(rss) > 1 {
+			grow := float64(rss[len(rss)-1])/float64(rss[0]) - 1
+			verdicts = append(verdicts, verdict(&missed, grow <= targetRSSFlat, "peak RSS flat in the file size (%s over %s ≤ +%s): %+.1f%%",
+				formatSize(sizes[len(sizes)-1]), formatSize(sizes[0]), pct(targetRSSFlat), 100*grow))
+		}
 	}
-	verdicts = append(verdicts,
-		verdict(&missed, noop.wall <= targetNoopWall, "run-once with nothing to do (%s) ≤ %.0f ms: %.1f ms", noop.name, ms(targetNoopWall), ms(noop.wall)),
-		verdict(&missed, noop.m.PeakRSS <= targetNoopRSS, "run-once with nothing to do (%s) ≤ %.0f MiB peak RSS: %.1f MiB", noop.name, mib(targetNoopRSS), mib(noop.m.PeakRSS)),
-		verdict(&missed, soql.m.RowsPerCoreSec() >= targetSOQLRowsPerCore, "SOQL ≥ %d rows per CPU second: %.0f", targetSOQLRowsPerCore, soql.m.RowsPerCoreSec()),
-		verdict(&missed, soql.m.AllocBytesPerRow() <= targetSOQLAllocBytes, "SOQL ≤ %d B allocated per row: %.0f", targetSOQLAllocBytes, soql.m.AllocBytesPerRow()),
-		verdict(&missed, soql.m.PeakRSS <= targetSOQLPeakRSS, "SOQL peak RSS ≤ %.0f MiB: %.1f MiB", mib(targetSOQLPeakRSS), mib(soql.m.PeakRSS)),
-		verdict(&missed, apex.speedup >= targetApexSpeedup, "ApexLog ≥ %d× the logs per wall second of one download at a time: %.1f×", targetApexSpeedup, apex.speedup),
-		verdict(&missed, push.copies() <= targetPushCopies, "a 4 MiB push allocates ≤ %d× its payload: %.2f×", targetPushCopies, push.copies()),
-	)
+	verdicts = append(verdicts, noopVerdicts...)
+	verdicts = append(verdicts, soqlVerdicts...)
+	verdicts = append(verdicts, apexVerdicts...)
+	if push.payload > 0 {
+		verdicts = append(verdicts, verdict(&missed, push.copies() <= targetPushCopies, "a 4 MiB push allocates ≤ %d× its payload: %.2f×", targetPushCopies, push.copies()))
+	}
 	verdicts = append(verdicts, allocVerdicts...)
 	verdicts = append(verdicts, lambdaVerdicts...)
 	printTable(out, header, rows, verdicts)

@@ -26,6 +26,9 @@ type Measure struct {
 	Mallocs uint64        // heap allocations (0 when unknown)
 	Alloc   uint64        // heap bytes allocated (0 when unknown)
 	PeakRSS int64         // bytes (0 when not measured)
+	// PeakLive is the largest live heap after a collection (the probe's runtime/metrics
+	// sampler; 0 when not measured): what the heap's goal and so the anonymous RSS follow.
+	PeakLive int64
 }
 
 // RowsPerCoreSec is rows per CPU second.

@@ -229,6 +229,7 @@ func compareSOQL(ctx context.Context, o options, dir string, builds []build, add
 	add(sc, "allocations per row", "%.2f", func(m Measure) float64 { return m.AllocsPerRow() }, soql)
 	add(sc, "B allocated per row", "%.0f", func(m Measure) float64 { return m.AllocBytesPerRow() }, soql)
 	add(sc, "peak RSS MiB", "%.1f", func(m Measure) float64 { return mib(m.PeakRSS) }, soql)
+	add(sc, "peak live heap MiB", "%.1f", func(m Measure) float64 { return mib(m.PeakLive) }, soql)
 	return nil
 }
 

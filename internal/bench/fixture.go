@@ -309,6 +309,7 @@ type probeStats struct {
 	TotalAlloc uint64 `json:"total_alloc"`
 	NumGC      uint32 `json:"num_gc"`
 	VmHWM      int64  `json:"vm_hwm"`
+	PeakLive   int64  `json:"peak_live"`
 }
 
 // peakRSS is the child's peak RSS: its own VmHWM when the probe reported it, else rusage's (which
@@ -334,6 +335,10 @@ func runChild(ctx context.Context, bin string, args []string, env []string, stat
 	err := cmd.Run()
 	wall := time.Since(t0)
 	c := &child{Wall: wall, Stderr: stderr.String()}
+	if statsPath != "" {
+		// Kept with -keep: what the child printed (a GODEBUG=gctrace=1 trace, say).
+		_ = os.WriteFile(strings.TrimSuffix(statsPath, ".json")+".stderr", stderr.Bytes(), 0o600)
+	}
 	if cmd.ProcessState == nil {
 		return nil, fmt.Errorf("%s: %w", bin, err)
 	}

@@ -485,7 +485,7 @@ func drainOnce(ctx context.Context, srv *server, probe, name, cfgPath string, en
 			name, rep.Records, want, after-before, rep.Outcome, rep.CaughtUp, rep.Error)
 	}
 	checkRSS(name, ch)
-	m := Measure{Rows: rep.Records, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, Alloc: ch.Stats.TotalAlloc, PeakRSS: ch.peakRSS()}
+	m := Measure{Rows: rep.Records, Wall: ch.Wall, CPU: ch.CPU, Mallocs: ch.Stats.Mallocs, Alloc: ch.Stats.TotalAlloc, PeakRSS: ch.peakRSS(), PeakLive: ch.Stats.PeakLive}
 	return m, apiCalls(rep.Sources, rep.Records), nil
 }
 

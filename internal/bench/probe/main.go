@@ -1,7 +1,9 @@
 // Command probe is sf2loki's command line (cli.Main, exactly what cmd/sf2loki runs) with what the
 // benchmark harness needs to look inside a run-once process: after Main returns it writes the
 // process's allocation counters as JSON to $SF2LOKI_BENCH_STATS, and with
-// $SF2LOKI_BENCH_CPUPROFILE it records a pprof CPU profile of the whole run.
+// $SF2LOKI_BENCH_CPUPROFILE it records a pprof CPU profile of the whole run; with
+// $SF2LOKI_BENCH_HEAPPROFILE it writes heap profiles at RSS peaks, sampled every
+// $SF2LOKI_BENCH_MEMPROFILERATE bytes when set.
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -32,6 +35,10 @@ type Stats struct {
 	// binary's pages) resident sizes seen by a 20 ms sampler, in bytes.
 	PeakAnon int64 `json:"peak_anon"`
 	PeakFile int64 `json:"peak_file"`
+	// PeakLive and PeakGoal are the largest live heap after a collection and heap goal the
+	// sampler saw (runtime/metrics), in bytes: what the anonymous peak follows, with less noise.
+	PeakLive int64 `json:"peak_live"`
+	PeakGoal int64 `json:"peak_goal"`
 }
 
 func main() {
@@ -52,13 +59,20 @@ func run() int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if v := os.Getenv("SF2LOKI_BENCH_MEMPROFILERATE"); v != "" {
+		// A finer heap profile than the default (one sample per 512 KiB): 1 records every
+		// allocation, slowly.
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			runtime.MemProfileRate = n
+		}
+	}
 	sampler := startSampler(os.Getenv("SF2LOKI_BENCH_HEAPPROFILE"))
 	code := cli.Main(os.Args, os.Stdout, os.Stderr)
-	anon, file := sampler.stop()
+	anon, file, live, goal := sampler.stop()
 	if path := os.Getenv("SF2LOKI_BENCH_STATS"); path != "" {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		b, _ := json.Marshal(Stats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, NumGC: ms.NumGC, HeapSys: ms.HeapSys, Sys: ms.Sys, VmHWM: status("VmHWM:"), PeakAnon: anon, PeakFile: file})
+		b, _ := json.Marshal(Stats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, NumGC: ms.NumGC, HeapSys: ms.HeapSys, Sys: ms.Sys, VmHWM: status("VmHWM:"), PeakAnon: anon, PeakFile: file, PeakLive: live, PeakGoal: goal})
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			fmt.Fprintf(os.Stderr, "probe: %v\n", err)
 		}
@@ -73,6 +87,7 @@ type sampler struct {
 	done       chan struct{}
 	stopped    chan struct{}
 	anon, file int64
+	live, goal int64
 }
 
 func startSampler(heapProfile string) *sampler {
@@ -82,9 +97,13 @@ func startSampler(heapProfile string) *sampler {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		profiled := int64(0)
+		heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
 		for {
 			a, f := status("RssAnon:"), status("RssFile:")
 			s.anon, s.file = max(s.anon, a), max(s.file, f)
+			metrics.Read(heap)
+			s.live = max(s.live, int64(heap[0].Value.Uint64())) //nolint:gosec // heap sizes fit
+			s.goal = max(s.goal, int64(heap[1].Value.Uint64())) //nolint:gosec // heap sizes fit
 			if heapProfile != "" && a > profiled+(1<<20) {
 				profiled = a
 				if out, err := os.Create(heapProfile); err == nil {
@@ -102,10 +121,10 @@ func startSampler(heapProfile string) *sampler {
 	return s
 }
 
-func (s *sampler) stop() (anon, file int64) {
+func (s *sampler) stop() (anon, file, live, goal int64) {
 	close(s.done)
 	<-s.stopped
-	return s.anon, s.file
+	return s.anon, s.file, s.live, s.goal
 }
 
 // status reads a size field of /proc/self/status in bytes (0 when unknown).

@@ -91,6 +91,8 @@ type window struct {
 	all     []seenEntry // list's array from its start; dropFront only moves head
 	head    int
 	enc     []byte // base64url of list's hashes, 8 characters each, kept in step with list
+	encBase []byte // enc's array from its start (enc is encBase[off:] with the front forgotten)
+	gen     uint64 // counts changes of encBase and penc (see cursorShared)
 	inList  map[uint64]bool
 	pending map[uint64]bool
 	order   []uint64 // pending hashes in stored order (for a stable encoding)
@@ -113,6 +115,7 @@ func newWindow(stored []uint64) *window {
 func (w *window) encodePending() {
 	if len(w.pending) == 0 {
 		w.penc = nil
+		w.gen++
 		return
 	}
 	b := make([]byte, 0, 8*len(w.pending))
@@ -122,6 +125,7 @@ func (w *window) encodePending() {
 		}
 	}
 	w.penc = &b
+	w.gen++
 }
 
 // confirm reports whether h was remembered; a pending hash becomes a known entry at p.
@@ -160,6 +164,8 @@ func (w *window) add(h uint64, p position) {
 			// A new array, its front free of rows already forgotten: the bytes of the old one
 			// stay as cursors handed out saw them.
 			w.enc = append(make([]byte, 0, encCap(len(w.enc)+8)), w.enc...)
+			w.encBase = w.enc
+			w.gen++
 		}
 		w.enc = appendHash(w.enc, h)
 		return
@@ -174,7 +180,8 @@ func (w *window) add(h uint64, p position) {
 	for _, x := range w.list {
 		enc = appendHash(enc, x.h)
 	}
-	w.enc = enc
+	w.enc, w.encBase = enc, enc
+	w.gen++
 }
 
 // encCap is the capacity of a new encoding array for n bytes: room for three times as many
@@ -186,6 +193,7 @@ func encCap(n int) int { return 4*n + 512 }
 func (w *window) forgetPending() {
 	clear(w.pending)
 	w.order, w.penc = nil, nil
+	w.gen++
 }
 
 // dropFront forgets the oldest n known rows.
@@ -334,66 +342,120 @@ type cursorKey struct {
 }
 
 // cursorState is a stream's cursor after one row, handed out with the row as a lazy
-// source.Position: a small struct sharing the window's encodings instead of a copy of up to
-// max_overlap_ids hashes per row. The job encodes only the positions it commits.
+// source.Position: a small struct (72 bytes) sharing the window's encodings instead of a copy
+// of up to max_overlap_ids hashes per row. The job encodes only the positions it commits.
 type cursorState struct {
-	key     *cursorKey
-	pos     position
-	from    position
-	known   []byte  // the window's enc at the time (shared, never written again)
-	pend    *[]byte // the window's penc at the time (shared, never written again)
-	maxID   string
-	hasFrom bool
+	sh      *cursorShared
+	posKey  string
+	fromKey string
+	// posMs and fromMs are the positions' timestamps in Unix milliseconds: the cursor writes
+	// them to the millisecond (salesforce.FormatDateTime), so nothing finer is kept.
+	posMs, fromMs int64
+	off, end      uint32 // the window's known hashes: sh.enc[off:end]
+	flags         uint8
+}
+
+// Flags of a cursorState.
+const (
+	cursorHasFrom  = 1 << iota // from is set
+	cursorMaxIsPos             // max_id is the row's own id (posKey), not sh.maxID
+)
+
+// cursorShared is what consecutive cursors of a stream share: the key, the window's encoding
+// array and pending encoding at the time, and max_id when it is not the row's own id. A new one
+// is made when one of them changes: the window writes a new encoding array every few windows'
+// worth of rows, the pending encoding changes only while stored ids are re-read.
+type cursorShared struct {
+	key   *cursorKey
+	enc   []byte  // the window's encoding array from its start; bytes handed out are never written again
+	pend  *[]byte // the window's penc (shared, never written again)
+	maxID string
+	gen   uint64 // the window's gen when made
+}
+
+// newCursorShared captures what cursors share in the current state; w may be nil.
+func newCursorShared(key *cursorKey, w *window, maxID string) *cursorShared {
+	sh := &cursorShared{key: key, maxID: maxID}
+	if w != nil {
+		sh.enc, sh.pend, sh.gen = w.encBase, w.penc, w.gen
+	}
+	return sh
+}
+
+// fits reports whether sh is what a cursor of the current state shares (maxID: as
+// newCursorShared takes it).
+func (sh *cursorShared) fits(w *window, maxID string) bool {
+	return sh.maxID == maxID && (w == nil || sh.gen == w.gen)
+}
+
+// sharedMaxID is the maxID a cursorShared carries for a cursor at pos: none when max_id is
+// the row's own id (the cursor says so with cursorMaxIsPos).
+func sharedMaxID(pos position, maxID string) string {
+	if maxID == pos.key {
+		return ""
+	}
+	return maxID
 }
 
 // newCursorState captures the cursor of the current state; w and from may be nil.
 func newCursorState(key *cursorKey, pos position, from *position, w *window, maxID string) *cursorState {
 	c := new(cursorState)
-	fillCursorState(c, key, pos, from, w, maxID)
+	fillCursorState(c, newCursorShared(key, w, sharedMaxID(pos, maxID)), pos, from, w, maxID)
 	return c
 }
 
-// fillCursorState writes the cursor of the current state into c.
-func fillCursorState(c *cursorState, key *cursorKey, pos position, from *position, w *window, maxID string) {
-	*c = cursorState{key: key, pos: pos, maxID: maxID}
+// fillCursorState writes the cursor of the current state into c; sh must fit the state (see
+// cursorShared.fits).
+func fillCursorState(c *cursorState, sh *cursorShared, pos position, from *position, w *window, maxID string) {
+	*c = cursorState{sh: sh, posKey: pos.key, posMs: pos.ts.UnixMilli()}
 	if from != nil {
-		c.from, c.hasFrom = *from, true
+		c.fromKey, c.fromMs = from.key, from.ts.UnixMilli()
+		c.flags |= cursorHasFrom
+	}
+	if maxID != "" && maxID == pos.key {
+		c.flags |= cursorMaxIsPos
 	}
 	if w != nil {
-		c.known = w.enc[:len(w.enc):len(w.enc)]
-		c.pend = w.penc
+		off := cap(w.encBase) - cap(w.enc)
+		c.off, c.end = uint32(off), uint32(off+len(w.enc)) //nolint:gosec // a window's encoding is far below 4 GiB
 	}
 }
 
 // EncodeCursor returns the stored form (the JSON of cursorJSON, written directly).
 func (c *cursorState) EncodeCursor() json.RawMessage {
+	sh := c.sh
+	known := sh.enc[c.off:c.end]
 	var pend []byte
-	if c.pend != nil {
-		pend = *c.pend
+	if sh.pend != nil {
+		pend = *sh.pend
 	}
-	b := make([]byte, 0, 256+len(c.key.field)+len(c.pos.key)+len(c.maxID)+len(c.known)+len(pend))
+	maxID := sh.maxID
+	if c.flags&cursorMaxIsPos != 0 {
+		maxID = c.posKey
+	}
+	b := make([]byte, 0, 256+len(sh.key.field)+len(c.posKey)+len(maxID)+len(known)+len(pend))
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, cursorVersion, 10)
-	b = appendMember(b, "field", c.key.field)
-	if c.key.kind == byEventIdentifier {
+	b = appendMember(b, "field", sh.key.field)
+	if sh.key.kind == byEventIdentifier {
 		b = appendMember(b, "by", EventIdentifier)
 	}
-	b = appendMember(b, "ts", salesforce.FormatDateTime(c.pos.ts))
-	b = appendMember(b, "last_id", c.pos.key)
-	if c.hasFrom {
-		b = appendMember(b, "from_ts", salesforce.FormatDateTime(c.from.ts))
-		if c.from.key != "" {
-			b = appendMember(b, "from_id", c.from.key)
+	b = appendMember(b, "ts", salesforce.FormatDateTime(time.UnixMilli(c.posMs)))
+	b = appendMember(b, "last_id", c.posKey)
+	if c.flags&cursorHasFrom != 0 {
+		b = appendMember(b, "from_ts", salesforce.FormatDateTime(time.UnixMilli(c.fromMs)))
+		if c.fromKey != "" {
+			b = appendMember(b, "from_id", c.fromKey)
 		}
 	}
-	if len(c.known)+len(pend) > 0 {
+	if len(known)+len(pend) > 0 {
 		b = append(b, `,"seen":"`...)
-		b = append(b, c.known...)
+		b = append(b, known...)
 		b = append(b, pend...)
 		b = append(b, '"')
 	}
-	if c.maxID != "" {
-		b = appendMember(b, "max_id", c.maxID)
+	if maxID != "" {
+		b = appendMember(b, "max_id", maxID)
 	}
 	return append(b, '}')
 }

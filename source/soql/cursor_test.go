@@ -137,6 +137,108 @@ func TestHandedOutCursorsNeverChange(t *testing.T) {
 	}
 }
 
+// TestSharedCursorsEncodeAsFresh follows a stream's cursors as it hands them out: consecutive
+// cursors share one cursorShared until the window writes a new encoding array, its pending ids
+// change or max_id stops being the row's own id. Each one encodes exactly as a cursor built on
+// its own from the same state (times with sub-millisecond parts and before 1970 included), and
+// still does after thousands of rows more.
+func TestSharedCursorsEncodeAsFresh(t *testing.T) {
+	key := &cursorKey{field: "LoginTime", kind: byID}
+	base := time.Date(1969, 12, 31, 23, 59, 0, 0, time.UTC) // crosses the Unix epoch
+	id := func(i int) string { return fmt.Sprintf("0Ya%012d", i) }
+	var stored []uint64
+	for i := range 8 {
+		stored = append(stored, byID.hash48(id(100000+i)))
+	}
+	w := newWindow(stored)
+	type handed struct {
+		c    *cursorState
+		json string
+	}
+	var all []handed
+	var sh *cursorShared
+	shared, made := 0, 0
+	maxID := ""
+	for i := range 3000 {
+		// 1.5 ms apart: timestamps with sub-millisecond parts, which the cursor writes truncated.
+		pos := position{ts: base.Add(time.Duration(i) * 1500 * time.Microsecond), key: id(i)}
+		switch {
+		case i < len(stored):
+			w.confirm(stored[i], pos)
+		case i == 40:
+			w.forgetPending()
+		case i%97 == 0:
+			// A late row (older than the newest remembered), inserted in place.
+			w.add(byID.hash48(id(200000+i)), position{ts: pos.ts.Add(-3 * time.Millisecond), key: id(200000 + i)})
+		}
+		w.add(byID.hash48(pos.key), pos)
+		if over := w.size() - DefaultMaxOverlapIDs; over > 0 && len(w.list) >= over {
+			w.dropFront(over)
+		}
+		switch i % 50 {
+		case 0:
+			maxID = id(900000 + i) // a larger id seen earlier: max_id is not the row's own
+		case 10:
+			maxID = pos.key
+		}
+		if maxID < pos.key {
+			maxID = pos.key
+		}
+		from := w.list[0].pos
+		shMax := sharedMaxID(pos, maxID)
+		if sh == nil || !sh.fits(w, shMax) {
+			sh = newCursorShared(key, w, shMax)
+			made++
+		} else {
+			shared++
+		}
+		c := new(cursorState)
+		fillCursorState(c, sh, pos, &from, w, maxID)
+		want := referenceCursor(t, pos, from, w, maxID)
+		if got := string(c.EncodeCursor()); got != want {
+			t.Fatalf("row %d: a shared cursor encodes\n %s\nwant (encoding/json of the state):\n %s", i, got, want)
+		}
+		all = append(all, handed{c, want})
+	}
+	for j, h := range all {
+		if got := string(h.c.EncodeCursor()); got != h.json {
+			t.Fatalf("cursor %d changed:\n now  %s\n then %s", j, got, h.json)
+		}
+	}
+	if shared < 10*made {
+		t.Errorf("cursors shared a cursorShared %d times and made %d: sharing is not what happens", shared, made)
+	}
+	// The time is written truncated to the millisecond, as the full time.Time was.
+	last := all[len(all)-1]
+	st, ok, err := decodeCursor(json.RawMessage(last.json), "LoginTime", byID)
+	wantTS := base.Add(2999 * 1500 * time.Microsecond).Truncate(time.Millisecond)
+	if err != nil || !ok || !st.pos.ts.Equal(wantTS) {
+		t.Fatalf("decoded ts %v (%v), want %v", st.pos.ts, err, wantTS)
+	}
+}
+
+// referenceCursor is the stored form of a LoginTime cursor written by encoding/json from the
+// state itself (the window's remembered rows, then its pending ids in stored order).
+func referenceCursor(t *testing.T, pos, from position, w *window, maxID string) string {
+	t.Helper()
+	var seen []byte
+	for _, e := range w.list {
+		seen = appendHash(seen, e.h)
+	}
+	for _, h := range w.order {
+		if w.pending[h] {
+			seen = appendHash(seen, h)
+		}
+	}
+	const layout = "2006-01-02T15:04:05.000Z"
+	b, err := json.Marshal(cursorJSON{V: cursorVersion, Field: "LoginTime", TS: pos.ts.UTC().Format(layout), LastID: pos.key,
+		FromTS: from.ts.UTC().Format(layout), FromID: from.key, Seen: string(seen), MaxID: maxID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // fullWindow returns a window holding DefaultMaxOverlapIDs rows one millisecond apart from ts.
 func fullWindow(ts time.Time) *window {
 	w := newWindow(nil)

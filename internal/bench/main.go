@@ -558,11 +558,12 @@ func median(ms []Measure) Measure {
 	}
 	return Measure{
 		Rows: ms[0].Rows, Bytes: ms[0].Bytes,
-		Wall:    time.Duration(pick(func(m Measure) int64 { return int64(m.Wall) })),
-		CPU:     time.Duration(pick(func(m Measure) int64 { return int64(m.CPU) })),
-		Mallocs: uint64(pick(func(m Measure) int64 { return int64(m.Mallocs) })), //nolint:gosec // counts
-		Alloc:   uint64(pick(func(m Measure) int64 { return int64(m.Alloc) })),   //nolint:gosec // counts
-		PeakRSS: pick(func(m Measure) int64 { return m.PeakRSS }),
+		Wall:     time.Duration(pick(func(m Measure) int64 { return int64(m.Wall) })),
+		CPU:      time.Duration(pick(func(m Measure) int64 { return int64(m.CPU) })),
+		Mallocs:  uint64(pick(func(m Measure) int64 { return int64(m.Mallocs) })), //nolint:gosec // counts
+		Alloc:    uint64(pick(func(m Measure) int64 { return int64(m.Alloc) })),   //nolint:gosec // counts
+		PeakRSS:  pick(func(m Measure) int64 { return m.PeakRSS }),
+		PeakLive: pick(func(m Measure) int64 { return m.PeakLive }),
 	}
 }
 

@@ -182,15 +182,54 @@ type FieldIndex struct {
 	paths []string
 	text  *rowText // the page ids belong to (kept alive by this reference, so never reused)
 	ids   []int32  // per path: its index in text.names, or -1
+	at    []int    // Locate's answer: per path, its position in the last row located
 }
 
 // NewFieldIndex returns a FieldIndex of paths (flattened names, as Row.Index takes them).
 func NewFieldIndex(paths []string) *FieldIndex {
-	x := &FieldIndex{paths: slices.Clone(paths), ids: make([]int32, len(paths))}
+	x := &FieldIndex{paths: slices.Clone(paths), ids: make([]int32, len(paths)), at: make([]int, len(paths))}
 	for j := range x.ids {
-		x.ids[j] = -1
+		x.ids[j], x.at[j] = -1, -1
 	}
 	return x
+}
+
+// match makes x's name numbers those of r's page.
+func (x *FieldIndex) match(r Row) {
+	if r.p != x.text {
+		x.text = r.p
+		for j, path := range x.paths {
+			x.ids[j] = int32(slices.Index(r.p.names, path)) //nolint:gosec // at most 0xffff names
+		}
+	}
+}
+
+// Locate returns the position in r of every path, in the order of the paths (-1: absent):
+// what Find returns for each. The slice is x's own, overwritten by the next call. Rows of a
+// page have the same fields in the same order, so where a path was in the previous row is
+// looked at first, and a row costs a comparison per path.
+func (x *FieldIndex) Locate(r Row) []int {
+	if len(r.fields) == 0 {
+		for k := range x.at {
+			x.at[k] = -1
+		}
+		return x.at
+	}
+	x.match(r)
+	fields := r.fields
+	hint := 0
+	for k, id := range x.ids {
+		if p := x.at[k]; p >= 0 && p < len(fields) && int32(fields[p].name) == id {
+			hint = p + 1
+			continue
+		}
+		p := r.indexOf(id, hint)
+		x.at[k] = p
+		if p >= 0 {
+			hint = p + 1
+		}
+	}
+	return x.at
 }
 
 // Find returns the position in r of the field called paths[k], or -1: what r.Index(paths[k],
@@ -199,12 +238,7 @@ func (x *FieldIndex) Find(r Row, k, hint int) int {
 	if len(r.fields) == 0 {
 		return -1
 	}
-	if r.p != x.text {
-		x.text = r.p
-		for j, path := range x.paths {
-			x.ids[j] = int32(slices.Index(r.p.names, path)) //nolint:gosec // at most 0xffff names
-		}
-	}
+	x.match(r)
 	return r.indexOf(x.ids[k], hint)
 }
 

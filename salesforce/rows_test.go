@@ -282,3 +282,50 @@ func TestFieldIndexFindsWhatIndexFinds(t *testing.T) {
 		t.Fatalf("Find in an empty row = %d", got)
 	}
 }
+
+// TestFieldIndexLocatesWhatIndexFinds: Locate, which remembers where each path was in the
+// previous row, answers for every path what Row.Index does, over rows of several pages whose
+// names differ and come in other orders, taken in order, backwards and interleaved, and -1 for
+// every path of an empty row.
+func TestFieldIndexLocatesWhatIndexFinds(t *testing.T) {
+	var rows []Row
+	paths := map[string]bool{"NoSuchField": true, "Owner.NoSuch": true, "": true}
+	for _, s := range rowPages {
+		p, err := DecodeRowPage([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, p.Rows...)
+		for _, r := range p.Rows {
+			for i := range r.Len() {
+				paths[r.Name(i)] = true
+			}
+		}
+	}
+	list := slices.Sorted(maps.Keys(paths))
+	orders := map[string][]int{"in order": nil, "backwards": nil, "interleaved": nil}
+	for i := range rows {
+		orders["in order"] = append(orders["in order"], i)
+		orders["backwards"] = append(orders["backwards"], len(rows)-1-i)
+		orders["interleaved"] = append(orders["interleaved"], i, len(rows)-1-i, i)
+	}
+	for name, order := range orders {
+		x := NewFieldIndex(list)
+		for _, ri := range order {
+			r := rows[ri]
+			at := x.Locate(r)
+			for k, path := range list {
+				if want := r.Index(path, 0); at[k] != want {
+					t.Fatalf("%s: row %d: Locate(%q) = %d, Index = %d", name, ri, path, at[k], want)
+				}
+			}
+			if ri%3 == 0 {
+				for k, p := range x.Locate(Row{}) {
+					if p != -1 {
+						t.Fatalf("%s: Locate(%q) in an empty row = %d", name, list[k], p)
+					}
+				}
+			}
+		}
+	}
+}

@@ -97,7 +97,8 @@ func (q *querier) parse(r salesforce.Row) (row, error) {
 	if q.at == nil {
 		q.at = salesforce.NewFieldIndex([]string{posTS: q.tsField, posKey: q.kind.field()})
 	}
-	i := q.at.Find(r, posTS, 0)
+	at := q.at.Locate(r)
+	i := at[posTS]
 	if i < 0 || !isText(r.Kind(i)) {
 		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.tsField)
 	}
@@ -105,7 +106,7 @@ func (q *querier) parse(r salesforce.Row) (row, error) {
 	if err != nil {
 		return row{}, fmt.Errorf("soql: %s row: %s: %w", q.object, q.tsField, err)
 	}
-	i = q.at.Find(r, posKey, 0)
+	i = at[posKey]
 	if i < 0 || !isText(r.Kind(i)) || len(r.Value(i)) == 0 {
 		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.kind.field())
 	}

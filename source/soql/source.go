@@ -458,14 +458,13 @@ func (st *stream) emit(r row) source.Record {
 	// The values are ranges of the row's JSON text, not copies; a string that was decoded
 	// (escapes) and an object's sorted JSON are appended to the record's own buffer.
 	rec.Use(r.rec.Text())
-	hint := 0
+	at := st.at.Locate(r.rec)
 	for k, f := range st.fields {
-		i := st.at.Find(r.rec, k, hint)
+		i := at[k]
 		if i < 0 {
 			rec.AddField(f, shape.Null, false, 0, 0) // absent, or below a null relationship
 			continue
 		}
-		hint = i + 1
 		kind := r.rec.Kind(i)
 		if s, e, ok := r.rec.Span(i); ok && kind != salesforce.ValueObject {
 			rec.AddField(f, shapeKind(kind), r.rec.Plain(i), s, e)

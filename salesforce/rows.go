@@ -601,8 +601,7 @@ func (d *rowDecoder) member(key []byte, prefix, depth int) error {
 	if string(key) == "attributes" {
 		return d.skip(depth + 1)
 	}
-	d.name = append(d.name[:prefix], key...)
-	name, err := d.intern()
+	name, err := d.intern(key, prefix)
 	if err != nil {
 		return err
 	}
@@ -639,7 +638,7 @@ func (d *rowDecoder) member(key []byte, prefix, depth int) error {
 	case c == '{':
 		at := len(d.fields)
 		d.fields = append(d.fields, rowField{name: name, kind: ValueObject, start: uint32(d.pos)}) //nolint:gosec // bounded
-		d.name = append(d.name, '.')
+		d.name = append(append(d.name[:prefix], key...), '.')
 		if err := d.object(depth + 1); err != nil {
 			return err
 		}
@@ -658,19 +657,21 @@ func (d *rowDecoder) member(key []byte, prefix, depth int) error {
 	return nil
 }
 
-// intern returns the index of the name in d.name; a name the current row already has is an
-// error (a map would keep only the last value).
-func (d *rowDecoder) intern() (uint16, error) {
+// intern returns the index of the flattened name d.name[:prefix] + key; a name the current row
+// already has is an error (a map would keep only the last value).
+func (d *rowDecoder) intern(key []byte, prefix int) (uint16, error) {
 	// Records of a page have the same fields in the same order: the name at this place of the
-	// previous record is the likely one.
+	// previous record is the likely one, compared in place (without building the name).
 	k := d.ord
 	d.ord++
 	if k < len(d.order) {
-		if i := d.order[k]; d.t.names[i] == string(d.name) && d.seen[i] != d.row {
+		i := d.order[k]
+		if n := d.t.names[i]; len(n) == prefix+len(key) && n[prefix:] == string(key) && n[:prefix] == string(d.name[:prefix]) && d.seen[i] != d.row {
 			d.seen[i] = d.row
 			return i, nil
 		}
 	}
+	d.name = append(d.name[:prefix], key...)
 	i, err := d.lookup()
 	if err != nil {
 		return 0, err

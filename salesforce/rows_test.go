@@ -155,6 +155,15 @@ var rowPages = []string{
 		`{"Id":"0Ym3","BillingAddress":{"city":"Paris","street":"1 <rue> & co","geocodeAccuracy":null,"latitude":48.8},"Tags":["a",1,{"b":null}],"Empty":{},"EmptyList":[]}]}`,
 	"{ \"done\" : true , \"records\" : [ ] , \"extra\" : {\"a\":[1,2,{\"b\":\"c\"}]} }\n",
 	`{"totalSize":1,"done":true,"records":[{"Id":"0Ya3","Name":"bad utf-8 ` + "\xff\xfe" + ` here","Key\u0041":"escaped key"}]}`,
+	// Names are guessed by their place in the previous record and compared with the prefix of
+	// the enclosing object and the key in place: the same key under other prefixes, at the
+	// same place, escaped, and as an object of its own.
+	`{"totalSize":4,"done":true,"records":[` +
+		`{"Name":"a","Owner":{"Name":"o1","Id":"1"},"Other":{"Name":"x"}},` +
+		`{"Owner":{"Name":"o2"},"Name":"b","Other":{"Id":"2","Name":"y"}},` +
+		`{"Other":{"Name":"z"},"Owner":{"N\u0061me":"o3"},"N\u0061me":"c"},` +
+		`{"Name":{"Name":"nested name"},"Owner":null,"Other":{"Other":{"Name":"deep"}}},` +
+		`{"Nam":"short","Owner":{"Name2":"long"},"Othe":{"rName":"split"}}]}`,
 }
 
 // TestDecodeRowPageMatchesRecords: the map-free decoder yields, for every field path, the value
@@ -183,6 +192,9 @@ func TestDecodeRowPageRefusesWhatIsNotAQueryResult(t *testing.T) {
 		`{"done":true,"records":[{"N":-}]}`, `{"done":true,"records":[{"B":tru}]}`, `{"done":true,"records":[]} x`,
 		`{"done":true,"records":[{"Id":"x"}],}`, `{"done":"yes","records":[]}`, `{"totalSize":1.5,"done":true,"records":[]}`,
 		`{"done":true,"records":[` + strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100) + `]}`,
+		// A name twice in one record, the second time where the previous record had another.
+		`{"done":true,"records":[{"Name":"a","Id":"1"},{"Name":"a","N\u0061me":"b"}]}`,
+		`{"done":true,"records":[{"Owner":{"Name":"a","Id":"1"}},{"Owner":{"Name":"a","Name":"b"}}]}`,
 	} {
 		if _, err := DecodeRowPage([]byte(s)); err == nil {
 			t.Errorf("DecodeRowPage(%q) accepted it", s)

@@ -2,6 +2,7 @@ package salesforce
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -178,6 +179,21 @@ func TestParseDateTimeBytesAgrees(t *testing.T) {
 			b[rnd.IntN(len(b))] = byte(rnd.IntN(128))
 		}
 		inputs = append(inputs, string(b))
+	}
+	// The last days of every month around the leap-year rules and the ends of the range, which
+	// the fast path counts from the Unix epoch itself.
+	for _, y := range []int{1, 4, 100, 400, 1600, 1700, 1900, 1969, 1970, 2000, 2024, 2100, 2400, 9999} {
+		for m := 1; m <= 12; m++ {
+			for _, d := range []int{1, 28, 29, 30, 31} {
+				for _, in := range []string{fmt.Sprintf("%04d-%02d-%02dT23:59:59.999+0000", y, m, d), fmt.Sprintf("%04d-%02d-%02dT00:00:00.000Z", y, m, d)} {
+					want, err := ParseDateTime(in)
+					if got, ok := parseMillisUTC([]byte(in)); ok != (err == nil) || got != want {
+						t.Fatalf("parseMillisUTC(%q) = %v, %v; ParseDateTime gives %v, %v", in, got, ok, want, err)
+					}
+					inputs = append(inputs, in)
+				}
+			}
+		}
 	}
 	for _, in := range inputs[:3] {
 		if _, ok := parseMillisUTC([]byte(in)); !ok {

@@ -90,17 +90,18 @@ type window struct {
 	list    []seenEntry // known rows, ascending: all[head:]
 	all     []seenEntry // list's array from its start; dropFront only moves head
 	head    int
-	enc     []byte // base64url of list's hashes, 8 characters each, kept in step with list
-	encBase []byte // enc's array from its start (enc is encBase[off:] with the front forgotten)
-	gen     uint64 // counts changes of encBase and penc (see cursorShared)
-	inList  map[uint64]bool
+	enc     []byte          // base64url of list's hashes, 8 characters each, kept in step with list
+	encBase []byte          // enc's array from its start (enc is encBase[off:] with the front forgotten)
+	gen     uint64          // counts changes of encBase and penc (see cursorShared)
+	inList  map[uint64]bool // list's hashes for confirm; nil while no confirm needs them (see index)
+	quiet   int             // rows added since confirm last used inList
 	pending map[uint64]bool
 	order   []uint64 // pending hashes in stored order (for a stable encoding)
 	penc    *[]byte  // encoding of the hashes of order still pending (nil: none); a new one per change
 }
 
 func newWindow(stored []uint64) *window {
-	w := &window{inList: map[uint64]bool{}, pending: make(map[uint64]bool, len(stored))}
+	w := &window{pending: make(map[uint64]bool, len(stored))}
 	for _, h := range stored {
 		if !w.pending[h] {
 			w.pending[h] = true
@@ -130,7 +131,7 @@ func (w *window) encodePending() {
 
 // confirm reports whether h was remembered; a pending hash becomes a known entry at p.
 func (w *window) confirm(h uint64, p position) bool {
-	if w.inList[h] {
+	if w.index()[h] {
 		return true
 	}
 	if w.pending[h] {
@@ -142,10 +143,33 @@ func (w *window) confirm(h uint64, p position) bool {
 	return false
 }
 
+// index returns the set of list's hashes. Only confirm asks (for rows read again: the overlap
+// re-read at a run's start, late rows), so the set is kept only while it is asked for: once as
+// many rows as the list holds were added without a confirm, add drops it, and the next confirm
+// builds it again. A row in order then costs no map update, and the rebuilds cost at most one
+// insertion per row added.
+func (w *window) index() map[uint64]bool {
+	if w.inList == nil {
+		w.inList = make(map[uint64]bool, len(w.list))
+		for _, e := range w.list {
+			w.inList[e.h] = true
+		}
+	}
+	w.quiet = 0
+	return w.inList
+}
+
 // add remembers a row (appended: callers add in ascending order, except late rows, which are
 // few and are inserted in place).
 func (w *window) add(h uint64, p position) {
-	w.inList[h] = true
+	if w.inList != nil {
+		w.quiet++
+		if w.quiet > len(w.list) {
+			w.inList = nil
+		} else {
+			w.inList[h] = true
+		}
+	}
 	e := seenEntry{h: h, pos: p}
 	n := len(w.list)
 	if len(w.all) == cap(w.all) && w.head >= len(w.all)/2 {
@@ -201,8 +225,10 @@ func (w *window) dropFront(n int) {
 	if n == 0 {
 		return
 	}
-	for _, e := range w.list[:n] {
-		delete(w.inList, e.h)
+	if w.inList != nil {
+		for _, e := range w.list[:n] {
+			delete(w.inList, e.h)
+		}
 	}
 	w.head += n
 	w.list = w.all[w.head:]

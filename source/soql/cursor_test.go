@@ -316,7 +316,7 @@ func TestWindowSlidesInPlace(t *testing.T) {
 			if w.list[j] != want[j] {
 				t.Fatalf("row %d: entry %d is %v, want %v", i, j, w.list[j], want[j])
 			}
-			if !w.inList[want[j].h] {
+			if w.inList != nil && !w.inList[want[j].h] {
 				t.Fatalf("row %d: hash %x is not marked remembered", i, want[j].h)
 			}
 			enc = appendHash(enc, want[j].h)
@@ -324,13 +324,39 @@ func TestWindowSlidesInPlace(t *testing.T) {
 		if string(w.enc) != string(enc) {
 			t.Fatalf("row %d: encoding differs from the rows'", i)
 		}
+		// The set of hashes, when kept, is exactly the list's; confirms come in bursts (rows
+		// 1000-1999) or not at all, and the set is kept only while they come.
+		if w.inList != nil && len(w.inList) != len(want) {
+			t.Fatalf("row %d: %d hashes marked remembered, want %d", i, len(w.inList), len(want))
+		}
+		if i >= 1000 && i < 2000 && i%7 == 0 {
+			w.index()
+		}
+		if i >= 2000+2*500 && w.inList != nil {
+			t.Fatalf("row %d: the set of hashes is kept %d rows after the last confirm", i, i-2000)
+		}
 		end := w.list[:cap(w.list)]
 		if a := &end[len(end)-1]; i >= 1000 && (len(arrays) == 0 || arrays[len(arrays)-1] != a) {
 			arrays = append(arrays, a) // the array's last element tells one array from another
 		}
 	}
-	if len(w.inList) != len(want) {
-		t.Fatalf("%d hashes marked remembered, want %d", len(w.inList), len(want))
+	// Long after the last confirm (the set dropped), a confirm finds every remembered row and
+	// nothing else.
+	for _, e := range want {
+		if !w.confirm(e.h, e.pos) {
+			t.Fatalf("confirm(%x) of a remembered row = false", e.h)
+		}
+	}
+	if w.confirm(1<<47, want[0].pos) {
+		t.Fatal("confirm of a row never added = true")
+	}
+	if set := w.index(); len(set) != len(want) {
+		t.Fatalf("%d hashes marked remembered, want %d", len(set), len(want))
+	}
+	for _, e := range want {
+		if !w.inList[e.h] {
+			t.Fatalf("hash %x is not marked remembered", e.h)
+		}
 	}
 	if len(arrays) != 1 {
 		t.Fatalf("the window's rows moved to %d arrays over 4000 rows of a full window: it grows instead of sliding", len(arrays))

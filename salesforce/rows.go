@@ -346,6 +346,7 @@ type rowDecoder struct {
 	bounds  []int    // per record: the index of its first field, where its object starts and ends
 	name    []byte   // the flattened name being built
 	seen    []uint32 // per name: the last row (counted from 1) that had it
+	raw     []bool   // per name: it has no '"', '\\' or control character (guess may compare it as sent)
 	row     uint32
 	order   []uint16 // the names of the previous record, in order
 	ord     int      // fields of the current record so far
@@ -568,20 +569,7 @@ func (d *rowDecoder) object(depth int) error {
 		if d.peek() != '"' {
 			return d.syntax("expected a member name")
 		}
-		s, e, esc, err := d.str()
-		if err != nil {
-			return err
-		}
-		var key []byte
-		if esc {
-			key = d.t.esc[s:e]
-		} else {
-			key = d.b[s:e]
-		}
-		if err := d.expect(':'); err != nil {
-			return err
-		}
-		if err := d.member(key, prefix, depth); err != nil {
+		if err := d.nextMember(prefix, depth); err != nil {
 			return err
 		}
 		switch d.peek() {
@@ -596,8 +584,38 @@ func (d *rowDecoder) object(depth int) error {
 	}
 }
 
-// member reads the value of one member of a record's object into fields.
-func (d *rowDecoder) member(key []byte, prefix, depth int) error {
+// attributesKey is the member every record object of Salesforce starts with, as sent.
+const attributesKey = `"attributes"`
+
+// nextMember reads the member (name and value) at the current position, a '"', of an object
+// whose members' names start with d.name[:prefix].
+func (d *rowDecoder) nextMember(prefix, depth int) error {
+	if rest := d.b[d.pos:]; len(rest) > len(attributesKey) && string(rest[:len(attributesKey)]) == attributesKey {
+		d.pos += len(attributesKey)
+		if err := d.expect(':'); err != nil {
+			return err
+		}
+		return d.skip(depth + 1)
+	}
+	if name, ok := d.guess(prefix); ok {
+		if err := d.expect(':'); err != nil {
+			return err
+		}
+		return d.value(name, depth)
+	}
+	s, e, esc, err := d.str()
+	if err != nil {
+		return err
+	}
+	var key []byte
+	if esc {
+		key = d.t.esc[s:e]
+	} else {
+		key = d.b[s:e]
+	}
+	if err := d.expect(':'); err != nil {
+		return err
+	}
 	if string(key) == "attributes" {
 		return d.skip(depth + 1)
 	}
@@ -605,6 +623,34 @@ func (d *rowDecoder) member(key []byte, prefix, depth int) error {
 	if err != nil {
 		return err
 	}
+	return d.value(name, depth)
+}
+
+// guess reads the member name at the current position (a '"') when it is the name at this place
+// of the previous record, compared with the body's bytes as sent: a name without escapes,
+// closed by a quote, is that name. It leaves the position after the closing quote.
+func (d *rowDecoder) guess(prefix int) (uint16, bool) {
+	k := d.ord
+	if k >= len(d.order) {
+		return 0, false
+	}
+	i := d.order[k]
+	n := d.t.names[i]
+	if !d.raw[i] || d.seen[i] == d.row || len(n) < prefix || n[:prefix] != string(d.name[:prefix]) {
+		return 0, false
+	}
+	key, b := n[prefix:], d.b[d.pos+1:]
+	if len(b) <= len(key) || b[len(key)] != '"' || string(b[:len(key)]) != key {
+		return 0, false
+	}
+	d.pos += len(key) + 2
+	d.ord++
+	d.seen[i] = d.row
+	return i, true
+}
+
+// value reads the value of the member called t.names[name] of a record's object into fields.
+func (d *rowDecoder) value(name uint16, depth int) error {
 	f := rowField{name: name}
 	switch c := d.peek(); {
 	case c == '"':
@@ -638,7 +684,7 @@ func (d *rowDecoder) member(key []byte, prefix, depth int) error {
 	case c == '{':
 		at := len(d.fields)
 		d.fields = append(d.fields, rowField{name: name, kind: ValueObject, start: uint32(d.pos)}) //nolint:gosec // bounded
-		d.name = append(append(d.name[:prefix], key...), '.')
+		d.name = append(append(d.name[:0], d.t.names[name]...), '.')
 		if err := d.object(depth + 1); err != nil {
 			return err
 		}
@@ -700,6 +746,7 @@ func (d *rowDecoder) lookup() (uint16, error) {
 	s := string(d.name)
 	d.t.names = append(d.t.names, s)
 	d.seen = append(d.seen, d.row)
+	d.raw = append(d.raw, !strings.ContainsFunc(s, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 }))
 	d.index[s] = i
 	return i, nil
 }

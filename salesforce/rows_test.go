@@ -158,12 +158,20 @@ var rowPages = []string{
 	// Names are guessed by their place in the previous record and compared with the prefix of
 	// the enclosing object and the key in place: the same key under other prefixes, at the
 	// same place, escaped, and as an object of its own.
-	`{"totalSize":4,"done":true,"records":[` +
+	`{"totalSize":6,"done":true,"records":[` +
 		`{"Name":"a","Owner":{"Name":"o1","Id":"1"},"Other":{"Name":"x"}},` +
 		`{"Owner":{"Name":"o2"},"Name":"b","Other":{"Id":"2","Name":"y"}},` +
 		`{"Other":{"Name":"z"},"Owner":{"N\u0061me":"o3"},"N\u0061me":"c"},` +
 		`{"Name":{"Name":"nested name"},"Owner":null,"Other":{"Other":{"Name":"deep"}}},` +
-		`{"Nam":"short","Owner":{"Name2":"long"},"Othe":{"rName":"split"}}]}`,
+		`{"Nam":"short","Owner":{"Name2":"long"},"Othe":{"rName":"split"}},` +
+		`{"Name":"longer than the guess","Owner":{"Name":"x"},"Other":{"rName":"y"}}]}`,
+	// Names guessed by place are compared as sent only when they need no escape: names with a
+	// quote, a backslash or a control character at the same place in consecutive records, keys
+	// that look like attributes, and attributes written with an escape.
+	`{"totalSize":3,"done":true,"records":[` +
+		`{"attribute\u0073":{"type":"A"},"Q\"uote":"1","Back\\slash":"2","Tab\tKey":"3","attributesX":"4","Nested":{"attributes":5,"Q\"uote":"n1"}},` +
+		`{"attributes":{"type":"A"},"Q\"uote":"5","Back\\slash":"6","Tab\tKey":"7","attributesX":"8","Nested":{"attribute\u0073":[1],"Q\"uote":"n2"}},` +
+		`{"attributes":null,"Q\u0022uote":"9","Back\u005cslash":"10","Tab\u0009Key":"11","attributes\u0058":"12","Nested":{"Q\"uote":"n3"}}]}`,
 }
 
 // TestDecodeRowPageMatchesRecords: the map-free decoder yields, for every field path, the value
@@ -195,6 +203,10 @@ func TestDecodeRowPageRefusesWhatIsNotAQueryResult(t *testing.T) {
 		// A name twice in one record, the second time where the previous record had another.
 		`{"done":true,"records":[{"Name":"a","Id":"1"},{"Name":"a","N\u0061me":"b"}]}`,
 		`{"done":true,"records":[{"Owner":{"Name":"a","Id":"1"}},{"Owner":{"Name":"a","Name":"b"}}]}`,
+		// The name guessed by place needed an escape, and the next record has it unescaped.
+		`{"done":true,"records":[{"Q\"uote":"1"},{"Q"uote":"2"}]}`,
+		`{"done":true,"records":[{"Back\\slash":"1"},{"Back\slash":"2"}]}`,
+		`{"done":true,"records":[{"Tab\tKey":"1"},{"Tab` + "\t" + `Key":"2"}]}`,
 	} {
 		if _, err := DecodeRowPage([]byte(s)); err == nil {
 			t.Errorf("DecodeRowPage(%q) accepted it", s)

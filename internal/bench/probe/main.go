@@ -10,12 +10,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sf2loki/sf2loki/cli"
@@ -39,6 +41,11 @@ type Stats struct {
 	// sampler saw (runtime/metrics), in bytes: what the anonymous peak follows, with less noise.
 	PeakLive int64 `json:"peak_live"`
 	PeakGoal int64 `json:"peak_goal"`
+	// MinorFaults, UserNs and SysNs are the process's own rusage: its first touches of memory
+	// (each a minor page fault, in system time) and its CPU time split.
+	MinorFaults int64 `json:"minor_faults"`
+	UserNs      int64 `json:"user_ns"`
+	SysNs       int64 `json:"sys_ns"`
 }
 
 func main() {
@@ -72,7 +79,12 @@ func run() int {
 	if path := os.Getenv("SF2LOKI_BENCH_STATS"); path != "" {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		b, _ := json.Marshal(Stats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, NumGC: ms.NumGC, HeapSys: ms.HeapSys, Sys: ms.Sys, VmHWM: status("VmHWM:"), PeakAnon: anon, PeakFile: file, PeakLive: live, PeakGoal: goal})
+		st := Stats{Mallocs: ms.Mallocs, TotalAlloc: ms.TotalAlloc, NumGC: ms.NumGC, HeapSys: ms.HeapSys, Sys: ms.Sys, VmHWM: status("VmHWM:"), PeakAnon: anon, PeakFile: file, PeakLive: live, PeakGoal: goal}
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+			st.MinorFaults, st.UserNs, st.SysNs = ru.Minflt, ru.Utime.Nano(), ru.Stime.Nano()
+		}
+		b, _ := json.Marshal(st)
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			fmt.Fprintf(os.Stderr, "probe: %v\n", err)
 		}
@@ -98,8 +110,13 @@ func startSampler(heapProfile string) *sampler {
 		defer t.Stop()
 		profiled := int64(0)
 		heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}}
+		statm, err := os.Open("/proc/self/statm")
+		if err == nil {
+			defer statm.Close()
+		}
+		var buf [128]byte
 		for {
-			a, f := status("RssAnon:"), status("RssFile:")
+			a, f := rss(statm, buf[:])
 			s.anon, s.file = max(s.anon, a), max(s.file, f)
 			metrics.Read(heap)
 			s.live = max(s.live, int64(heap[0].Value.Uint64())) //nolint:gosec // heap sizes fit
@@ -125,6 +142,37 @@ func (s *sampler) stop() (anon, file, live, goal int64) {
 	close(s.done)
 	<-s.stopped
 	return s.anon, s.file, s.live, s.goal
+}
+
+// rss reads the anonymous and file-backed resident sizes from /proc/self/statm (resident and
+// shared pages; no shared memory here), in bytes, 0 when unknown. The sampler reads it every
+// 20 ms with the file kept open and no allocation: its cost is the measured process's too, and
+// /proc/self/status, opened and scanned per field, cost ~1% of a SOQL run's CPU time.
+func rss(statm *os.File, buf []byte) (anon, file int64) {
+	if statm == nil {
+		return 0, 0
+	}
+	n, err := statm.ReadAt(buf, 0)
+	if n == 0 || (err != nil && err != io.EOF) {
+		return 0, 0
+	}
+	var v [3]int64 // size, resident, shared
+	f := 0
+	for _, c := range buf[:n] {
+		switch {
+		case c >= '0' && c <= '9':
+			v[f] = v[f]*10 + int64(c-'0')
+		case c == ' ' && f < 2:
+			f++
+		default:
+			f = 3
+		}
+		if f == 3 {
+			break
+		}
+	}
+	page := int64(os.Getpagesize())
+	return (v[1] - v[2]) * page, v[2] * page
 }
 
 // status reads a size field of /proc/self/status in bytes (0 when unknown).

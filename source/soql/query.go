@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/sf2loki/sf2loki/salesforce"
 )
@@ -39,6 +40,27 @@ type querier struct {
 	fieldsAll  bool
 	// at finds the timestamp and key fields in rows (positions posTS and posKey; made on first use).
 	at *salesforce.FieldIndex
+	// keys is where the rows' keys are copied to, one after another (see key).
+	keys []byte
+}
+
+// keyBlock is the size of the blocks rows' keys are copied into: ~220 Salesforce ids.
+const keyBlock = 4 << 10
+
+// key returns a row's key (its Id) as a string that outlives the page: a copy in a block shared
+// with the keys of the rows around it, instead of an allocation per row. Bytes of a block are
+// written once and never again, so the strings stay valid as long as any of them is referenced
+// (the cursors handed out, the window), which keeps the block in memory.
+func (q *querier) key(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(q.keys)-len(q.keys) < len(b) {
+		q.keys = make([]byte, 0, max(keyBlock, len(b)))
+	}
+	start := len(q.keys)
+	q.keys = append(q.keys, b...)
+	return unsafe.String(&q.keys[start], len(b))
 }
 
 // Positions in querier.at.
@@ -110,7 +132,7 @@ func (q *querier) parse(r salesforce.Row) (row, error) {
 	if i < 0 || !isText(r.Kind(i)) || len(r.Value(i)) == 0 {
 		return row{}, fmt.Errorf("soql: %s row without %s", q.object, q.kind.field())
 	}
-	return row{rec: r, pos: position{ts: t, key: string(r.Value(i))}}, nil
+	return row{rec: r, pos: position{ts: t, key: q.key(r.Value(i))}}, nil
 }
 
 // isText reports whether a value of kind k has text (Row.String's ok).

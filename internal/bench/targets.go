@@ -46,7 +46,7 @@ const allocCheckMinBytes = 100 << 20
 var allocBudgets = map[string]allocBudget{
 	"ceiling":  {allocs: 0.1, bytes: 1300},
 	"run-once": {allocs: 0.5, bytes: 1800},
-	"soql":     {allocs: 2.5, bytes: 1850}, // measured 1 486 B, under its target (targetSOQLAllocBytes)
+	"soql":     {allocs: 1.0, bytes: 1800}, // measured 0.49 and 1 401 B (third pass), under its target (targetSOQLAllocBytes)
 }
 
 // allocVerdict checks a measure against its scenario's budget.

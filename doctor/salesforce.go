@@ -66,10 +66,6 @@ func (o Org) prefix() string {
 	return "salesforce[" + o.Name + "]"
 }
 
-// AuthID is the ID of the org's authentication check (the clock check reads the org's clock
-// after it).
-func (o Org) AuthID() string { return o.prefix() + ".auth" }
-
 // Salesforce returns the checks of one org: authentication, API limits, read access to every
 // object its sources use, which configured EventLogFile types the org produces, a LogFile
 // download, and Pub/Sub topic access.

@@ -3,15 +3,18 @@ package lambda_test
 import (
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda/messages"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/aws/smithy-go"
 
 	simaws "github.com/sf2loki/sf2loki/internal/sim/aws"
 	"github.com/sf2loki/sf2loki/internal/testenv"
@@ -121,8 +124,8 @@ func TestResolverErrorsNameTheReferenceNotTheValue(t *testing.T) {
 	sim.Deny("denied", true)
 	ctx := t.Context()
 	_, err := res.Resolve(ctx, "secretsmanager:missing")
-	var nf *smtypes.ResourceNotFoundException
-	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "missing") {
+	var nf smithy.APIError
+	if !errors.As(err, &nf) || nf.ErrorCode() != "ResourceNotFoundException" || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing secret: %v", err)
 	}
 	if _, err := res.Resolve(ctx, "secretsmanager:denied"); err == nil || !strings.Contains(err.Error(), "AccessDeniedException") {
@@ -139,6 +142,81 @@ func TestResolverErrorsNameTheReferenceNotTheValue(t *testing.T) {
 	}
 	if _, err := res.Resolve(ctx, "vault:x"); !errors.Is(err, lambda.ErrUnknownScheme) {
 		t.Errorf("unknown scheme: %v", err)
+	}
+}
+
+// Both services answer ThrottlingException to a caller over their request rate; the
+// configuration's retryer retries it, and without retries it is the reference's error.
+func TestResolverRetriesThrottling(t *testing.T) {
+	sim := simaws.Start(t)
+	sim.PutSecret("sf2loki/key", "k-1")
+	sim.PutParameter("/sf2loki/p", "SecureString", "p-1")
+	noDelay := retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+	cfg := aws.Config{Region: simaws.Region, BaseEndpoint: aws.String(sim.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDSIM", "sim", ""),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff = noDelay; o.MaxAttempts = 3 })
+		}}
+	res := lambda.NewResolver(cfg)
+	sim.Throttle("secretsmanager.GetSecretValue", 2)
+	sim.Throttle("AmazonSSM.GetParameter", 2)
+	if v, err := res.Resolve(t.Context(), "secretsmanager:sf2loki/key"); err != nil || v != "k-1" {
+		t.Fatalf("secret after two throttled attempts: %q, %v", v, err)
+	}
+	if v, err := res.Resolve(t.Context(), "ssm:/sf2loki/p"); err != nil || v != "p-1" {
+		t.Fatalf("parameter after two throttled attempts: %q, %v", v, err)
+	}
+	if n, m := sim.Calls("secretsmanager.GetSecretValue"), sim.Calls("AmazonSSM.GetParameter"); n != 3 || m != 3 {
+		t.Errorf("calls: GetSecretValue %d, GetParameter %d; want 3 each", n, m)
+	}
+
+	sim.Throttle("AmazonSSM.GetParameter", 3) // more than the three attempts
+	_, err := lambda.NewResolver(cfg).Resolve(t.Context(), "ssm:/sf2loki/p")
+	var ae smithy.APIError
+	if !errors.As(err, &ae) || ae.ErrorCode() != "ThrottlingException" || !strings.Contains(err.Error(), "/sf2loki/p") {
+		t.Errorf("throttled on every attempt: %v", err)
+	}
+	if m := sim.Calls("AmazonSSM.GetParameter"); m != 6 {
+		t.Errorf("GetParameter calls = %d, want 6 (three more attempts)", m)
+	}
+
+	cfg.Retryer = func() aws.Retryer { return aws.NopRetryer{} }
+	sim.Throttle("secretsmanager.GetSecretValue", 1)
+	if _, err := lambda.NewResolver(cfg).Resolve(t.Context(), "secretsmanager:sf2loki/key"); !errors.As(err, &ae) || ae.ErrorCode() != "ThrottlingException" {
+		t.Errorf("throttled without retries: %v", err)
+	}
+}
+
+// The request follows the AWS JSON 1.1 protocol, and an error answer's code is read from its
+// __type without the namespace.
+func TestResolverSpeaksTheJSONProtocol(t *testing.T) {
+	var got *http.Request
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r
+		body, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		w.Header().Set("X-Amzn-RequestId", "req-7")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"__type":"com.amazonaws.ssm#ParameterNotFound","message":"no such parameter"}`)
+	}))
+	defer srv.Close()
+	cfg := aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL), Retryer: func() aws.Retryer { return aws.NopRetryer{} },
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDSIM", "sim", "session-token")}
+	_, err := lambda.NewResolver(cfg).Resolve(t.Context(), "ssm:/x")
+	var ae *lambda.APIError
+	if !errors.As(err, &ae) || ae.Code != "ParameterNotFound" || ae.Message != "no such parameter" || ae.Status != 400 || ae.RequestID != "req-7" {
+		t.Fatalf("error: %#v (%v)", ae, err)
+	}
+	if got.Method != http.MethodPost || got.URL.Path != "/" || got.Header.Get("X-Amz-Target") != "AmazonSSM.GetParameter" ||
+		got.Header.Get("Content-Type") != "application/x-amz-json-1.1" || got.Header.Get("X-Amz-Security-Token") != "session-token" {
+		t.Errorf("request: %s %s %v", got.Method, got.URL.Path, got.Header)
+	}
+	if auth := got.Header.Get("Authorization"); !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=AKIDSIM/") || !strings.Contains(auth, "/eu-west-1/ssm/aws4_request") {
+		t.Errorf("Authorization %q", auth)
+	}
+	if string(body) != `{"Name":"/x","WithDecryption":true}` {
+		t.Errorf("body %s", body)
 	}
 }
 

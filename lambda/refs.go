@@ -9,8 +9,6 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
 // Reference schemes understood by Resolver, written ${scheme:...} in a configuration value.
@@ -22,16 +20,6 @@ const (
 	SchemeSSM = "ssm"
 )
 
-// SecretsManagerAPI is the part of the Secrets Manager client Resolver uses.
-type SecretsManagerAPI interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
-// SSMAPI is the part of the SSM client Resolver uses.
-type SSMAPI interface {
-	GetParameter(ctx context.Context, in *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
-}
-
 // ErrUnknownScheme is returned for a ${scheme:...} reference with a scheme Resolver does not know.
 var ErrUnknownScheme = errors.New("unknown reference scheme")
 
@@ -39,8 +27,8 @@ var ErrUnknownScheme = errors.New("unknown reference scheme")
 // Resolver serves one configuration load: each distinct secret or parameter is fetched once,
 // however many values name it. Resolved values are kept so the caller can redact them.
 type Resolver struct {
-	SecretsManager SecretsManagerAPI
-	SSM            SSMAPI
+	secretsManager *jsonService
+	ssm            *jsonService
 
 	mu      sync.Mutex
 	secrets map[string]string // by secret id: the SecretString
@@ -48,11 +36,15 @@ type Resolver struct {
 	values  []string
 }
 
-// NewResolver returns a Resolver with clients built from aws (endpoints, region and credentials
-// as the AWS SDK finds them: AWS_ENDPOINT_URL_SECRETS_MANAGER and AWS_ENDPOINT_URL_SSM select
-// other endpoints).
+// NewResolver returns a Resolver that calls Secrets Manager and SSM with cfg's region,
+// credentials, HTTP client and retryer; the endpoints are found as the AWS SDK's clients find
+// them (AWS_ENDPOINT_URL_SECRETS_MANAGER and AWS_ENDPOINT_URL_SSM, then AWS_ENDPOINT_URL, then the
+// region's).
 func NewResolver(cfg aws.Config) *Resolver {
-	return &Resolver{SecretsManager: secretsmanager.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}
+	return &Resolver{
+		secretsManager: newJSONService(cfg, "Secrets Manager", "secretsmanager", "secretsmanager", "secretsmanager"),
+		ssm:            newJSONService(cfg, "SSM", "ssm", "ssm", "AmazonSSM"),
+	}
 }
 
 // Resolve returns the value of ref, "scheme:rest" without the ${ }.
@@ -89,14 +81,18 @@ func (r *Resolver) secret(ctx context.Context, ref string) (string, error) {
 	if id == "" {
 		return "", errors.New("${secretsmanager:} names no secret")
 	}
-	if r.SecretsManager == nil {
+	if r.secretsManager == nil {
 		return "", fmt.Errorf("secret %s: no Secrets Manager client", id)
 	}
 	r.mu.Lock()
 	s, ok := r.secrets[id]
 	r.mu.Unlock()
 	if !ok {
-		out, err := r.SecretsManager.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(id)})
+		var out struct {
+			SecretString *string
+			SecretBinary []byte // base64 in the JSON answer
+		}
+		err := r.secretsManager.call(ctx, "GetSecretValue", struct{ SecretId string }{id}, &out)
 		if err != nil {
 			return "", fmt.Errorf("reading secret %s from Secrets Manager: %w", id, err)
 		}
@@ -137,7 +133,7 @@ func (r *Resolver) parameter(ctx context.Context, name string) (string, error) {
 	if name == "" {
 		return "", errors.New("${ssm:} names no parameter")
 	}
-	if r.SSM == nil {
+	if r.ssm == nil {
 		return "", fmt.Errorf("parameter %s: no SSM client", name)
 	}
 	r.mu.Lock()
@@ -146,7 +142,13 @@ func (r *Resolver) parameter(ctx context.Context, name string) (string, error) {
 	if ok {
 		return v, nil
 	}
-	out, err := r.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name), WithDecryption: aws.Bool(true)})
+	var out struct {
+		Parameter *struct{ Value *string }
+	}
+	err := r.ssm.call(ctx, "GetParameter", struct {
+		Name           string
+		WithDecryption bool
+	}{name, true}, &out)
 	if err != nil {
 		return "", fmt.Errorf("reading parameter %s from SSM Parameter Store: %w", name, err)
 	}

@@ -27,6 +27,7 @@ type Server struct {
 	params  map[string]*parameter
 	denied  map[string]bool // secret names and parameter names
 	calls   map[string]int  // by X-Amz-Target
+	busy    map[string]int  // by X-Amz-Target: requests still to refuse as throttled
 	seq     int
 }
 
@@ -55,7 +56,7 @@ func New(now func() time.Time) *Server {
 		now = time.Now
 	}
 	return &Server{now: now, secrets: map[string]*secret{}, params: map[string]*parameter{},
-		denied: map[string]bool{}, calls: map[string]int{}}
+		denied: map[string]bool{}, calls: map[string]int{}, busy: map[string]int{}}
 }
 
 // Calls returns how many requests named operation ("secretsmanager.GetSecretValue",
@@ -99,6 +100,14 @@ func (s *Server) Deny(name string, on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.denied[name] = on
+}
+
+// Throttle makes the next n requests of operation ("AmazonSSM.GetParameter", ...) answer
+// ThrottlingException, as both services do when a caller exceeds their request rate.
+func (s *Server) Throttle(operation string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy[operation] = n
 }
 
 func (s *Server) newSecretLocked(name string) *secret {
@@ -171,8 +180,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := r.Header.Get("X-Amz-Target")
 	s.mu.Lock()
 	s.calls[target]++
+	throttled := s.busy[target] > 0
+	if throttled {
+		s.busy[target]--
+	}
 	s.mu.Unlock()
-	out, err := s.handle(r, target)
+	var out any
+	var err error
+	if throttled {
+		err = errorf(http.StatusBadRequest, "ThrottlingException", "Rate exceeded")
+	} else {
+		out, err = s.handle(r, target)
+	}
 	w.Header().Set("X-Amzn-RequestId", fmt.Sprintf("sim-%d", time.Now().UnixNano()))
 	if err != nil {
 		var ae *apiError

@@ -47,10 +47,14 @@ func encodeAll(c *Client, es []Entry, keep bool) (raws [][]byte) {
 	p := &push{c: c, entries: es, res: &res, s: c.getScratch()}
 	p.prepare()
 	_ = p.run(func(lo, hi int) error {
-		w := p.encode(lo, hi)
-		if keep {
-			raws = append(raws, append([]byte(nil), p.s.raw...))
+		if keep { // the whole uncompressed body, as encode produces it piece by piece
+			if c.opts.Encoding == EncodingJSON {
+				raws = append(raws, p.appendJSON(nil, p.s.items[lo:hi]))
+			} else {
+				raws = append(raws, p.appendProto(nil, p.s.items[lo:hi]))
+			}
 		}
+		w := p.encode(lo, hi)
 		w.release()
 		return nil
 	})

@@ -357,6 +357,9 @@ type push struct {
 	entries []Entry
 	res     *Result
 	s       *scratch
+	// out, while a body is encoded, takes each full piece (snappyPiece bytes) of the
+	// uncompressed encoding (see spill); nil encodes the whole body into one slice.
+	out func(piece []byte)
 }
 
 // Push sends entries and reports, per entry, what became of them. It never

@@ -2,6 +2,7 @@ package loki
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/klauspost/compress/gzip"
 )
 
 // verdict is the client's reading of one request's final answer.
@@ -33,41 +35,63 @@ type answer struct {
 
 const bodyExcerptBytes = 1024
 
-// encode builds the wire body for items[lo:hi].
+// encode builds the wire body for items[lo:hi]. The encoding is compressed (or, for plain
+// JSON, written to the body) a piece at a time as it is produced, so a push holds its
+// compressed body and about one piece of the uncompressed encoding.
 func (p *push) encode(lo, hi int) *wireBuf {
 	items := p.s.items[lo:hi]
-	raw := p.s.raw[:0]
-	if need := p.encodedSize(items); cap(raw) < need {
-		// At once, not by doubling: one copy of the payload, with an eighth more for the next
-		// request, which is rarely the same size.
-		raw = make([]byte, 0, need+need/8)
-	}
-	if p.c.opts.Encoding == EncodingJSON {
-		raw = p.appendJSON(raw, items)
-	} else {
-		raw = p.appendProto(raw, items)
-	}
-	p.s.raw = raw
 	w := p.c.getWire()
-	p.s.piece = compress(w, raw, p.c.opts.Encoding, p.c.opts.Gzip, p.s.piece)
-	p.res.EncodedBytes += int64(len(raw))
-	if len(raw) > 0 && (p.c.opts.Encoding == EncodingProtobuf || p.c.opts.Gzip) {
-		p.c.storeRatio(0.7*p.c.ratio() + 0.3*float64(len(w.b))/float64(len(raw)))
+	raw := p.s.raw[:0]
+	if cap(raw) < snappyPiece+snappyPiece/8 {
+		raw = make([]byte, 0, snappyPiece+snappyPiece/8)
+	}
+	var size int
+	switch {
+	case p.c.opts.Encoding == EncodingProtobuf:
+		size = p.protoSize(items)
+		// Sized once by the compression seen so far (with some headroom), not by doubling.
+		if est := int(float64(size)*p.c.ratio()*1.1) + 64; cap(w.b) < est {
+			w.b = make([]byte, 0, est)
+		}
+		w.b = binary.AppendUvarint(w.b[:0], uint64(size))
+		n := 0
+		p.out = func(b []byte) {
+			n += len(b)
+			w.b = appendSnappyPiece(w.b, b, &p.s.piece)
+		}
+		raw = p.appendProto(raw, items)
+		if len(raw) > 0 {
+			p.out(raw)
+		}
+		if n != size {
+			// The block's length must be exact: never send a body that does not decode.
+			panic(fmt.Sprintf("loki: protobuf encoding of %d bytes, %d computed", n, size))
+		}
+	case p.c.opts.Gzip:
+		zw := gzipPool.Get().(*gzip.Writer)
+		aw := appendWriter{b: w.b[:0]}
+		zw.Reset(&aw)
+		p.out = func(b []byte) {
+			size += len(b)
+			_, _ = zw.Write(b) // appendWriter never fails
+		}
+		raw = p.appendJSON(raw, items)
+		p.out(raw)
+		_ = zw.Close()
+		zw.Reset(io.Discard)
+		gzipPool.Put(zw)
+		w.b = aw.b
+	default: // plain JSON: the encoding is the body
+		w.b = p.appendJSON(w.b[:0], items)
+		size = len(w.b)
+	}
+	p.out = nil
+	p.s.raw = raw[:0]
+	p.res.EncodedBytes += int64(size)
+	if size > 0 && (p.c.opts.Encoding == EncodingProtobuf || p.c.opts.Gzip) {
+		p.c.storeRatio(0.7*p.c.ratio() + 0.3*float64(len(w.b))/float64(size))
 	}
 	return w
-}
-
-// encodedSize returns an upper bound of the encoded size of items: their entries and, per
-// stream, its labels and framing.
-func (p *push) encodedSize(items []item) int {
-	n := 2 + len(`{"streams":[]}`)
-	for i := range items {
-		n += items[i].size
-		if i == 0 || items[i].stream != items[i-1].stream {
-			n += streamOverhead(p.c.opts.Encoding, p.labels(items[i].stream))
-		}
-	}
-	return n
 }
 
 // send pushes items[lo:hi], splitting on 413, 400 and repeated 429s. A

@@ -8,6 +8,7 @@ import (
 	"io"
 	"runtime/debug"
 
+	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/source"
 )
 
@@ -115,7 +116,7 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		case out <- cur:
 		case <-ctx.Done():
 		}
-		cur = &batch{items: make([]item, 0, n)} // batches are alike: no regrowing per batch
+		cur = &batch{items: r.mem.nextItems(n)} // batches are alike: no regrowing per batch
 	}
 	defer send()
 	var records int
@@ -182,6 +183,41 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		active = next
 	}
 	r.caughtUp = !failed
+}
+
+// batchMemory is what consecutive batches reuse instead of allocating it anew: the items of a
+// settled batch (cleared, so that they keep no line alive) for the puller's next batch, and the
+// slices ship builds a batch's pushes in. A batch's items and lines are most of what a run
+// allocates besides the lines themselves; reused, they cost no garbage collection work.
+type batchMemory struct {
+	spare    chan []item // capacity 1; nil: nothing is reused
+	ptrs     []*loki.Entry
+	groups   []pushGroup
+	outcomes []loki.Outcome
+}
+
+// nextItems returns an empty item slice for a batch of about n items: a settled batch's if
+// one is spare and large enough.
+func (m *batchMemory) nextItems(n int) []item {
+	select {
+	case s := <-m.spare:
+		if cap(s) >= n {
+			return s
+		}
+	default:
+	}
+	return make([]item, 0, n)
+}
+
+// recycle hands a batch's items, once the batch is settled and nothing refers to them, to
+// the puller's next batch.
+func (m *batchMemory) recycle(b *batch) {
+	clear(b.items)
+	select {
+	case m.spare <- b.items[:0]:
+	default:
+	}
+	b.items = nil
 }
 
 // count adds to a named event counter of binding i in the run report (sources call it from

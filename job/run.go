@@ -73,6 +73,8 @@ type run struct {
 	sourceErrs   []error
 	policyFrozen bool // a key was frozen by on_permanent_reject: freeze
 	caughtUp     bool // every key reached its end
+
+	mem batchMemory // what consecutive batches reuse
 }
 
 // Run performs one invocation and returns its report. It never panics: an internal error is
@@ -189,6 +191,7 @@ func (r *run) invoke(ctx context.Context) {
 	}()
 	streams := r.open(intakeCtx, values(checkpoints))
 	batches := make(chan *batch)
+	r.mem.spare = make(chan []item, 1)
 	go r.pull(intakeCtx, streams, batches)
 	for b := range batches {
 		if intakeCtx.Err() != nil {
@@ -197,6 +200,7 @@ func (r *run) invoke(ctx context.Context) {
 		if cause := r.pushAndCommit(ctx, pushBase, b); cause != nil {
 			stopIntake(cause)
 		}
+		r.mem.recycle(b)
 	}
 	// A signal that arrives once the batch is done (while releasing) does not cut the run short.
 	interrupted := ctx.Err() != nil

@@ -37,13 +37,28 @@ type pushGroup struct {
 // entries a receiver refused for a timestamp the job did not predict. It returns a
 // *rateStopped, and pushes nothing, when the egress rate caps left no time for the pushes.
 func (r *run) ship(pushBase context.Context, items []item, plan []planned) (shipment, error) {
-	// Sized once: appending entry by entry regrew these several times a batch.
-	ptrs := make([]*loki.Entry, 0, len(items))
-	groups := make([]pushGroup, len(r.dests))
-	if len(groups) == 1 { // the common case: every entry goes to the one destination
-		groups[0] = pushGroup{entries: make([]loki.Entry, 0, len(items)), slots: make([]int, 0, len(items))}
+	// Sized once (appending entry by entry regrew these several times a batch) and reused
+	// from batch to batch (r.mem); the entries are cleared once pushed.
+	m := &r.mem
+	ptrs := grown(m.ptrs, len(items))
+	if len(m.groups) != len(r.dests) {
+		m.groups = make([]pushGroup, len(r.dests))
 	}
-	sh := shipment{rejected: map[int]loki.Rejection{}, outcomes: make([]loki.Outcome, 0, len(items))}
+	groups := m.groups
+	for d := range groups {
+		groups[d].entries, groups[d].slots = groups[d].entries[:0], groups[d].slots[:0]
+	}
+	if len(groups) == 1 { // the common case: every entry goes to the one destination
+		groups[0] = pushGroup{entries: grown(groups[0].entries, len(items)), slots: grown(groups[0].slots, len(items))}
+	}
+	sh := shipment{rejected: map[int]loki.Rejection{}, outcomes: grown(m.outcomes, len(items))}
+	defer func() {
+		clear(ptrs)
+		for d := range groups {
+			clear(groups[d].entries) // they hold the batch's lines
+		}
+		m.ptrs, m.outcomes = ptrs[:0], sh.outcomes[:0]
+	}()
 	for i := range items {
 		if items[i].rec.Skip {
 			continue
@@ -95,6 +110,14 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 		r.pushRefusedAgain(pushBase, d, &res, g.slots, ptrs, &sh)
 	}
 	return sh, nil
+}
+
+// grown returns s emptied, with room for n elements.
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, 0, n)
+	}
+	return s[:0]
 }
 
 // pushRefusedAgain handles a refusal for the timestamp that the heads did not predict (the

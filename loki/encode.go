@@ -208,7 +208,7 @@ func decimalLenSigned(n int64) int {
 func streamOverhead(enc Encoding, l *Labels) int {
 	if enc == EncodingJSON {
 		n := len(`{"stream":{},"values":[]},`)
-		for i, p := range l.pairs {
+		for i, p := range l.pairs() {
 			if i > 0 {
 				n++
 			}
@@ -333,7 +333,7 @@ func (p *push) appendJSON(dst []byte, items []item) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"stream":{`...)
-		for k, l := range p.labels(sid).pairs {
+		for k, l := range p.labels(sid).pairs() {
 			if k > 0 {
 				dst = append(dst, ',')
 			}

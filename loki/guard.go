@@ -111,7 +111,7 @@ func (g *LabelGuard) Check(l Labels) error {
 		return &LabelError{Problem: "at least one label with a non-empty value is required", reason: ReasonMissingLabels}
 	}
 	n := 0
-	for _, p := range l.pairs {
+	for _, p := range l.pairs() {
 		if err := g.checkPair(p.Name, p.Value); err != nil {
 			return err
 		}

@@ -21,9 +21,24 @@ type Label struct {
 // Build a Labels once per distinct stream and reuse it for every entry of that
 // stream: the client groups entries by the precomputed string, so reuse keeps
 // grouping allocation-free.
+//
+// A Labels is one pointer: copies share the set, so every entry of a batch
+// carries 8 bytes of labels rather than the pairs' slice and the string.
 type Labels struct {
+	s *labelSet
+}
+
+type labelSet struct {
 	pairs []Label
 	str   string
+}
+
+// pairs returns the labels in name order.
+func (l Labels) pairs() []Label {
+	if l.s == nil {
+		return nil
+	}
+	return l.s.pairs
 }
 
 // NewLabels returns the label set made of pairs. Pairs with an empty value are
@@ -41,7 +56,10 @@ func NewLabels(pairs ...Label) Labels {
 		ps = append(ps, p)
 	}
 	slices.SortFunc(ps, func(a, b Label) int { return cmp.Compare(a.Name, b.Name) })
-	return Labels{pairs: ps, str: formatLabels(ps)}
+	if len(ps) == 0 {
+		return Labels{}
+	}
+	return Labels{s: &labelSet{pairs: ps, str: formatLabels(ps)}}
 }
 
 func laterHasName(rest []Label, name string) bool {
@@ -66,8 +84,8 @@ func LabelsFromMap(m map[string]string) Labels {
 // With returns a new label set: l with pairs added, a pair replacing an
 // existing label of the same name (an empty value removes it).
 func (l Labels) With(pairs ...Label) Labels {
-	all := make([]Label, 0, len(l.pairs)+len(pairs))
-	all = append(all, l.pairs...)
+	all := make([]Label, 0, len(l.pairs())+len(pairs))
+	all = append(all, l.pairs()...)
 	all = append(all, pairs...)
 	return NewLabels(all...)
 }
@@ -76,31 +94,32 @@ func (l Labels) With(pairs ...Label) Labels {
 // names sorted, values double-quoted with Go escapes (the form Prometheus
 // prints and both Loki and VictoriaLogs parse).
 func (l Labels) String() string {
-	if l.str == "" {
+	if l.s == nil {
 		return "{}"
 	}
-	return l.str
+	return l.s.str
 }
 
 // Len returns the number of labels.
-func (l Labels) Len() int { return len(l.pairs) }
+func (l Labels) Len() int { return len(l.pairs()) }
 
 // At returns the i-th label in name order.
-func (l Labels) At(i int) Label { return l.pairs[i] }
+func (l Labels) At(i int) Label { return l.pairs()[i] }
 
 // Get returns the value of the label called name, and whether it is present.
 func (l Labels) Get(name string) (string, bool) {
-	i, ok := slices.BinarySearchFunc(l.pairs, name, func(p Label, n string) int { return cmp.Compare(p.Name, n) })
+	ps := l.pairs()
+	i, ok := slices.BinarySearchFunc(ps, name, func(p Label, n string) int { return cmp.Compare(p.Name, n) })
 	if !ok {
 		return "", false
 	}
-	return l.pairs[i].Value, true
+	return ps[i].Value, true
 }
 
 // Map returns the labels as a new map.
 func (l Labels) Map() map[string]string {
-	m := make(map[string]string, len(l.pairs))
-	for _, p := range l.pairs {
+	m := make(map[string]string, len(l.pairs()))
+	for _, p := range l.pairs() {
 		m[p.Name] = p.Value
 	}
 	return m

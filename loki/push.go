@@ -49,10 +49,6 @@ func (p *push) encode(lo, hi int) *wireBuf {
 	switch {
 	case p.c.opts.Encoding == EncodingProtobuf:
 		size = p.protoSize(items)
-		// Sized once by the compression seen so far (with some headroom), not by doubling.
-		if est := int(float64(size)*p.c.ratio()*1.1) + 64; cap(w.b) < est {
-			w.b = make([]byte, 0, est)
-		}
 		w.b = binary.AppendUvarint(w.b[:0], uint64(size))
 		n := 0
 		p.out = func(b []byte) {

@@ -391,6 +391,29 @@ func (d *rowDecoder) expect(c byte) error {
 	return nil
 }
 
+// text reads the string at the current position and returns its bytes, unescaped (valid until
+// the next string is read).
+func (d *rowDecoder) text() ([]byte, error) {
+	s, e, esc, err := d.str()
+	if err != nil {
+		return nil, err
+	}
+	if esc {
+		return d.t.esc[s:e], nil
+	}
+	return d.b[s:e], nil
+}
+
+// key reads a member's name and the colon after it (the name is valid until the next string is
+// read).
+func (d *rowDecoder) key() ([]byte, error) {
+	k, err := d.text()
+	if err == nil {
+		err = d.expect(':')
+	}
+	return k, err
+}
+
 // members calls member for each member of the object at the current position, with its key
 // (valid until the next call); member must consume the value.
 func (d *rowDecoder) members(member func(key []byte) error) error {
@@ -405,17 +428,8 @@ func (d *rowDecoder) members(member func(key []byte) error) error {
 		if d.peek() != '"' {
 			return d.syntax("expected a member name")
 		}
-		s, e, esc, err := d.str()
+		key, err := d.key()
 		if err != nil {
-			return err
-		}
-		var key []byte
-		if esc {
-			key = d.t.esc[s:e]
-		} else {
-			key = d.b[s:e]
-		}
-		if err := d.expect(':'); err != nil {
 			return err
 		}
 		if err := member(key); err != nil {
@@ -459,15 +473,9 @@ func (d *rowDecoder) page() (*RowPage, error) {
 			if d.peek() == 'n' {
 				return d.literal("null")
 			}
-			s, e, esc, err := d.str()
-			if err != nil {
-				return err
-			}
-			if esc {
-				p.NextRecordsURL = string(d.t.esc[s:e])
-			} else {
-				p.NextRecordsURL = string(d.b[s:e])
-			}
+			url, err := d.text()
+			p.NextRecordsURL = string(url)
+			return err
 		case bytes.EqualFold(key, []byte("records")):
 			if d.peek() == 'n' {
 				return d.literal("null") // haveRecords stays false
@@ -603,17 +611,8 @@ func (d *rowDecoder) nextMember(prefix, depth int) error {
 		}
 		return d.value(name, depth)
 	}
-	s, e, esc, err := d.str()
+	key, err := d.key()
 	if err != nil {
-		return err
-	}
-	var key []byte
-	if esc {
-		key = d.t.esc[s:e]
-	} else {
-		key = d.b[s:e]
-	}
-	if err := d.expect(':'); err != nil {
 		return err
 	}
 	if string(key) == "attributes" {

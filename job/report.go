@@ -3,6 +3,8 @@ package job
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -134,12 +136,7 @@ func (rep *Report) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "outcome %s (exit %d) epoch %d: %d records, %d bytes in %d pushes, %d commits, %s\n",
 		rep.Outcome, rep.ExitCode, rep.Epoch, rep.Records, rep.Bytes, rep.Pushes, rep.Commits, time.Duration(rep.Duration).Round(time.Millisecond))
-	names := make([]string, 0, len(rep.Sources))
-	for n := range rep.Sources {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(rep.Sources)) {
 		s := rep.Sources[n]
 		fmt.Fprintf(&b, "  %-28s %8d records %10d bytes  %d keys\n", n, s.Records, s.Bytes, s.Keys)
 	}

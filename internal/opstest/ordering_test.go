@@ -114,13 +114,7 @@ func TestBackfillWhileRunOnceRunsEveryMinute(t *testing.T) {
 // rows refused again (appended to the file); once the limit is raised, a replay ships every row
 // exactly once, and a further replay has nothing left to ship.
 func TestDeadLetterReplayAfterTheLimitIsRaised(t *testing.T) {
-	const rows = 5
-	o := startOrg(t, simsf.AllPermissions())
-	end := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
-	o.addFiles(t, []string{"Login"}, end, 3, rows)
-	rcv := startLoki(t, simloki.Options{MaxLineBytes: 100})
-	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
-	cfg, dead := withDeadLetter(t, s.write(t))
+	_, rcv, cfg, dead := linesTooLong(t)
 	r := run("--config", cfg, "run-once")
 	if r.code != 0 || !strings.Contains(r.stdout, `"dropped":{"line_too_long":15}`) || rcv.Count() != 0 {
 		t.Fatalf("run-once: want 15 rows dropped under line_too_long and none stored (%d): %s", rcv.Count(), r)
@@ -209,13 +203,7 @@ func TestDoctorMeasuresTheOrderingWindow(t *testing.T) {
 // written to sink.loki.dead_letter_path like run-once's (they used to be counted and dropped),
 // and a replay ships them once the cause is fixed.
 func TestBackfillRejectedRowsGoToTheDeadLetter(t *testing.T) {
-	const rows = 5
-	o := startOrg(t, simsf.AllPermissions())
-	end := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
-	o.addFiles(t, []string{"Login"}, end, 3, rows)
-	rcv := startLoki(t, simloki.Options{MaxLineBytes: 100})
-	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
-	cfg, dead := withDeadLetter(t, s.write(t))
+	end, rcv, cfg, dead := linesTooLong(t)
 	r := run("--config", cfg, "backfill", "--since", end.Add(-3*time.Hour).Format(time.RFC3339), "--until", end.Format(time.RFC3339))
 	if r.code != 0 || !strings.Contains(r.stdout, `"line_too_long":15`) || rcv.Count() != 0 {
 		t.Fatalf("backfill: want 15 rows dropped under line_too_long and none stored (%d): %s", rcv.Count(), r)
@@ -248,4 +236,18 @@ func withDeadLetter(t *testing.T, cfg string) (string, string) {
 		t.Fatal(err)
 	}
 	return cfg, dead
+}
+
+// linesTooLong starts an org with three hourly Login files of 5 rows ending at end, and a
+// receiver whose line limit (100 bytes, which the configuration does not know) every row
+// exceeds; cfg ships there, with the dead-letter file dead.
+func linesTooLong(t *testing.T) (end time.Time, rcv *simloki.Running, cfg, dead string) {
+	t.Helper()
+	o := startOrg(t, simsf.AllPermissions())
+	end = time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+	o.addFiles(t, []string{"Login"}, end, 3, 5)
+	rcv = startLoki(t, simloki.Options{MaxLineBytes: 100})
+	s := setup{org: o, loki: rcv.PushURL(), types: []string{"Login"}}
+	cfg, dead = withDeadLetter(t, s.write(t))
+	return end, rcv, cfg, dead
 }

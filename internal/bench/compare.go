@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
-	"text/tabwriter"
 )
 
 // build is one build of sf2loki the comparison measures: the binary, the probe and the harness
@@ -145,14 +143,14 @@ func compare(ctx context.Context, o options, out io.Writer) error {
 
 	header := fmt.Sprintf("sf2loki bench, before (%s) and after (this tree) side by side — %d CPUs, load average %s at the start; medians of %d alternating runs (%d for 1 GiB, %d no-op)",
 		o.before, runtime.NumCPU(), loadAverage, o.repeat, o.repeatLarge, o.noopRuns)
-	printCompare(out, header, rows)
+	writeAligned(out, header, cmpColumns, cellsOf(rows, cmpCells))
 	if o.markdown != "" {
 		f, err := os.Create(o.markdown)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		printCompareMarkdown(f, header, rows)
+		writeMarkdown(f, header, cmpColumns, cellsOf(rows, cmpCells))
 	}
 	return nil
 }
@@ -181,23 +179,6 @@ func cmpCells(r cmpRow) []string {
 }
 
 var cmpColumns = []string{"scenario", "figure", "before", "after", "after / before"}
-
-func printCompare(w io.Writer, header string, rows []cmpRow) {
-	fmt.Fprintln(w, header)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(cmpColumns, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(cmpCells(r), "\t"))
-	}
-	_ = tw.Flush()
-}
-
-func printCompareMarkdown(w io.Writer, header string, rows []cmpRow) {
-	fmt.Fprintf(w, "%s\n\n| %s |\n|%s\n", header, strings.Join(cmpColumns, " | "), strings.Repeat(" --- |", len(cmpColumns)))
-	for _, r := range rows {
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cmpCells(r), " | "))
-	}
-}
 
 // addRow adds a row of the side-by-side table: a metric of a scenario, the medians of both builds.
 type addRow func(scenario, metric, format string, get func(Measure) float64, ms [2][]Measure)

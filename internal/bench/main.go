@@ -741,26 +741,45 @@ func cells(r row) []string {
 }
 
 func printTable(w io.Writer, header string, rows []row, verdicts []string) {
-	fmt.Fprintln(w, header)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(columns, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(cells(r), "\t"))
-	}
-	_ = tw.Flush()
+	writeAligned(w, header, columns, cellsOf(rows, cells))
 	for _, v := range verdicts {
 		fmt.Fprintln(w, v)
 	}
 }
 
 func printMarkdown(w io.Writer, header string, rows []row, verdicts []string) {
-	fmt.Fprintf(w, "%s\n\n| %s |\n|%s\n", header, strings.Join(columns, " | "), strings.Repeat(" --- |", len(columns)))
-	for _, r := range rows {
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cells(r), " | "))
-	}
+	writeMarkdown(w, header, columns, cellsOf(rows, cells))
 	fmt.Fprintln(w)
 	for _, v := range verdicts {
 		fmt.Fprintf(w, "- %s\n", v)
+	}
+}
+
+// cellsOf returns the cells of every row.
+func cellsOf[R any](rows []R, cells func(R) []string) [][]string {
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = cells(r)
+	}
+	return out
+}
+
+// writeAligned writes the header line, then the table with its columns aligned by spaces.
+func writeAligned(w io.Writer, header string, columns []string, rows [][]string) {
+	fmt.Fprintln(w, header)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	_ = tw.Flush()
+}
+
+// writeMarkdown writes the header line, then the table in Markdown.
+func writeMarkdown(w io.Writer, header string, columns []string, rows [][]string) {
+	fmt.Fprintf(w, "%s\n\n| %s |\n|%s\n", header, strings.Join(columns, " | "), strings.Repeat(" --- |", len(columns)))
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 	}
 }
 

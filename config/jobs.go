@@ -109,7 +109,7 @@ func (c *Config) validateJobs(errs *Errors) {
 	seen := map[string]bool{}
 	for i, j := range c.Jobs {
 		p := fmt.Sprintf("jobs[%d]", i)
-		if !k8sNameRE.MatchString(j.Name) || strings.Contains(j.Name, ".") || len(j.Name) > 40 {
+		if !validK8sName(j.Name) || strings.Contains(j.Name, ".") || len(j.Name) > 40 {
 			errs.add(p+".name", "%q must be 1-40 lowercase letters, digits or '-'", j.Name)
 		}
 		if seen[j.Name] {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,10 +20,8 @@ type build struct {
 func buildFrom(ctx context.Context, name, src, dir string) (build, error) {
 	b := build{name: name, bin: filepath.Join(dir, name+"-sf2loki"), probe: filepath.Join(dir, name+"-probe"), harness: filepath.Join(dir, name+"-bench")}
 	for _, t := range []struct{ out, pkg string }{{b.bin, "./cmd/sf2loki"}, {b.probe, "./internal/bench/probe"}, {b.harness, "./internal/bench"}} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", t.out, t.pkg)
-		cmd.Dir, cmd.Stderr = src, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return build{}, fmt.Errorf("go build %s in %s: %w", t.pkg, src, err)
+		if err := goBuild(ctx, src, t.out, t.pkg); err != nil {
+			return build{}, err
 		}
 	}
 	return b, nil
@@ -61,6 +58,11 @@ func compare(ctx context.Context, o options, out io.Writer) error {
 	}
 	after, err := buildFrom(ctx, "after", ".", dir)
 	if err != nil {
+		return err
+	}
+	// One launcher measures both builds' peak RSS: it is this tree's, and needs no earlier one.
+	o.launcher = filepath.Join(dir, "maxrss")
+	if err := goBuild(ctx, ".", o.launcher, "./internal/bench/maxrss"); err != nil {
 		return err
 	}
 	builds := []build{before, after}
@@ -267,14 +269,14 @@ func compareNoop(ctx context.Context, o options, dir string, builds []build, add
 			if err != nil {
 				return err
 			}
-			pr, err := runChild(ctx, b.probe, []string{"run-once", "--config", minimal[k]}, o.runOnceEnv, filepath.Join(srv.dir, fmt.Sprintf("noop-%s-%d.json", b.name, i)))
+			rss, err := noopPeakRSS(ctx, o, b.bin, minimal[k], filepath.Join(srv.dir, fmt.Sprintf("noop-%s-%d.json", b.name, i)))
 			if err != nil {
 				return err
 			}
 			if ch.Report.Outcome != "ok" || ch.Report.Records != 0 {
 				return fmt.Errorf("no-op run-once (%s): outcome %s, %d records", b.name, ch.Report.Outcome, ch.Report.Records)
 			}
-			noop[k] = append(noop[k], Measure{Wall: ch.Wall, CPU: ch.CPU, PeakRSS: pr.peakRSS(), Rows: 1})
+			noop[k] = append(noop[k], Measure{Wall: ch.Wall, CPU: ch.CPU, PeakRSS: rss, Rows: 1})
 		}
 	}
 	add("nothing to do (eventlogfile, 1 type)", "wall ms", "%.1f", func(m Measure) float64 { return ms(m.Wall) }, noop)

@@ -3,6 +3,7 @@ package shape
 import (
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // Kind says how a field value is written in the JSON line.
@@ -49,6 +50,10 @@ type Record struct {
 	buf    []byte // the bytes the fields index: own, or the source's (Use)
 	own    []byte // the record's own buffer, while buf is the source's
 	ext    bool   // buf is the source's: copy it to own before writing
+	// cols is the first name of the slice given to Columns whose names fields[:ncols] hold
+	// from one row to the next; nil once anything else has written those fields.
+	cols  *string
+	ncols int
 }
 
 // Reset empties the record for the next row, keeping its buffers.
@@ -73,11 +78,54 @@ func (r *Record) Use(buf []byte) {
 	r.own, r.buf, r.ext = r.buf[:0], buf, true
 }
 
+// Columns makes the fields of an empty record the columns names, in order, each empty and of
+// kind String until SetColumn gives it its value. A source whose rows share one header (the
+// EventLogFile CSV reader) passes the same slice for every row: the names are then written when
+// the slice changes, not for every field of every row, and a Plan made for those names knows at
+// once that the record follows them.
+func (r *Record) Columns(names []string) {
+	n := len(names)
+	if n > 0 && r.cols == unsafe.SliceData(names) && r.ncols == n && len(r.fields) == 0 {
+		r.fields = r.fields[:n]
+		for i := range r.fields {
+			f := &r.fields[i]
+			f.kind, f.plain, f.start, f.end = String, false, 0, 0
+		}
+		return
+	}
+	r.fields = r.fields[:0]
+	for _, name := range names {
+		r.fields = append(r.fields, field{name: name})
+	}
+	r.cols, r.ncols = unsafe.SliceData(names), n
+}
+
+// SetColumn gives column i of Columns its value, buf[start:end] of the buffer given to Use, and
+// kind; plain as for AddField.
+func (r *Record) SetColumn(i int, kind Kind, plain bool, start, end int) {
+	f := &r.fields[i]
+	f.kind, f.plain, f.start, f.end = kind, plain, int32(start), int32(end)
+}
+
+// Follows reports whether the record's fields are the columns names, in order, as Columns made
+// them (true only for the very slice given to Columns).
+func (r *Record) Follows(names []string) bool {
+	return len(names) > 0 && r.cols == unsafe.SliceData(names) && r.ncols == len(names) && len(r.fields) == len(names)
+}
+
+// forget drops the column template before fields[:ncols] are written by anything else.
+func (r *Record) forget() {
+	if r.cols != nil && len(r.fields) < r.ncols {
+		r.cols = nil
+	}
+}
+
 // AddField adds a field whose value is buf[start:end] of the buffer given to Use. plain says
 // the source has checked the value while reading it: ASCII with no '"', '\\' or control
 // character, which a JSON string holds as it is; the line is then written without looking at
 // the value again (a transform that changes the value drops the mark).
 func (r *Record) AddField(name string, kind Kind, plain bool, start, end int) {
+	r.forget()
 	r.fields = append(r.fields, field{name: name, kind: kind, plain: plain, start: int32(start), end: int32(end)})
 }
 
@@ -90,6 +138,7 @@ func (r *Record) writable() {
 
 // Append adds a field. The value is copied.
 func (r *Record) Append(name string, kind Kind, value []byte) {
+	r.forget()
 	r.writable()
 	start := len(r.buf)
 	r.buf = append(r.buf, value...)
@@ -98,6 +147,7 @@ func (r *Record) Append(name string, kind Kind, value []byte) {
 
 // AppendString adds a field from a string. The value is copied.
 func (r *Record) AppendString(name string, kind Kind, value string) {
+	r.forget()
 	r.writable()
 	start := len(r.buf)
 	r.buf = append(r.buf, value...)
@@ -114,6 +164,7 @@ func (r *Record) AppendTo() []byte {
 
 // EndField adds a field whose value is what was appended to the slice returned by AppendTo.
 func (r *Record) EndField(name string, kind Kind, buf []byte) {
+	r.forget()
 	start := len(r.buf)
 	r.buf = buf
 	r.fields = append(r.fields, field{name: name, kind: kind, start: int32(start), end: int32(len(r.buf))})

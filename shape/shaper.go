@@ -112,6 +112,7 @@ type Schema struct {
 type Plan struct {
 	typ         string
 	names       []string
+	follows     []string // a source's column slice whose records have names (Record.Columns)
 	rules       []*fieldRules
 	byName      map[string]*fieldRules // field name → rules
 	drops       []dropRule
@@ -549,10 +550,17 @@ func (p *Plan) aligned(r *Record) bool {
 	if len(r.fields) != len(p.names) {
 		return false
 	}
+	if p.follows != nil && r.Follows(p.follows) {
+		return true
+	}
 	for i := range r.fields {
 		if r.fields[i].name != p.names[i] {
 			return false
 		}
+	}
+	if r.cols != nil && r.ncols == len(r.fields) {
+		// The record's columns are the plan's: rows with the same template follow them too.
+		p.follows = unsafe.Slice(r.cols, r.ncols)
 	}
 	return true
 }

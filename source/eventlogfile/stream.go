@@ -517,17 +517,14 @@ func (st *stream) fill(r *shape.Record) {
 	c := of.csv
 	nf := c.NumFields()
 	r.Use(c.Data())
-	for i, name := range of.names {
-		if i >= nf {
-			r.AddField(name, shape.String, false, 0, 0)
-			continue
-		}
+	r.Columns(of.names)
+	for i := range min(nf, len(of.names)) {
 		kind := of.kinds[i]
 		start, end := c.FieldRange(i)
 		if start == end {
 			kind = shape.String
 		}
-		r.AddField(name, kind, c.Plain(i), start, end)
+		r.SetColumn(i, kind, c.Plain(i), start, end)
 	}
 	if nf > len(of.names) {
 		x := of.extra[:0]

@@ -118,6 +118,10 @@ func pushMode(csvPath, cfgPath string) error {
 	if err != nil {
 		return err
 	}
+	body, err := bodyOf(csvPath, "API")
+	if err != nil {
+		return err
+	}
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return err
@@ -125,7 +129,7 @@ func pushMode(csvPath, cfgPath string) error {
 	defer f.Close()
 	var batch []loki.Entry
 	payload := 0
-	_, err = eventlogfile.ReadEntries(f, "API", sh, func(e loki.Entry) error {
+	_, err = eventlogfile.ReadEntries(f, body, sh, func(e loki.Entry) error {
 		n := len(e.Line)
 		for _, m := range e.Metadata {
 			n += len(m.Name) + len(m.Value)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func TestCeilingShapesAndEncodesEveryRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	var entries int64
-	rows, err := eventlogfile.ReadEntries(bytes.NewReader(body.Bytes()), "API", sh, func(loki.Entry) error { entries++; return nil })
+	rows, err := eventlogfile.ReadEntries(bytes.NewReader(body.Bytes()), eventlogfile.Body{EventType: "API"}, sh, func(loki.Entry) error { entries++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +55,15 @@ func TestCeilingShapesAndEncodesEveryRow(t *testing.T) {
 	}
 	if m.CPU <= 0 || m.Wall <= 0 || m.Mallocs == 0 || m.RowsPerCoreSec() <= 0 {
 		t.Fatalf("ceiling cost not measured: %+v", m)
+	}
+	// The ceiling types values as the source does from the file's record: the API file's
+	// numeric columns are listed as numbers.
+	b, err := bodyOf(path, "API")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(","+b.FieldTypes+",", ",Number,") || strings.Count(b.FieldNames, ",") != strings.Count(b.FieldTypes, ",") {
+		t.Fatalf("the ceiling's body description: names %q, types %q", b.FieldNames, b.FieldTypes)
 	}
 }
 

@@ -3,15 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sf2loki/sf2loki/config"
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
@@ -52,6 +55,10 @@ func (m Measure) AllocBytesPerRow() float64 { return float64(m.Alloc) / float64(
 // cfg supplies the shaping and Loki settings, so the ceiling shapes and encodes what the
 // end-to-end run does. The cost is measured as process CPU time (getrusage), so it is per core.
 func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
+	body, err := bodyOf(path, eventType)
+	if err != nil {
+		return Measure{}, err
+	}
 	opts := cfg.Shape.ShapeOptions()
 	opts.Labels = cfg.Sink.Loki.Labels
 	sh, err := shape.New(opts)
@@ -95,7 +102,7 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	cpu0, t0 := processCPU(), time.Now()
-	rows, err := eventlogfile.ReadEntries(cr, eventType, sh, func(e loki.Entry) error {
+	rows, err := eventlogfile.ReadEntries(cr, body, sh, func(e loki.Entry) error {
 		batch = append(batch, e)
 		lineBytes += int64(len(e.Line))
 		if len(batch) >= maxEntries || lineBytes >= maxBytes {
@@ -112,6 +119,22 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 		return Measure{}, err
 	}
 	return Measure{Rows: rows, Bytes: cr.n, Wall: wall, CPU: cpu, Mallocs: ms1.Mallocs - ms0.Mallocs, Alloc: ms1.TotalAlloc - ms0.TotalAlloc}, nil
+}
+
+// bodyOf describes the EventLogFile body at path as the simulated org lists it (its header's
+// names, and their documented types), so that the ceiling types its values as the source does
+// from the file's EventLogFile record: numbers bare, booleans as true and false.
+func bodyOf(path, eventType string) (eventlogfile.Body, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return eventlogfile.Body{}, err
+	}
+	defer f.Close()
+	header, err := csv.NewReader(f).Read()
+	if err != nil {
+		return eventlogfile.Body{}, fmt.Errorf("%s: reading the CSV header: %w", path, err)
+	}
+	return eventlogfile.Body{EventType: eventType, FieldNames: strings.Join(header, ","), FieldTypes: simsf.DocumentedFieldTypes(header)}, nil
 }
 
 // noNetwork answers every push with 204 without sending it.

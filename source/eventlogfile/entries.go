@@ -9,15 +9,23 @@ import (
 	"github.com/sf2loki/sf2loki/shape"
 )
 
+// Body describes an EventLogFile body as its EventLogFile record does: the event type and the
+// LogFileFieldNames and LogFileFieldTypes it lists (empty: every value is shaped as a string).
+type Body struct {
+	EventType  string
+	FieldNames string
+	FieldTypes string
+}
+
 // ReadEntries turns an EventLogFile CSV body into shaped entries exactly as the source does
-// (header, CSV quirks, timestamps, typed values, shaping), without Salesforce, cursors being
-// committed or a job: the no-network ceiling of the EventLogFile pipeline for benchmarks, and a
-// way to preview what a file becomes. Rows the shaper drops are not passed to each. It returns
-// the number of data rows read.
-func ReadEntries(r io.Reader, eventType string, sh *shape.Shaper, each func(loki.Entry) error) (int64, error) {
+// (header, CSV quirks, timestamps, values typed by the listed field types, shaping), without
+// Salesforce, cursors being committed or a job: the no-network ceiling of the EventLogFile
+// pipeline for benchmarks, and a way to preview what a file becomes. Rows the shaper drops are
+// not passed to each. It returns the number of data rows read.
+func ReadEntries(r io.Reader, body Body, sh *shape.Shaper, each func(loki.Entry) error) (int64, error) {
 	src := &Source{opts: Options{Shaper: sh, TimestampColumn: DefaultTimestampColumn, MaxRowBytes: DefaultMaxRowBytes, Log: slog.New(slog.DiscardHandler)}}
-	st := &stream{src: src, typ: eventType, key: Key(eventType), log: src.opts.Log, count: func(string, int64) {}}
-	f := fileInfo{ID: "0AT000000000000AAA", Created: "1970-01-01T00:00:00.000Z"}
+	st := &stream{src: src, typ: body.EventType, key: Key(body.EventType), log: src.opts.Log, count: func(string, int64) {}}
+	f := fileInfo{ID: "0AT000000000000AAA", Created: "1970-01-01T00:00:00.000Z", names: body.FieldNames, types: body.FieldTypes}
 	of := &openFile{info: f, dl: io.NopCloser(nil), csv: newCSVReader(r, DefaultMaxRowBytes)}
 	st.file = of
 	switch err := of.csv.Read(); {

@@ -482,3 +482,23 @@ func TestDocumentedEventLogFileShapes(t *testing.T) {
 		t.Errorf("explicit body with FieldTypes typed %v", got)
 	}
 }
+
+// TestDocumentedFieldTypesAsListed: for every simulated event type, DocumentedFieldTypes of a
+// generated file's header is the LogFileFieldTypes its record lists (what a benchmark that
+// reads the body without the record relies on).
+func TestDocumentedFieldTypesAsListed(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	for _, et := range simulatedEventTypes {
+		id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: et, Interval: IntervalHourly, Rows: 3}))
+		rec := e.elfRecord(id)
+		_, body := e.download(id, false)
+		header, err := csv.NewReader(bytes.NewReader(body)).Read()
+		if err != nil {
+			t.Fatalf("%s: %v", et, err)
+		}
+		if got, want := DocumentedFieldTypes(header), rec["LogFileFieldTypes"]; got != want {
+			t.Errorf("%s: DocumentedFieldTypes %q, the record lists %q", et, got, want)
+		}
+	}
+}

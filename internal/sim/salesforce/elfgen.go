@@ -322,6 +322,11 @@ var (
 	columnTypes     map[string]string // column name → LogFileFieldTypes entry
 )
 
+// DocumentedFieldTypes returns the LogFileFieldTypes the simulated org lists for a file with
+// this CSV header: each column typed as the simulated event types type it, String when none has
+// it. A generated file of a simulated event type lists exactly these.
+func DocumentedFieldTypes(header []string) string { return documentedTypes(header) }
+
 // documentedTypes returns the LogFileFieldTypes of a header: each column typed as the
 // simulated event types type it, String when none has it.
 func documentedTypes(header []string) string {

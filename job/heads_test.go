@@ -124,3 +124,27 @@ func TestRestampKeepsTheFirstEventTime(t *testing.T) {
 		t.Fatal("the source's metadata slice was changed")
 	}
 }
+
+// TestPushedRaisesEachStreamToItsNewest: after a push, every stream's head is the newest time of
+// its entries that were accepted or not delivered (their fate unknown), over runs of one stream and streams
+// interleaved; rejected entries and entries past the outcomes raise nothing.
+func TestPushedRaisesEachStreamToItsNewest(t *testing.T) {
+	a := loki.NewLabels(loki.Label{Name: "event_type", Value: "API"})
+	b := loki.NewLabels(loki.Label{Name: "event_type", Value: "Login"})
+	c := loki.NewLabels(loki.Label{Name: "event_type", Value: "URI"})
+	at := func(l loki.Labels, s int64) loki.Entry { return loki.Entry{Labels: l, Timestamp: time.Unix(s, 0)} }
+	es := []loki.Entry{at(a, 10), at(a, 30), at(a, 20), at(b, 5), at(a, 40), at(b, 7), at(b, 90), at(c, 60), at(c, 50), at(c, 70)}
+	outcomes := []loki.Outcome{loki.Accepted, loki.Accepted, loki.NotDelivered, loki.Accepted, loki.NotDelivered, loki.Accepted, loki.Rejected, loki.Accepted, loki.Accepted}
+	d := newOrderer(OrderingOptions{}, nil, []string{""})
+	d.pushed(0, es, outcomes)
+	for _, w := range []struct {
+		l    loki.Labels
+		want int64
+		ok   bool
+	}{{a, 40, true}, {b, 7, true}, {c, 60, true}} {
+		ns, ok := d.heads.get(StreamID("", w.l))
+		if ok != w.ok || (ok && ns != time.Unix(w.want, 0).UnixNano()) {
+			t.Errorf("%s: head %d (%v), want %ds (%v)", w.l, ns, ok, w.want, w.ok)
+		}
+	}
+}

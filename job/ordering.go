@@ -161,12 +161,31 @@ func restamp(e *loki.Entry, ts time.Time) {
 }
 
 // pushed raises the heads of the streams a push to destination dest may have written to:
-// entries accepted, and entries whose fate is unknown (sent without an answer).
+// entries accepted, and entries whose fate is unknown (sent without an answer). Consecutive
+// entries mostly share a stream (a source's rows, an event type's): its head is raised once per
+// run of them, to the run's newest time, instead of once per entry.
 func (d *orderer) pushed(dest int, es []loki.Entry, outcomes []loki.Outcome) {
+	var (
+		run    loki.Labels
+		newest int64
+		open   bool
+	)
 	for i := range es {
-		if i < len(outcomes) && outcomes[i] != loki.Rejected {
-			d.heads.raise(StreamID(d.dests[dest], es[i].Labels), es[i].Timestamp.UnixNano())
+		if i >= len(outcomes) || outcomes[i] == loki.Rejected {
+			continue
 		}
+		ns := es[i].Timestamp.UnixNano()
+		if open && es[i].Labels.String() == run.String() {
+			newest = max(newest, ns)
+			continue
+		}
+		if open {
+			d.heads.raise(StreamID(d.dests[dest], run), newest)
+		}
+		run, newest, open = es[i].Labels, ns, true
+	}
+	if open {
+		d.heads.raise(StreamID(d.dests[dest], run), newest)
 	}
 }
 

@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -130,11 +128,11 @@ func bodyOf(path, eventType string) (eventlogfile.Body, error) {
 		return eventlogfile.Body{}, err
 	}
 	defer f.Close()
-	header, err := csv.NewReader(f).Read()
+	names, types, err := simsf.ListedFields(f)
 	if err != nil {
 		return eventlogfile.Body{}, fmt.Errorf("%s: reading the CSV header: %w", path, err)
 	}
-	return eventlogfile.Body{EventType: eventType, FieldNames: strings.Join(header, ","), FieldTypes: simsf.DocumentedFieldTypes(header)}, nil
+	return eventlogfile.Body{EventType: eventType, FieldNames: names, FieldTypes: types}, nil
 }
 
 // noNetwork answers every push with 204 without sending it.

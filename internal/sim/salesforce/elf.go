@@ -3,7 +3,6 @@ package salesforce
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,13 +103,10 @@ func (o *Org) AddEventLogFile(spec EventLogFileSpec) (string, error) {
 	names, types := "", ""
 	if spec.Body != nil {
 		body.explicit = spec.Body
-		r := csv.NewReader(bytes.NewReader(spec.Body))
-		r.LazyQuotes = true
-		rec, err := r.Read()
-		if err == nil {
-			names, types = strings.Join(rec, ","), spec.FieldTypes
-			if types == "" {
-				types = documentedTypes(rec)
+		if n, t, err := ListedFields(bytes.NewReader(spec.Body)); err == nil {
+			names, types = n, t
+			if spec.FieldTypes != "" {
+				types = spec.FieldTypes
 			}
 		}
 	} else {

@@ -483,22 +483,22 @@ func TestDocumentedEventLogFileShapes(t *testing.T) {
 	}
 }
 
-// TestDocumentedFieldTypesAsListed: for every simulated event type, DocumentedFieldTypes of a
-// generated file's header is the LogFileFieldTypes its record lists (what a benchmark that
+// TestListedFieldsAsListed: for every simulated event type, ListedFields of a generated file's
+// body is the LogFileFieldNames and LogFileFieldTypes its record lists (what a benchmark that
 // reads the body without the record relies on).
-func TestDocumentedFieldTypesAsListed(t *testing.T) {
+func TestListedFieldsAsListed(t *testing.T) {
 	e := newEnv(t, Options{})
 	e.login()
 	for _, et := range simulatedEventTypes {
 		id := must[string](t)(e.org.AddEventLogFile(EventLogFileSpec{EventType: et, Interval: IntervalHourly, Rows: 3}))
 		rec := e.elfRecord(id)
 		_, body := e.download(id, false)
-		header, err := csv.NewReader(bytes.NewReader(body)).Read()
+		names, types, err := ListedFields(bytes.NewReader(body))
 		if err != nil {
 			t.Fatalf("%s: %v", et, err)
 		}
-		if got, want := DocumentedFieldTypes(header), rec["LogFileFieldTypes"]; got != want {
-			t.Errorf("%s: DocumentedFieldTypes %q, the record lists %q", et, got, want)
+		if names != rec["LogFileFieldNames"] || types != rec["LogFileFieldTypes"] {
+			t.Errorf("%s: ListedFields %q / %q, the record lists %q / %q", et, names, types, rec["LogFileFieldNames"], rec["LogFileFieldTypes"])
 		}
 	}
 }

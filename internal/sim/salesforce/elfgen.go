@@ -1,6 +1,7 @@
 package salesforce
 
 import (
+	"encoding/csv"
 	"io"
 	"strconv"
 	"strings"
@@ -322,10 +323,18 @@ var (
 	columnTypes     map[string]string // column name → LogFileFieldTypes entry
 )
 
-// DocumentedFieldTypes returns the LogFileFieldTypes the simulated org lists for a file with
-// this CSV header: each column typed as the simulated event types type it, String when none has
-// it. A generated file of a simulated event type lists exactly these.
-func DocumentedFieldTypes(header []string) string { return documentedTypes(header) }
+// ListedFields returns the LogFileFieldNames and LogFileFieldTypes the simulated org lists for
+// an EventLogFile body: its CSV header's names, each typed as the simulated event types type it
+// (String when none has it). A generated file of a simulated event type lists exactly these.
+func ListedFields(body io.Reader) (names, types string, err error) {
+	r := csv.NewReader(body)
+	r.LazyQuotes = true
+	header, err := r.Read()
+	if err != nil {
+		return "", "", err
+	}
+	return strings.Join(header, ","), documentedTypes(header), nil
+}
 
 // documentedTypes returns the LogFileFieldTypes of a header: each column typed as the
 // simulated event types type it, String when none has it.

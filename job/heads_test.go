@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/store"
 )
 
@@ -145,6 +146,42 @@ func TestPushedRaisesEachStreamToItsNewest(t *testing.T) {
 		ns, ok := d.heads.get(StreamID("", w.l))
 		if ok != w.ok || (ok && ns != time.Unix(w.want, 0).UnixNano()) {
 			t.Errorf("%s: head %d (%v), want %ds (%v)", w.l, ns, ok, w.want, w.ok)
+		}
+	}
+}
+
+// TestPlanLooksUpEachEntrysOwnStream: the plan decides each entry against its own stream's head
+// at its own destination, over runs of one stream, streams interleaved, the same labels at two
+// destinations and skips between them.
+func TestPlanLooksUpEachEntrysOwnStream(t *testing.T) {
+	now := time.Date(2026, 6, 30, 14, 37, 0, 0, time.UTC)
+	head := now.Add(-30 * time.Minute)
+	a := loki.NewLabels(loki.Label{Name: "event_type", Value: "API"})
+	b := loki.NewLabels(loki.Label{Name: "event_type", Value: "Login"})
+	// a's head is known at destination 0 only, b's nowhere.
+	d := newOrderer(OrderingOptions{}, map[string]store.Counter{
+		HeadCounterPrefix + StreamID("", a): {Value: head.UnixNano()},
+	}, []string{"", "eu"})
+	behind := head.Add(-3 * time.Hour) // too far behind a's head, fine for a stream without one
+	at0, at1 := &keyState{dest: 0}, &keyState{dest: 1}
+	it := func(ks *keyState, l loki.Labels, skip bool) item {
+		return item{ks: ks, rec: source.Record{Entry: loki.Entry{Labels: l, Timestamp: behind}, Skip: skip}}
+	}
+	items := []item{
+		it(at0, a, false), it(at0, a, false), it(at0, b, false), it(at0, a, false),
+		it(at1, a, false), it(at0, a, true), it(at0, a, false), it(at1, b, false), it(at1, a, false),
+	}
+	want := []bool{true, true, false, true, false, false, true, false, false} // moved behind a's head
+	plan := d.plan(now, items)
+	if len(plan) != len(items) {
+		t.Fatalf("plan of %d items for %d", len(plan), len(items))
+	}
+	for i, w := range want {
+		moved := plan[i].moved == restampBehind && items[i].rec.Entry.Timestamp.Equal(head)
+		kept := plan[i].moved == "" && items[i].rec.Entry.Timestamp.Equal(behind)
+		if (w && !moved) || (!w && !kept) {
+			t.Errorf("item %d (dest %d, %s, skip %v): moved %q to %s, want moved %v",
+				i, items[i].ks.dest, items[i].rec.Entry.Labels, items[i].rec.Skip, plan[i].moved, items[i].rec.Entry.Timestamp, w)
 		}
 	}
 }

@@ -87,24 +87,64 @@ func (d *orderer) ageTarget(now time.Time) time.Time {
 // decide returns the timestamp to ship an entry of time t with, given its stream's head, and
 // Loki's reason for the move ("" when t is kept).
 func (d *orderer) decide(now, t time.Time, head int64, known bool) (time.Time, loki.Reason) {
-	h := time.Unix(0, head)
+	c := d.cutoffs(now)
+	return c.decide(t, c.stream(head, known))
+}
+
+// cutoffs are the bounds decide compares an entry's time with, worked out once per push:
+// everything but the stream's head depends on the clock alone.
+type cutoffs struct {
+	d        *orderer
+	now      time.Time
+	old      time.Time // entries before it are too old (zero: no maximum age)
+	new      time.Time // entries after it are too new (zero: no grace period)
+	behindBy time.Duration
+}
+
+func (d *orderer) cutoffs(now time.Time) cutoffs {
+	c := cutoffs{d: d, now: now, behindBy: d.margin() - d.lim.OutOfOrderWindow}
+	if d.lim.MaxAge > 0 {
+		c.old = now.Add(d.ageSafety() - d.lim.MaxAge)
+	}
+	if d.lim.CreationGracePeriod > 0 {
+		c.new = now.Add(d.lim.CreationGracePeriod)
+	}
+	return c
+}
+
+// streamCutoff is a stream's head and the time before which an entry is too far behind it.
+type streamCutoff struct {
+	head   time.Time
+	known  bool
+	behind time.Time // zero: no ordering window, or the head is unknown
+}
+
+func (c *cutoffs) stream(head int64, known bool) streamCutoff {
+	s := streamCutoff{head: time.Unix(0, head), known: known}
+	if known && c.d.lim.OutOfOrderWindow > 0 {
+		s.behind = s.head.Add(c.behindBy)
+	}
+	return s
+}
+
+func (c *cutoffs) decide(t time.Time, s streamCutoff) (time.Time, loki.Reason) {
 	switch {
-	case d.lim.MaxAge > 0 && t.Before(now.Add(d.ageSafety()-d.lim.MaxAge)):
-		target := d.ageTarget(now)
-		if known && h.After(target) {
-			target = h
+	case !c.old.IsZero() && t.Before(c.old):
+		target := c.d.ageTarget(c.now)
+		if s.known && s.head.After(target) {
+			target = s.head
 		}
 		return target, restampOld
-	case d.lim.CreationGracePeriod > 0 && t.After(now.Add(d.lim.CreationGracePeriod)):
-		target := now
-		if known && h.After(target) {
-			target = h
+	case !c.new.IsZero() && t.After(c.new):
+		target := c.now
+		if s.known && s.head.After(target) {
+			target = s.head
 		}
 		return target, restampNew
-	case known && d.lim.OutOfOrderWindow > 0 && t.Before(h.Add(d.margin()-d.lim.OutOfOrderWindow)):
+	case !s.behind.IsZero() && t.Before(s.behind):
 		// The head itself: as far from the window's edge as possible, so a head that is lower
 		// than what the receiver holds is still covered by up to a whole window.
-		return h, restampBehind
+		return s.head, restampBehind
 	}
 	return t, ""
 }
@@ -119,13 +159,28 @@ type planned struct {
 // is parallel to items (skips have nothing planned); nil when nothing moves.
 func (d *orderer) plan(now time.Time, items []item) []planned {
 	var out []planned
+	c := d.cutoffs(now)
+	// Consecutive entries mostly share a stream, whose head the plan does not change: it is
+	// looked up once per run of them.
+	var (
+		run     loki.Labels
+		runDest int
+		open    bool
+		s       streamCutoff
+		head    int64
+	)
 	for i := range items {
 		if items[i].rec.Skip {
 			continue
 		}
 		e := &items[i].rec.Entry
-		head, known := d.heads.get(StreamID(d.dests[items[i].ks.dest], e.Labels))
-		ts, reason := d.decide(now, e.Timestamp, head, known)
+		if dest := items[i].ks.dest; !open || dest != runDest || e.Labels.String() != run.String() {
+			var known bool
+			head, known = d.heads.get(StreamID(d.dests[dest], e.Labels))
+			s = c.stream(head, known)
+			run, runDest, open = e.Labels, dest, true
+		}
+		ts, reason := c.decide(e.Timestamp, s)
 		if reason == "" {
 			continue
 		}

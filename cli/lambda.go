@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime"
 	"time"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
@@ -42,6 +44,9 @@ func lambdaCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if !lambda.Detect() {
 				return exitf(ExitConfig, "%s is not set: sf2loki lambda runs inside AWS Lambda or the Runtime Interface Emulator (use run-once elsewhere)", lambda.RuntimeAPIEnv)
+			}
+			if n := lambda.Procs(os.LookupEnv); n > 0 {
+				runtime.GOMAXPROCS(n)
 			}
 			fn := lambdaFunction(c, c.Duration("refresh"), c.String("job"))
 			awslambda.StartWithOptions(fn.Invoke, awslambda.WithContext(c.Context))

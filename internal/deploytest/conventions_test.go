@@ -170,6 +170,42 @@ func TestGoMemLimitIsNinetyPercent(t *testing.T) {
 	}
 }
 
+// TestGoMaxProcsOneUnderOneCPU: a pod whose CPU limit is under one core runs with GOMAXPROCS=1
+// (millicores and decimals); at one core or more, and without a CPU limit (the default), the
+// runtime's choice stands; an unreadable limit is refused naming the key.
+func TestGoMaxProcsOneUnderOneCPU(t *testing.T) {
+	cases := []struct {
+		name string
+		c    renderCase
+		want string // GOMAXPROCS of every pod ("" = unset)
+	}{
+		{"no CPU limit", renderCase{}, ""},
+		{"500m", renderCase{set: []string{"resources.limits.cpu=500m"}}, "1"},
+		{"0.25", renderCase{set: []string{"resources.limits.cpu=0.25"}}, "1"},
+		{"999m", renderCase{set: []string{"resources.limits.cpu=999m"}}, "1"},
+		{"1000m", renderCase{set: []string{"resources.limits.cpu=1000m"}}, ""},
+		{"1", renderCase{set: []string{"resources.limits.cpu=1"}}, ""},
+		{"2", renderCase{set: []string{"resources.limits.cpu=2"}}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pods := parseManifests(t, c.c.render(t, "sf2loki")).podTemplates(t)
+			if len(pods) == 0 {
+				t.Fatal("no pods rendered")
+			}
+			for _, p := range pods {
+				if got := envOf(p.spec.Containers[0])["GOMAXPROCS"]; got != c.want {
+					t.Errorf("%s: GOMAXPROCS %q, want %q", p.owner, got, c.want)
+				}
+			}
+		})
+	}
+	out, err := helm(t, renderCase{set: []string{"resources.limits.cpu=lots"}}.args(t, "sf2loki", "sf2loki")...)
+	if err == nil || !strings.Contains(err.Error(), "resources.limits.cpu") {
+		t.Errorf("an unreadable CPU limit rendered (err %v):\n%.300s", err, out)
+	}
+}
+
 // TestCommonChartConventions checks the conventions render: a global registry mirror and pull
 // secrets on every pod, envFrom, templated topology spread constraints, extra objects, and a
 // NetworkPolicy allowing DNS and the listed CIDRs and ports only.

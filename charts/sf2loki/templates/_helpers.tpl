@@ -90,6 +90,22 @@ number of bytes (a float). Input: dict "value" "key".
 {{- end -}}
 
 {{/*
+sf2loki.cpus: a Kubernetes CPU quantity ("500m", "0.5", "2") as a number of cores (a float).
+Input: dict "value" "key".
+*/}}
+{{- define "sf2loki.cpus" -}}
+{{- $q := toString .value | trim -}}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?m?$" $q) -}}
+{{- fail (printf "%s: %q is not a CPU quantity such as 500m or 2 (the chart derives GOMAXPROCS from it)" .key $q) -}}
+{{- end -}}
+{{- if hasSuffix "m" $q -}}
+{{- divf (float64 (trimSuffix "m" $q)) 1000.0 -}}
+{{- else -}}
+{{- float64 $q -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 sf2loki.goMemLimit: GOMEMLIMIT for a container whose memory limit is the given quantity: 90%
 of it in whole MiB, leaving the rest for what the Go runtime does not count (stacks of C code,
 the binary's own pages) so the kernel's OOM killer does not strike before the collector works

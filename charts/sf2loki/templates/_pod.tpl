@@ -62,6 +62,13 @@ containers:
       - name: GOMEMLIMIT
         value: {{ include "sf2loki.goMemLimit" (dict "value" . "key" "resources.limits.memory") | quote }}
       {{- end }}
+      {{- with (.resources.limits | default dict).cpu }}
+      {{- if lt (include "sf2loki.cpus" (dict "value" . "key" "resources.limits.cpu") | float64) 1.0 }}
+      # Less than one core of CPU time: the job's two stages gain nothing from two threads.
+      - name: GOMAXPROCS
+        value: "1"
+      {{- end }}
+      {{- end }}
       {{- with $root.Values.extraEnv }}
       {{- toYaml . | nindent 6 }}
       {{- end }}

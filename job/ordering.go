@@ -167,7 +167,6 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 		runDest int
 		open    bool
 		s       streamCutoff
-		head    int64
 	)
 	for i := range items {
 		if items[i].rec.Skip {
@@ -175,9 +174,7 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 		}
 		e := &items[i].rec.Entry
 		if dest := items[i].ks.dest; !open || dest != runDest || e.Labels.String() != run.String() {
-			var known bool
-			head, known = d.heads.get(StreamID(d.dests[dest], e.Labels))
-			s = c.stream(head, known)
+			s = c.stream(d.heads.get(StreamID(d.dests[dest], e.Labels)))
 			run, runDest, open = e.Labels, dest, true
 		}
 		ts, reason := c.decide(e.Timestamp, s)
@@ -190,7 +187,7 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 		if d.o.Policy == RejectLate || d.lim.DisallowStructuredMetadata {
 			detail := "timestamp " + e.Timestamp.UTC().Format(time.RFC3339Nano) + " is refused by the receiver's rules"
 			if reason == restampBehind {
-				detail += " (more than sink.loki.out_of_order_window behind its stream's newest entry, " + time.Unix(0, head).UTC().Format(time.RFC3339Nano) + ")"
+				detail += " (more than sink.loki.out_of_order_window behind its stream's newest entry, " + s.head.UTC().Format(time.RFC3339Nano) + ")"
 			}
 			if d.o.Policy == Restamp {
 				detail += "; it is not re-stamped because the receiver does not accept structured metadata to keep its time"

@@ -47,7 +47,7 @@ func compare(ctx context.Context, o options, out io.Writer) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	loadAverage = readLoadAverage()
+	markStart()
 	if err := chdirModuleRoot(ctx); err != nil {
 		return err
 	}
@@ -143,8 +143,8 @@ func compare(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 
-	header := fmt.Sprintf("sf2loki bench, before (%s) and after (this tree) side by side — %d CPUs, load average %s at the start; medians of %d alternating runs (%d for 1 GiB, %d no-op)",
-		o.before, runtime.NumCPU(), loadAverage, o.repeat, o.repeatLarge, o.noopRuns)
+	header := fmt.Sprintf("sf2loki bench, before (%s) and after (this tree) side by side — %d CPUs, %s; medians of %d alternating runs (%d for 1 GiB, %d no-op)",
+		o.before, runtime.NumCPU(), machineNote(), o.repeat, o.repeatLarge, o.noopRuns)
 	writeAligned(out, header, cmpColumns, cellsOf(rows, cmpCells))
 	if o.markdown != "" {
 		f, err := os.Create(o.markdown)

@@ -203,7 +203,7 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 			return false, err
 		}
 	}
-	loadAverage = readLoadAverage()
+	markStart()
 	if err := chdirModuleRoot(ctx); err != nil {
 		return false, err
 	}
@@ -313,8 +313,8 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 		}
 	}
 
-	header := fmt.Sprintf("sf2loki bench — %s %s/%s, %d CPUs, load average %s at the start, %s", runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		runtime.NumCPU(), loadAverage, time.Now().UTC().Format("2006-01-02"))
+	header := fmt.Sprintf("sf2loki bench — %s %s/%s, %d CPUs, %s, %s", runtime.Version(), runtime.GOOS, runtime.GOARCH,
+		runtime.NumCPU(), machineNote(), time.Now().UTC().Format("2006-01-02"))
 	if len(o.runOnceEnv) > 0 {
 		header += "; run-once environment: " + strings.Join(o.runOnceEnv, " ")
 	}

@@ -155,20 +155,47 @@ func appendCursor(dst []byte, created, fileID string, row int64, done, daily boo
 	return append(dst, '}')
 }
 
-// arena hands out small byte slices carved from large blocks, so the per-row cursors (kept by
-// the job until their push is committed) cost one allocation per block instead of one per row.
-// A block stays alive as long as any cursor in it does.
-type arena struct{ block []byte }
+// filePos is what the positions in one file share.
+type filePos struct {
+	created   string // the file's CreatedDate, as listed
+	createdAt time.Time
+	id        string
+	daily     bool
+}
 
-const arenaBlock = 64 << 10
+// rowPos is the position after a row of a file, or after the whole file (done). The job commits
+// a key's position once per push, so the JSON is written only for the few positions committed
+// (source.LazyCursor), not for every row: 24 bytes per row instead of a cursor's ~90, and no
+// number formatting per row. A rowPos is never written again once handed out.
+type rowPos struct {
+	file *filePos
+	row  int64
+	done bool
+}
 
-// cursor returns a cursor value in the arena.
-func (a *arena) cursor(created, fileID string, row int64, done, daily bool) json.RawMessage {
-	const maxLen = 128
-	if cap(a.block)-len(a.block) < maxLen {
-		a.block = make([]byte, 0, arenaBlock)
+// EncodeCursor writes the position's stored form.
+func (p *rowPos) EncodeCursor() json.RawMessage {
+	return appendCursor(make([]byte, 0, 128), p.file.created, p.file.id, p.row, p.done, p.file.daily)
+}
+
+// positions hands out rowPos values carved from blocks, so the per-row positions (kept by the
+// job until their push is committed) cost one allocation per block instead of one per row. A
+// block stays alive as long as any position in it does.
+type positions struct {
+	block []rowPos
+	file  *filePos
+}
+
+const positionBlock = 1024
+
+// at returns the position after row of f (done: after the whole file).
+func (ps *positions) at(f fileInfo, daily bool, row int64, done bool) *rowPos {
+	if fp := ps.file; fp == nil || fp.id != f.ID || fp.created != f.Created || fp.daily != daily {
+		ps.file = &filePos{created: f.Created, createdAt: f.created, id: f.ID, daily: daily}
 	}
-	start := len(a.block)
-	a.block = appendCursor(a.block, created, fileID, row, done, daily)
-	return a.block[start:len(a.block):len(a.block)]
+	if len(ps.block) == cap(ps.block) {
+		ps.block = make([]rowPos, 0, positionBlock)
+	}
+	ps.block = append(ps.block, rowPos{file: ps.file, row: row, done: done})
+	return &ps.block[len(ps.block)-1]
 }

@@ -55,8 +55,8 @@ type stream struct {
 	more     bool // the last listing filled its page: list again after its files
 	finished bool
 
-	file  *openFile
-	arena arena
+	file *openFile
+	pos  positions
 }
 
 // openFile is the file being shipped.
@@ -176,7 +176,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 func (st *stream) done(f fileInfo, rows int64, reason string) source.Record {
 	st.closeFile()
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: rows, Done: true, created: f.created}
-	return source.Record{Skip: true, SkipReason: reason, Cursor: source.CursorJSON(st.arena.cursor(f.Created, f.ID, rows, true, st.daily()))}
+	return source.Record{Skip: true, SkipReason: reason, Cursor: source.LazyCursor(st.pos.at(f, st.daily(), rows, true))}
 }
 
 // failed handles a file that could not be downloaded or read: abandoned (skipped, loudly) when
@@ -553,7 +553,7 @@ func (st *stream) rowRecord(rec source.Record) (source.Record, bool, error) {
 		st.closeFile()
 	}
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: of.row, Done: done, created: f.created}
-	rec.Cursor = source.CursorJSON(st.arena.cursor(f.Created, f.ID, of.row, done, st.daily()))
+	rec.Cursor = source.LazyCursor(st.pos.at(f, st.daily(), of.row, done))
 	return rec, true, nil
 }
 

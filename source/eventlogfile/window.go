@@ -104,15 +104,15 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 		}
 		return rec, err
 	}
-	if c, _, ok, _ := decodeCursor(rec.Cursor.JSON()); ok {
-		if !c.created.Before(s.w.StopAfter) {
+	if p, ok := rec.Cursor.Encoder().(*rowPos); ok {
+		if !p.file.createdAt.Before(s.w.StopAfter) {
 			// Created this long after the window ends, the file cannot hold its events; nor
 			// can any later one. Not handed out, so its cursor is never committed.
 			s.cov.Store(s.w.Until.UnixNano())
 			return source.Record{}, io.EOF
 		}
-		if c.FileID != "" && c.FileID != s.lastFile {
-			s.lastFile = c.FileID
+		if p.file.id != s.lastFile {
+			s.lastFile = p.file.id
 			if s.prog != nil {
 				s.prog.Files.Add(1)
 			}

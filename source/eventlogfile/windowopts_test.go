@@ -56,3 +56,32 @@ func TestNewWindowKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowStopsAtAFileCreatedAfterIt: a file created past the window's StopAfter cannot hold
+// its events, nor can any later one: the window's stream ends there without downloading it,
+// even when the listing returns it (here a settle window shorter than ForWindow's lets the listing
+// reach it).
+func TestWindowStopsAtAFileCreatedAfterIt(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	since := epoch.Add(-96 * time.Hour).Truncate(time.Hour)
+	until := since.Add(2 * time.Hour)
+	var inside string
+	for h := range 2 {
+		logDate := since.Add(time.Duration(h) * time.Hour)
+		inside = e.addFile(simsf.EventLogFileSpec{Interval: simsf.IntervalHourly, LogDate: logDate, CreatedDate: logDate.Add(70 * time.Minute), Rows: 4})
+	}
+	w := &Window{Since: since, Until: until, StopAfter: WindowStopAfter(IntervalHourly, until), KeyPrefix: "backfill:"}
+	late := w.StopAfter.Add(time.Hour)
+	e.addFile(simsf.EventLogFileSpec{Interval: simsf.IntervalHourly, LogDate: late.Add(-70 * time.Minute), CreatedDate: late, Rows: 4})
+	opts := Options{Interval: IntervalHourly}
+	opts.ForWindow(w, epoch)
+	opts.SettleWindow = DefaultSettleWindow
+	cursors := map[string]json.RawMessage{}
+	res := e.run(e.source(opts), cursors, 100, nil)
+	if res.entries != 8 || res.skips[SkipOutsideWindow] != 0 || len(res.errs) != 0 {
+		t.Fatalf("shipped %d rows, skips %v, errors %v; want the 8 rows of the window's two files and nothing of the later one", res.entries, res.skips, res.errs)
+	}
+	if c := decoded(t, cursors, "backfill:"+Key("Login")); c.FileID != inside || !c.Done {
+		t.Fatalf("the window's cursor is %+v; want the last file inside it (%s), done", c, inside)
+	}
+}

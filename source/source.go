@@ -127,10 +127,6 @@ func CursorJSON(raw json.RawMessage) Position { return Position{raw: raw} }
 // LazyCursor is the Position that e encodes when the job commits it.
 func LazyCursor(e CursorEncoder) Position { return Position{lazy: e} }
 
-// Encoder returns the encoder of a lazy Position, nil for an encoded one: a source that wraps
-// another reads the position it handed out without encoding it.
-func (p Position) Encoder() CursorEncoder { return p.lazy }
-
 // JSON returns the cursor's stored form (nil for the zero Position).
 func (p Position) JSON() json.RawMessage {
 	if p.lazy != nil {

@@ -220,8 +220,8 @@ func shapeFile(t *testing.T, body, names, types string, stringValues bool) []str
 	}
 	src := &Source{opts: Options{Shaper: sh, TimestampColumn: DefaultTimestampColumn, MaxRowBytes: 1 << 20, StringValues: stringValues, Log: slog.New(slog.DiscardHandler)}}
 	st := &stream{src: src, typ: "API", key: Key("API"), log: src.opts.Log, count: func(string, int64) {}}
-	of := &openFile{info: fileInfo{ID: "0AT000000000001AAA", Created: "2026-06-30T00:00:00.000Z", names: names, types: types},
-		dl: io.NopCloser(nil), csv: newCSVReader(strings.NewReader(body), 1<<20)}
+	of := st.newOpenFile(fileInfo{ID: "0AT000000000001AAA", Created: "2026-06-30T00:00:00.000Z", names: names, types: types},
+		io.NopCloser(nil), newCSVReader(strings.NewReader(body), 1<<20))
 	st.file = of
 	if err := of.csv.Read(); err != nil {
 		t.Fatal(err)

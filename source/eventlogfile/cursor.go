@@ -155,12 +155,10 @@ func appendCursor(dst []byte, created, fileID string, row int64, done, daily boo
 	return append(dst, '}')
 }
 
-// filePos is what the positions in one file share.
+// filePos is what the positions in one file share: the file as listed, and the interval.
 type filePos struct {
-	created   string // the file's CreatedDate, as listed
-	createdAt time.Time
-	id        string
-	daily     bool
+	info  fileInfo
+	daily bool
 }
 
 // rowPos is the position after a row of a file, or after the whole file (done). The job commits
@@ -175,27 +173,21 @@ type rowPos struct {
 
 // EncodeCursor writes the position's stored form.
 func (p *rowPos) EncodeCursor() json.RawMessage {
-	return appendCursor(make([]byte, 0, 128), p.file.created, p.file.id, p.row, p.done, p.file.daily)
+	return appendCursor(make([]byte, 0, 128), p.file.info.Created, p.file.info.ID, p.row, p.done, p.file.daily)
 }
 
 // positions hands out rowPos values carved from blocks, so the per-row positions (kept by the
 // job until their push is committed) cost one allocation per block instead of one per row. A
 // block stays alive as long as any position in it does.
-type positions struct {
-	block []rowPos
-	file  *filePos
-}
+type positions struct{ block []rowPos }
 
 const positionBlock = 1024
 
-// at returns the position after row of f (done: after the whole file).
-func (ps *positions) at(f fileInfo, daily bool, row int64, done bool) *rowPos {
-	if fp := ps.file; fp == nil || fp.id != f.ID || fp.created != f.Created || fp.daily != daily {
-		ps.file = &filePos{created: f.Created, createdAt: f.created, id: f.ID, daily: daily}
-	}
+// at returns the position after row of file (done: after the whole file).
+func (ps *positions) at(file *filePos, row int64, done bool) *rowPos {
 	if len(ps.block) == cap(ps.block) {
 		ps.block = make([]rowPos, 0, positionBlock)
 	}
-	ps.block = append(ps.block, rowPos{file: ps.file, row: row, done: done})
+	ps.block = append(ps.block, rowPos{file: file, row: row, done: done})
 	return &ps.block[len(ps.block)-1]
 }

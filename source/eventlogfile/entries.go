@@ -26,7 +26,7 @@ func ReadEntries(r io.Reader, body Body, sh *shape.Shaper, each func(loki.Entry)
 	src := &Source{opts: Options{Shaper: sh, TimestampColumn: DefaultTimestampColumn, MaxRowBytes: DefaultMaxRowBytes, Log: slog.New(slog.DiscardHandler)}}
 	st := &stream{src: src, typ: body.EventType, key: Key(body.EventType), log: src.opts.Log, count: func(string, int64) {}}
 	f := fileInfo{ID: "0AT000000000000AAA", Created: "1970-01-01T00:00:00.000Z", names: body.FieldNames, types: body.FieldTypes}
-	of := &openFile{info: f, dl: io.NopCloser(nil), csv: newCSVReader(r, DefaultMaxRowBytes)}
+	of := st.newOpenFile(f, io.NopCloser(nil), newCSVReader(r, DefaultMaxRowBytes))
 	st.file = of
 	switch err := of.csv.Read(); {
 	case errors.Is(err, io.EOF):

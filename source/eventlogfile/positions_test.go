@@ -19,8 +19,8 @@ func TestPositionsKeepWhatTheyWereHandedOut(t *testing.T) {
 		// Another file created at the same instant.
 		{ID: "0AT000000000003AAA", Created: "2026-03-02T11:00:00.000Z", created: t0.Add(25 * time.Hour)},
 	}
-	// Each step differs from the one before in one thing only: the Daily flag, the file's
-	// CreatedDate, its id.
+	// Each step is one file's positions after the last step's: another Daily flag, another
+	// CreatedDate of the same file, another file.
 	steps := []struct {
 		file  int
 		daily bool
@@ -33,9 +33,10 @@ func TestPositionsKeepWhatTheyWereHandedOut(t *testing.T) {
 	var all []handed
 	for si, st := range steps {
 		f := files[st.file]
+		fp := &filePos{info: f, daily: st.daily}
 		for row := range int64(positionBlock + 7) {
 			done := row == positionBlock+6 && si == 2
-			p := ps.at(f, st.daily, row, done)
+			p := ps.at(fp, row, done)
 			all = append(all, handed{p, string(appendCursor(nil, f.Created, f.ID, row, done, st.daily))})
 		}
 	}
@@ -49,7 +50,7 @@ func TestPositionsKeepWhatTheyWereHandedOut(t *testing.T) {
 	if got := string(last.p.EncodeCursor()); got != want {
 		t.Fatalf("last position: %s, want %s", got, want)
 	}
-	if last.p.file.createdAt != files[3].created {
-		t.Fatalf("last position's file created %v, want %v", last.p.file.createdAt, files[3].created)
+	if last.p.file.info.created != files[3].created {
+		t.Fatalf("last position's file created %v, want %v", last.p.file.info.created, files[3].created)
 	}
 }

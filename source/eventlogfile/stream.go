@@ -61,7 +61,7 @@ type stream struct {
 
 // openFile is the file being shipped.
 type openFile struct {
-	info      fileInfo
+	*filePos  // the file as listed (info), shared by the positions of its rows
 	dl        io.Closer
 	csv       *csvReader
 	plan      *shape.Plan
@@ -172,11 +172,16 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 	}
 }
 
+// newOpenFile is f being shipped from csv (the download dl).
+func (st *stream) newOpenFile(f fileInfo, dl io.Closer, csv *csvReader) *openFile {
+	return &openFile{filePos: &filePos{info: f, daily: st.daily()}, dl: dl, csv: csv}
+}
+
 // done closes the file and returns a Skip record marking it finished after rows rows.
 func (st *stream) done(f fileInfo, rows int64, reason string) source.Record {
 	st.closeFile()
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: rows, Done: true, created: f.created}
-	return source.Record{Skip: true, SkipReason: reason, Cursor: source.LazyCursor(st.pos.at(f, st.daily(), rows, true))}
+	return source.Record{Skip: true, SkipReason: reason, Cursor: source.LazyCursor(st.pos.at(&filePos{info: f, daily: st.daily()}, rows, true))}
 }
 
 // failed handles a file that could not be downloaded or read: abandoned (skipped, loudly) when
@@ -326,7 +331,7 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	if err != nil {
 		return source.Record{}, false, fmt.Errorf("download: %w", err)
 	}
-	of := &openFile{info: f, dl: dl, csv: newCSVReader(dl, o.MaxRowBytes)}
+	of := st.newOpenFile(f, dl, newCSVReader(dl, o.MaxRowBytes))
 	st.file = of
 	// The cursor now names this file: rows are counted from 0 of it.
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: start, created: f.created}
@@ -553,7 +558,7 @@ func (st *stream) rowRecord(rec source.Record) (source.Record, bool, error) {
 		st.closeFile()
 	}
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: of.row, Done: done, created: f.created}
-	rec.Cursor = source.LazyCursor(st.pos.at(f, st.daily(), of.row, done))
+	rec.Cursor = source.LazyCursor(st.pos.at(of.filePos, of.row, done))
 	return rec, true, nil
 }
 

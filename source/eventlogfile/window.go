@@ -104,15 +104,16 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 		}
 		return rec, err
 	}
-	if p, ok := rec.Cursor.Encoder().(*rowPos); ok {
-		if !p.file.createdAt.Before(s.w.StopAfter) {
+	// Every record handed out moved the stream's position past it (its cursor, not yet encoded).
+	if c := s.cur; c.FileID != "" {
+		if !c.created.Before(s.w.StopAfter) {
 			// Created this long after the window ends, the file cannot hold its events; nor
 			// can any later one. Not handed out, so its cursor is never committed.
 			s.cov.Store(s.w.Until.UnixNano())
 			return source.Record{}, io.EOF
 		}
-		if p.file.id != s.lastFile {
-			s.lastFile = p.file.id
+		if c.FileID != s.lastFile {
+			s.lastFile = c.FileID
 			if s.prog != nil {
 				s.prog.Files.Add(1)
 			}

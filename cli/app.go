@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -19,9 +18,7 @@ import (
 
 // Main runs the command line with args (args[0] is the program name) and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if _, set := os.LookupEnv("GOGC"); !set { // a heap goal 75% over the live heap, not 100% (docs/performance.md)
-		debug.SetGCPercent(75)
-	}
+	tuneGC(os.LookupEnv)
 	app := NewApp(stdout, stderr)
 	err := app.Run(lambdaArgs(args))
 	code := exitCode(err)

@@ -2,7 +2,6 @@ package salesforce
 
 import (
 	"context"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/hashicorp/go-retryablehttp"
 )
 
@@ -58,18 +56,11 @@ type Client struct {
 // first request.
 func New(opts Options) (*Client, error) {
 	o := opts.withDefaults()
-	if err := o.validate(); err != nil {
+	key, err := o.validate() // the private key of jwt_bearer, nil otherwise
+	if err != nil {
 		return nil, err
 	}
 	c := &Client{opts: o, log: o.Logger, rec: newRecorder(o.Now)}
-	var key *rsa.PrivateKey
-	if o.AuthMode == AuthJWTBearer {
-		k, err := jwt.ParseRSAPrivateKeyFromPEM(o.PrivateKeyPEM)
-		if err != nil { // checked by validate; kept for safety
-			return nil, &ConfigError{Field: "PrivateKeyPEM", Msg: err.Error()}
-		}
-		key = k
-	}
 	c.auth = newTokenSource(c, key)
 
 	hc, err := o.httpClient()

@@ -44,6 +44,9 @@ const (
 	// concurrent callers do not each hammer the token endpoint with a grant
 	// that cannot succeed.
 	authFailureTTL = time.Minute
+	// presignMaxAge is how old an assertion signed ahead of the first mint may be and still be
+	// sent: it then has at least jwtLifetime-presignMaxAge left.
+	presignMaxAge = 30 * time.Second
 )
 
 var (
@@ -60,6 +63,10 @@ type tokenSource struct {
 	// mintSlot is a one-slot semaphore: whoever holds it mints; others wait
 	// (or give up when their context ends) and then reuse the result.
 	mintSlot chan struct{}
+	// presigned receives the assertion signed in the background when the
+	// source was made (JWT bearer only); the first mint takes it, under
+	// mintSlot, and sets it to nil.
+	presigned chan presigned
 
 	mu        sync.Mutex
 	cur       *Session
@@ -67,8 +74,28 @@ type tokenSource struct {
 	lastErrAt time.Time
 }
 
+// presigned is an assertion signed ahead of the first mint.
+type presigned struct {
+	assertion string
+	err       error
+	at        time.Time // the clock when it was signed (its exp is at+jwtLifetime)
+}
+
+// newTokenSource returns the token source of c. With a key (JWT bearer) it
+// signs the first assertion in the background at once: an RS256 signature
+// with a 2048-bit key costs 1.5-3 ms of CPU, which a run would otherwise spend
+// waiting after its lease claim, and signing needs nothing from the network.
 func newTokenSource(c *Client, key *rsa.PrivateKey) *tokenSource {
-	return &tokenSource{c: c, key: key, mintSlot: make(chan struct{}, 1)}
+	t := &tokenSource{c: c, key: key, mintSlot: make(chan struct{}, 1)}
+	if key != nil {
+		t.presigned = make(chan presigned, 1)
+		at := c.opts.Now()
+		go func() {
+			a, err := t.sign(at)
+			t.presigned <- presigned{assertion: a, err: err, at: at}
+		}()
+	}
+	return t
 }
 
 // cached returns the cached session if it is still considered valid, or the
@@ -175,15 +202,30 @@ func (t *tokenSource) mint(ctx context.Context) (*Session, error) {
 	return s, nil
 }
 
-// assertion builds the RS256 JWT for the bearer flow: iss = consumer key,
-// sub = username, aud = the login URL exactly as POSTed to, exp = now+180s.
+// assertion returns the RS256 JWT for the bearer flow: the one signed ahead
+// when this is the first mint and it was signed at most presignMaxAge ago by
+// the clock (not in its future), a new one otherwise. Called under mintSlot.
 func (t *tokenSource) assertion() (string, error) {
+	now := t.c.opts.Now()
+	if t.presigned != nil {
+		p := <-t.presigned
+		t.presigned = nil
+		if age := now.Sub(p.at); p.err == nil && age >= 0 && age <= presignMaxAge {
+			return p.assertion, nil
+		}
+	}
+	return t.sign(now)
+}
+
+// sign builds and signs the assertion: iss = consumer key, sub = username,
+// aud = the login URL exactly as POSTed to, exp = now+180s.
+func (t *tokenSource) sign(now time.Time) (string, error) {
 	o := t.c.opts
 	claims := jwt.MapClaims{
 		"iss": o.ClientID,
 		"sub": o.Username,
 		"aud": o.LoginURL, // a plain string: Salesforce does not take an array
-		"exp": o.Now().Add(jwtLifetime).Unix(),
+		"exp": now.Add(jwtLifetime).Unix(),
 	}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodRS256, claims).SignedString(t.key)
 	if err != nil {

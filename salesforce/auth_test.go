@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -453,5 +454,68 @@ func TestParseIdentityURL(t *testing.T) {
 		if org != tt.org || user != tt.user {
 			t.Errorf("parseIdentityURL(%q) = %q,%q want %q,%q", tt.in, org, user, tt.org, tt.user)
 		}
+	}
+}
+
+// TestFirstAssertionSignedAhead checks that the assertion signed when the client is made is the
+// one the first mint sends when it is at most presignMaxAge old by the clock, and that a mint
+// signs anew when it is older, when the clock went back, and for every later mint.
+func TestFirstAssertionSignedAhead(t *testing.T) {
+	t0 := time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		advance time.Duration // the clock between New and the first mint
+		signed  time.Duration // when the sent assertion must have been signed, from t0
+	}{
+		{"a few seconds later", 5 * time.Second, 0},
+		{"at the limit", presignMaxAge, 0},
+		{"past the limit", presignMaxAge + time.Second, presignMaxAge + time.Second},
+		{"the clock went back", -2 * time.Second, -2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			org := newTestOrg(t)
+			var mu sync.Mutex
+			now := t0
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			var exps []int64
+			org.tokenHook = func(w http.ResponseWriter, r *http.Request) bool {
+				if err := r.ParseForm(); err != nil {
+					t.Errorf("token request form: %v", err)
+				}
+				var claims jwt.MapClaims
+				if _, _, err := jwt.NewParser().ParseUnverified(r.PostForm.Get("assertion"), &claims); err != nil {
+					t.Errorf("assertion: %v", err)
+				}
+				exp, _ := claims["exp"].(float64)
+				mu.Lock()
+				exps = append(exps, int64(exp))
+				mu.Unlock()
+				return false
+			}
+			c := org.client(t, func(o *Options) { o.Now = clock })
+			mu.Lock()
+			now = now.Add(tc.advance)
+			mu.Unlock()
+			s, err := c.Session(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.InvalidateSession(s.AccessToken)
+			mu.Lock()
+			now = now.Add(time.Second)
+			mu.Unlock()
+			if _, err := c.Session(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			want := []int64{
+				t0.Add(tc.signed + jwtLifetime).Unix(),
+				t0.Add(tc.advance + time.Second + jwtLifetime).Unix(),
+			}
+			if !slices.Equal(exps, want) {
+				t.Fatalf("exp of the assertions sent = %v, want %v (the first signed at t0%+v, the second at the second mint)", exps, want, tc.signed)
+			}
+		})
 	}
 }

@@ -7,6 +7,15 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/sf2loki/sf2loki/cli.version=$(VERSION) -X github.com/sf2loki/sf2loki/cli.commit=$(COMMIT)
 TOOLS := $(GO) run ./internal/testenv/cmd/sf2loki-tools
+# Build tags of every sf2loki binary: gRPC without x/net/trace, aws-lambda-go without the net/rpc
+# mode of the retired go1.x runtime (sf2loki's Lambda mode is a custom runtime), urfave/cli
+# without its man-page and Markdown generator. They leave out packages whose initialisation
+# every run paid and none used (docs/performance.md). The Dockerfile, .ko.yaml and
+# .goreleaser.yaml carry the same list; internal/deploytest checks that they do.
+TAGS := grpcnotrace lambda.norpc urfave_cli_no_docs
+comma := ,
+space := $(subst ,, )
+TAGS_FLAG := -tags=$(subst $(space),$(comma),$(TAGS))
 
 # Iteration counts of the concurrency, crash and soak tests (make test runs few, make soak many).
 SF2LOKI_TEST_ITERATIONS ?= 3
@@ -20,10 +29,10 @@ RACE_PKGS := $(shell $(GO) list ./store/... ./lease/... ./job/... ./loki/... ./i
 ALL_PKGS := $(shell $(GO) list ./... 2>/dev/null)
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 TEST_TIMEOUT ?= 40m
-# Vet and the tests outside the race run build like the release binary (static, -trimpath), so
-# the Dockerfile test's build of cmd/sf2loki reuses their compiled packages instead of
+# Vet and the tests outside the race run build like the release binary (static, -trimpath, its
+# tags), so the Dockerfile test's build of cmd/sf2loki reuses their compiled packages instead of
 # compiling everything a second time. The race run needs cgo and builds apart anyway.
-STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
+STATIC := CGO_ENABLED=0 GOFLAGS='-trimpath $(TAGS_FLAG)'
 
 .PHONY: all build test unit e2e lint fmt generate check-generated tools soak fuzz bench demo clean \
 	release-check snapshot image
@@ -31,7 +40,7 @@ STATIC := CGO_ENABLED=0 GOFLAGS=-trimpath
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sf2loki
+	CGO_ENABLED=0 $(GO) build -trimpath $(TAGS_FLAG) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sf2loki
 
 ## tools: build (once, into the cache outside the repo) every real server and tool the suite uses.
 tools:
@@ -97,7 +106,7 @@ bench:
 	$(GO) run ./internal/bench $(BENCH_FLAGS)
 
 demo:
-	$(GO) run ./cmd/sf2loki demo
+	$(GO) run $(TAGS_FLAG) ./cmd/sf2loki demo
 
 ## release-check: validate .goreleaser.yaml. make test also builds a snapshot of it for this
 ## machine's platform (internal/deploytest, TestReleaseSnapshot); tags build every platform.

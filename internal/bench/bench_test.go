@@ -106,3 +106,22 @@ func TestSmallestLambdaMemory(t *testing.T) {
 		}
 	}
 }
+
+func TestMakeTagsReadsTheTreesMakefile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte("GO ?= go\nTAGS := a  b.c d_e\nbuild:\n\tgo build\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := makeTags(dir); err != nil || got != "a,b.c,d_e" {
+		t.Fatalf("makeTags = %q, %v; want a,b.c,d_e", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte("GO ?= go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := makeTags(dir); err != nil || got != "" {
+		t.Fatalf("makeTags of a Makefile without TAGS = %q, %v; want none", got, err)
+	}
+	if got, err := makeTags("../.."); err != nil || got == "" {
+		t.Fatalf("makeTags of this repository = %q, %v; want its TAGS", got, err)
+	}
+}

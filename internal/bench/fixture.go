@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -400,17 +401,36 @@ func buildBinaries(ctx context.Context, dir string) (bin, probe, launcher string
 }
 
 // goBuild builds the package pkg of the module tree src into out as `make build` builds sf2loki:
-// static (no cgo, so no C library mapped into the process), without paths, symbols or DWARF.
-// It then drops the binary from the page cache, so that its first run reads it from disk as a
-// container or a timer's first start does (see evict).
+// static (no cgo, so no C library mapped into the process), without paths, symbols or DWARF,
+// with the build tags of the tree's Makefile (see makeTags). It then drops the binary from the
+// page cache, so that its first run reads it from disk as a container or a timer's first start
+// does (see evict).
 func goBuild(ctx context.Context, src, out, pkg string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	tags, err := makeTags(src)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags="+tags, "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir, cmd.Stderr = src, os.Stderr
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build %s in %s: %w", pkg, src, err)
 	}
 	return evict(out)
+}
+
+// makeTags returns the TAGS of the Makefile of the tree src, comma-separated as -tags takes them:
+// every release build carries them, and a tree from before they existed has none.
+func makeTags(src string) (string, error) {
+	mk, err := os.ReadFile(filepath.Join(src, "Makefile"))
+	if err != nil {
+		return "", err
+	}
+	m := regexp.MustCompile(`(?m)^TAGS := (.*)$`).FindSubmatch(mk)
+	if m == nil {
+		return "", nil
+	}
+	return strings.Join(strings.Fields(string(m[1])), ","), nil
 }
 
 // evict writes path to disk and drops its pages from the page cache. A file the linker has just

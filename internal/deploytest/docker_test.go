@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // dockerInstr is one Dockerfile instruction with its continuation lines joined.
@@ -163,6 +165,60 @@ func buildCommand(t testing.TB, st *dockerStage) string {
 	return ""
 }
 
+// makeTags returns the Makefile's TAGS as the -tags flag spells them (comma-separated).
+func makeTags(t testing.TB) string {
+	t.Helper()
+	mk, err := os.ReadFile(filepath.Join(repoRoot(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^TAGS := (.*)$`).FindSubmatch(mk)
+	if m == nil || len(strings.Fields(string(m[1]))) == 0 {
+		t.Fatal("the Makefile sets no TAGS")
+	}
+	return strings.Join(strings.Fields(string(m[1])), ",")
+}
+
+// TestBuildTagsMatchMakefile: every definition of the shipped binary (the image's Dockerfile,
+// .ko.yaml, each build of .goreleaser.yaml) builds with the Makefile's TAGS, so what a user runs
+// initialises what `make build` and the benchmark measure.
+func TestBuildTagsMatchMakefile(t *testing.T) {
+	want := "-tags=" + makeTags(t)
+	_, stages := readDockerfile(t)
+	if got := regexp.MustCompile(`-tags=\S+`).FindString(buildCommand(t, stages[0])); got != want {
+		t.Errorf("Dockerfile builds with %q, want %q", got, want)
+	}
+	for _, file := range []string{".ko.yaml", ".goreleaser.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(repoRoot(t), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			Builds []struct {
+				ID    string   `json:"id"`
+				Flags []string `json:"flags"`
+			} `json:"builds"`
+		}
+		if err := yaml.Unmarshal(raw, &cfg); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(cfg.Builds) == 0 {
+			t.Errorf("%s: no builds", file)
+		}
+		for _, b := range cfg.Builds {
+			var tags []string
+			for _, f := range b.Flags {
+				if strings.HasPrefix(f, "-tags") {
+					tags = append(tags, f)
+				}
+			}
+			if len(tags) != 1 || tags[0] != want {
+				t.Errorf("%s: build %s has tag flags %q, want [%s]", file, b.ID, tags, want)
+			}
+		}
+	}
+}
+
 // TestDockerfileLdflagsMatchMakefile: the image and `make build` stamp the version the same way.
 func TestDockerfileLdflagsMatchMakefile(t *testing.T) {
 	_, stages := readDockerfile(t)
@@ -277,6 +333,9 @@ func TestDockerfileBuildStageRunsAsScript(t *testing.T) {
 	}
 	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
 		t.Errorf("build settings CGO_ENABLED=%q -trimpath=%q", settings["CGO_ENABLED"], settings["-trimpath"])
+	}
+	if settings["-tags"] != makeTags(t) {
+		t.Errorf("build setting -tags=%q, want the Makefile's %q", settings["-tags"], makeTags(t))
 	}
 	out, err := exec.CommandContext(t.Context(), bin, "version").CombinedOutput()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -108,6 +109,19 @@ func TestReleaseSnapshot(t *testing.T) {
 	out, err := exec.CommandContext(t.Context(), bin, "version").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), meta.Version) {
 		t.Errorf("the archived binary's version: %v\n%s\nwant %s", err, out, meta.Version)
+	}
+	if info, err := buildinfo.ReadFile(bin); err != nil {
+		t.Errorf("the archived binary's build information: %v", err)
+	} else {
+		var tags string
+		for _, s := range info.Settings {
+			if s.Key == "-tags" {
+				tags = s.Value
+			}
+		}
+		if tags != makeTags(t) {
+			t.Errorf("the archived binary was built with -tags=%q, want the Makefile's %q", tags, makeTags(t))
+		}
 	}
 
 	if runtime.GOOS == "linux" {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,7 +128,14 @@ type structTag struct {
 // the schema's other tag errors do.
 func parseTag(t reflect.Type, sf reflect.StructField) structTag {
 	var st structTag
-	var seen []string
+	keys := [...]struct {
+		name string
+		dst  *string
+	}{
+		{"yaml", &st.yaml}, {"desc", &st.desc}, {"example", &st.example}, {"default", &st.def},
+		{"enum", &st.enum}, {"min", &st.min}, {"secret", &st.secret}, {"max", &st.max},
+	}
+	var seen uint // bit k: keys[k] was read
 	tag := string(sf.Tag)
 	for {
 		tag = strings.TrimLeft(tag, " ")
@@ -160,32 +166,17 @@ func parseTag(t reflect.Type, sf reflect.StructField) structTag {
 			panic(fmt.Sprintf("config: malformed tag on %s.%s: %v", t.Name(), sf.Name, err))
 		}
 		tag = tag[i+1:]
-		var dst *string
-		switch name {
-		case "yaml":
-			dst = &st.yaml
-		case "desc":
-			dst = &st.desc
-		case "example":
-			dst = &st.example
-		case "default":
-			dst, st.hasDef = &st.def, true
-		case "enum":
-			dst = &st.enum
-		case "min":
-			dst = &st.min
-		case "secret":
-			dst = &st.secret
-		case "max":
-			dst = &st.max
-		default:
-			continue
+		for k, f := range keys {
+			if f.name != name {
+				continue
+			}
+			if seen&(1<<k) != 0 { // reflect would read the first; a repeat is a mistake
+				panic(fmt.Sprintf("config: tag key %q repeated on %s.%s", name, t.Name(), sf.Name))
+			}
+			seen |= 1 << k
+			*f.dst = value
+			st.hasDef = st.hasDef || name == "default"
 		}
-		if slices.Contains(seen, name) { // reflect would read the first; a repeat is a mistake
-			panic(fmt.Sprintf("config: tag key %q repeated on %s.%s", name, t.Name(), sf.Name))
-		}
-		seen = append(seen, name)
-		*dst = value
 	}
 }
 

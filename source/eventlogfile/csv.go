@@ -32,13 +32,11 @@ type csvReader struct {
 	n        int64 // bytes read from r
 	started  bool
 
-	data     []byte // the bytes the current record's fields index: row, or the read buffer
-	row      []byte // fields of a record the state machine read, concatenated
-	starts   []int  // start offset of each field in data
-	ends     []int  // end offset of each field in data
-	plain    []bool // per field: quoted, and ASCII with no '"', '\\' or control character
-	unquote  []int  // fields read in place that hold "" escapes
-	dirty    bool   // the field being read is not plain
+	data     []byte     // the bytes the current record's fields index: row, or the read buffer
+	row      []byte     // fields of a record the state machine read, concatenated
+	fields   []csvField // the current record's fields
+	unquote  []int      // fields read in place that hold "" escapes
+	dirty    bool       // the field being read is not plain
 	maxRow   int
 	tooLarge bool
 	discard  bool
@@ -46,6 +44,13 @@ type csvReader struct {
 	// How the current record ended: eol is false for a record ended by the end of the input
 	// (the last one, without a line break), open for one whose quoted field was still open there.
 	eol, open bool
+}
+
+// csvField is where a field of the current record lies in its data, and whether it was quoted
+// and holds only ASCII without '"', '\\' or control characters (JSON carries it as it is).
+type csvField struct {
+	start, end int
+	plain      bool
 }
 
 const csvBufSize = 256 << 10
@@ -63,17 +68,18 @@ func (c *csvReader) BytesRead() int64 { return c.n }
 func (c *csvReader) Unterminated() (noEOL, openQuote bool) { return !c.eol, c.open }
 
 // NumFields returns the number of fields of the current record.
-func (c *csvReader) NumFields() int { return len(c.ends) }
+func (c *csvReader) NumFields() int { return len(c.fields) }
 
 // Field returns field i of the current record (valid until the next Read or AtEnd).
-func (c *csvReader) Field(i int) []byte { return c.data[c.starts[i]:c.ends[i]] }
+func (c *csvReader) Field(i int) []byte { return c.data[c.fields[i].start:c.fields[i].end] }
 
 // Data returns the bytes the fields of the current record index: field i is
-// Data()[FieldRange(i)] (valid until the next Read or AtEnd).
+// Data()[Fields()[i].start:Fields()[i].end] (valid until the next Read or AtEnd).
 func (c *csvReader) Data() []byte { return c.data }
 
-// FieldRange returns where field i of the current record lies in Data.
-func (c *csvReader) FieldRange(i int) (start, end int) { return c.starts[i], c.ends[i] }
+// Fields returns where the fields of the current record lie in Data, and which are plain
+// (valid until the next Read or AtEnd; not to be changed).
+func (c *csvReader) Fields() []csvField { return c.fields }
 
 // fill reads more input, keeping buf[pos:end]. It returns false when nothing more is available
 // (EOF or an error, kept in c.err).
@@ -174,7 +180,7 @@ func (c *csvReader) Read() error {
 
 // Plain reports whether field i of the current record was quoted and holds only ASCII without
 // '"', '\\' or control characters: JSON can carry it as it is.
-func (c *csvReader) Plain(i int) bool { return c.plain[i] }
+func (c *csvReader) Plain(i int) bool { return c.fields[i].plain }
 
 // Skip consumes n records without decoding them. It returns the number skipped and an error
 // when the input ended (io.EOF) or failed first. Over-long records count as records.
@@ -200,7 +206,7 @@ const (
 )
 
 func (c *csvReader) read() error {
-	c.row, c.starts, c.ends, c.plain, c.tooLarge = c.row[:0], c.starts[:0], c.ends[:0], c.plain[:0], false
+	c.row, c.fields, c.tooLarge = c.row[:0], c.fields[:0], false
 	c.eol, c.open = false, false
 	if !c.skipBlank() {
 		return c.endErr()
@@ -224,12 +230,10 @@ func (c *csvReader) read() error {
 		}
 		if !c.discard {
 			start := 0
-			if n := len(c.ends); n > 0 {
-				start = c.ends[n-1]
+			if n := len(c.fields); n > 0 {
+				start = c.fields[n-1].end
 			}
-			c.starts = append(c.starts, start)
-			c.ends = append(c.ends, len(c.row))
-			c.plain = append(c.plain, !c.dirty)
+			c.fields = append(c.fields, csvField{start, len(c.row), !c.dirty})
 		}
 		if how == endComma {
 			continue
@@ -239,7 +243,7 @@ func (c *csvReader) read() error {
 			return c.err // a record cut by a broken download is not a record
 		}
 		if c.tooLarge {
-			c.row, c.starts, c.ends = c.row[:0], c.starts[:0], c.ends[:0]
+			c.row, c.fields = c.row[:0], c.fields[:0]
 			return errRowTooLarge
 		}
 		c.data = c.row
@@ -256,7 +260,7 @@ func (c *csvReader) read() error {
 // a word at a time and copies nothing: the fields are ranges of the buffer.
 func (c *csvReader) fast() bool {
 	b := c.buf[c.pos:c.end]
-	starts, ends, plain, unquote := c.starts, c.ends, c.plain, c.unquote[:0]
+	fields, unquote := c.fields, c.unquote[:0]
 	size := 0 // the decoded values' bytes, held against the cap
 	i := 0
 	for i < len(b) {
@@ -301,9 +305,9 @@ func (c *csvReader) fast() bool {
 				return false // a stray quote: data, as the state machine reads it
 			}
 			if pairs > 0 {
-				unquote = append(unquote, len(ends))
+				unquote = append(unquote, len(fields))
 			}
-			starts, ends, plain = append(starts, i), append(ends, k), append(plain, clean)
+			fields = append(fields, csvField{i, k, clean})
 			size += k - i - pairs
 			i = k + 2
 		} else {
@@ -324,7 +328,7 @@ func (c *csvReader) fast() bool {
 				}
 				end = j + 2
 			}
-			starts, ends, plain = append(starts, i), append(ends, j), append(plain, false)
+			fields = append(fields, csvField{i, j, false})
 			size += j - i
 			i = j + 1
 		}
@@ -333,9 +337,9 @@ func (c *csvReader) fast() bool {
 				return false
 			}
 			for _, f := range unquote {
-				ends[f] = unquoteInPlace(b, starts[f], ends[f])
+				fields[f].end = unquoteInPlace(b, fields[f].start, fields[f].end)
 			}
-			c.data, c.starts, c.ends, c.plain, c.unquote = b[:end:end], starts, ends, plain, unquote
+			c.data, c.fields, c.unquote = b[:end:end], fields, unquote
 			c.pos += end
 			c.eol = true
 			return true

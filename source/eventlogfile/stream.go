@@ -523,13 +523,13 @@ func (st *stream) fill(r *shape.Record) {
 	nf := c.NumFields()
 	r.Use(c.Data())
 	r.Columns(of.names)
-	for i := range min(nf, len(of.names)) {
-		kind := of.kinds[i]
-		start, end := c.FieldRange(i)
-		if start == end {
+	kinds := of.kinds[:len(of.names)]
+	for i, f := range c.Fields()[:min(nf, len(kinds))] {
+		kind := kinds[i]
+		if f.start == f.end {
 			kind = shape.String
 		}
-		r.SetColumn(i, kind, c.Plain(i), start, end)
+		r.SetColumn(i, kind, f.plain, f.start, f.end)
 	}
 	if nf > len(of.names) {
 		x := of.extra[:0]

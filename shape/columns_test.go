@@ -17,7 +17,7 @@ func columnsRow(r *Record, buf []byte, names []string, vals ...string) {
 		data = append(data, v...)
 	}
 	r.Use(data)
-	r.Columns(names)
+	r.Columns(names, len(spans))
 	for i, sp := range spans {
 		r.SetColumn(i, String, true, sp[0], sp[1])
 	}

@@ -78,16 +78,16 @@ func (r *Record) Use(buf []byte) {
 	r.own, r.buf, r.ext = r.buf[:0], buf, true
 }
 
-// Columns makes the fields of an empty record the columns names, in order, each empty and of
-// kind String until SetColumn gives it its value. A source whose rows share one header (the
-// EventLogFile CSV reader) passes the same slice for every row: the names are then written when
-// the slice changes, not for every field of every row, and a Plan made for those names knows at
-// once that the record follows them.
-func (r *Record) Columns(names []string) {
+// Columns makes the fields of an empty record the columns names, in order. The caller then
+// gives each of the first set columns its value with SetColumn; the others are empty and of kind
+// String. A source whose rows share one header (the EventLogFile CSV reader) passes the same
+// slice for every row: the names are then written when the slice changes, not for every field
+// of every row, and a Plan made for those names knows at once that the record follows them.
+func (r *Record) Columns(names []string, set int) {
 	n := len(names)
 	if n > 0 && r.cols == unsafe.SliceData(names) && r.ncols == n && len(r.fields) == 0 {
 		r.fields = r.fields[:n]
-		for i := range r.fields {
+		for i := min(max(set, 0), n); i < n; i++ {
 			f := &r.fields[i]
 			f.kind, f.plain, f.start, f.end = String, false, 0, 0
 		}

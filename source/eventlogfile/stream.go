@@ -521,10 +521,11 @@ func (st *stream) fill(r *shape.Record) {
 	of := st.file
 	c := of.csv
 	nf := c.NumFields()
+	set := min(nf, len(of.names))
 	r.Use(c.Data())
-	r.Columns(of.names)
-	kinds := of.kinds[:len(of.names)]
-	for i, f := range c.Fields()[:min(nf, len(kinds))] {
+	r.Columns(of.names, set)
+	kinds := of.kinds[:set]
+	for i, f := range c.Fields()[:set] {
 		kind := kinds[i]
 		if f.start == f.end {
 			kind = shape.String

@@ -107,6 +107,10 @@ func (r *Record) SetColumn(i int, kind Kind, plain bool, start, end int) {
 	f.kind, f.plain, f.start, f.end = kind, plain, int32(start), int32(end)
 }
 
+// SetColumnCopy gives column i of Columns a copy of value, and kind: a value the source
+// decoded or built instead of finding it whole in the buffer given to Use.
+func (r *Record) SetColumnCopy(i int, kind Kind, value []byte) { r.set(i, kind, value) }
+
 // Follows reports whether the record's fields are the columns names, in order, as Columns made
 // them (true only for the very slice given to Columns).
 func (r *Record) Follows(names []string) bool {

@@ -457,20 +457,23 @@ func (st *stream) emit(r row) source.Record {
 	}
 	// The values are ranges of the row's JSON text, not copies; a string that was decoded
 	// (escapes) and an object's sorted JSON are appended to the record's own buffer.
+	// The columns are the stream's fields, the same slice for every row: the plan knows at once
+	// that the record follows its schema.
 	rec.Use(r.rec.Text())
+	rec.Columns(st.fields, len(st.fields))
 	at := st.at.Locate(r.rec)
-	for k, f := range st.fields {
+	for k := range st.fields {
 		i := at[k]
 		if i < 0 {
-			rec.AddField(f, shape.Null, false, 0, 0) // absent, or below a null relationship
+			rec.SetColumn(k, shape.Null, false, 0, 0) // absent, or below a null relationship
 			continue
 		}
 		kind := r.rec.Kind(i)
 		if s, e, ok := r.rec.Span(i); ok && kind != salesforce.ValueObject {
-			rec.AddField(f, shapeKind(kind), r.rec.Plain(i), s, e)
+			rec.SetColumn(k, shapeKind(kind), r.rec.Plain(i), s, e)
 			continue
 		}
-		appendValue(rec, f, kind, r.rec.Value(i))
+		setValue(rec, k, kind, r.rec.Value(i))
 	}
 	e, skip := st.plan.Shape(rec)
 	cur := st.cursor()
@@ -518,20 +521,20 @@ func shapeKind(k salesforce.ValueKind) shape.Kind {
 	return shape.String
 }
 
-// appendValue adds one Salesforce value to a shape record with the kind it is written as:
-// strings, numbers (their text as sent) and booleans as they are, an object or array (a
-// compound field such as an address) as its JSON with members sorted by name.
-func appendValue(rec *shape.Record, name string, kind salesforce.ValueKind, v []byte) {
+// setValue gives column col of a shape record one Salesforce value, with the kind it is
+// written as: strings, numbers (their text as sent) and booleans as they are, an object or
+// array (a compound field such as an address) as its JSON with members sorted by name.
+func setValue(rec *shape.Record, col int, kind salesforce.ValueKind, v []byte) {
 	switch kind {
 	case salesforce.ValueNull:
-		rec.AddField(name, shape.Null, false, 0, 0) // no bytes: nothing to copy
+		rec.SetColumn(col, shape.Null, false, 0, 0) // no bytes: nothing to copy
 	case salesforce.ValueString, salesforce.ValueNumber, salesforce.ValueBool:
-		rec.Append(name, shapeKind(kind), v)
+		rec.SetColumnCopy(col, shapeKind(kind), v)
 	default:
 		b, err := salesforce.ObjectJSON(v)
 		if err != nil {
 			b = v
 		}
-		rec.Append(name, shape.String, b)
+		rec.SetColumnCopy(col, shape.String, b)
 	}
 }

@@ -635,7 +635,7 @@ func (d *rowDecoder) guess(prefix int) (uint16, bool) {
 	}
 	i := d.order[k]
 	n := d.t.names[i]
-	if !d.raw[i] || d.seen[i] == d.row || len(n) < prefix || n[:prefix] != string(d.name[:prefix]) {
+	if !d.raw[i] || d.seen[i] == d.row || len(n) < prefix || prefix > 0 && n[:prefix] != string(d.name[:prefix]) {
 		return 0, false
 	}
 	key, b := n[prefix:], d.b[d.pos+1:]

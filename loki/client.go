@@ -425,14 +425,21 @@ func (p *push) run(send func(lo, hi int) error) error {
 func (p *push) prepare() {
 	s, o := p.s, &p.c.opts
 	now := o.Now()
+	// Consecutive entries mostly share their labels, often the very same string: the last
+	// entry's stream is taken without a lookup when its key is equal.
+	lastKey, lastSID := "", int32(-1)
 	for i := range p.entries {
 		e := &p.entries[i]
 		key := e.Labels.String()
-		sid, ok := s.index[key]
-		if !ok {
-			sid = int32(len(s.streams))
-			s.streams = append(s.streams, stream{labels: e.Labels, err: p.c.guard.Check(e.Labels)})
-			s.index[key] = sid
+		sid := lastSID
+		if sid < 0 || key != lastKey {
+			var ok bool
+			if sid, ok = s.index[key]; !ok {
+				sid = int32(len(s.streams))
+				s.streams = append(s.streams, stream{labels: e.Labels, err: p.c.guard.Check(e.Labels)})
+				s.index[key] = sid
+			}
+			lastKey, lastSID = key, sid
 		}
 		if err := s.streams[sid].err; err != nil {
 			reason := ReasonInvalidLabels

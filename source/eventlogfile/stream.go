@@ -68,7 +68,8 @@ type openFile struct {
 	names     []string
 	kinds     []shape.Kind
 	tsIdx     []int
-	row       int64 // data rows consumed so far: the next row's index
+	clock     rowClock // parses the rows' times
+	row       int64    // data rows consumed so far: the next row's index
 	rec       shape.Record
 	extra     []byte // scratch for ExtraField
 	fallbacks int64  // rows timestamped from LogDate
@@ -497,7 +498,7 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 	found := false
 	for _, i := range of.tsIdx {
 		if i < nf {
-			if t, ok := parseRowTime(of.csv.Field(i)); ok {
+			if t, ok := of.clock.parse(of.csv.Field(i)); ok {
 				r.Time, found = t, true
 				break
 			}

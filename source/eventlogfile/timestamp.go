@@ -37,6 +37,39 @@ func parseRowTime(v []byte) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// rowClock parses the row times of one file, remembering the last second it parsed: a file's
+// rows come in time order, hundreds to a second, and the two Salesforce forms differ within
+// a second only in their milliseconds, so most rows cost a compare and an addition instead of
+// a date's arithmetic. It gives the times parseRowTime gives.
+type rowClock struct {
+	head []byte    // the last second's text: the value without its milliseconds
+	base time.Time // that second
+}
+
+func (c *rowClock) parse(v []byte) (time.Time, bool) {
+	var head, ms []byte
+	switch {
+	case len(v) == 18 && v[14] == '.':
+		head, ms = v[:14], v[15:]
+	case len(v) == 24 && v[19] == '.' && v[23] == 'Z':
+		head, ms = v[:19], v[20:23]
+	default:
+		return parseRowTime(v)
+	}
+	milli, ok := atoi(ms)
+	if !ok {
+		return parseRowTime(v)
+	}
+	if len(c.head) > 0 && string(c.head) == string(head) {
+		return c.base.Add(time.Duration(milli) * time.Millisecond), true
+	}
+	t, ok := parseRowTime(v)
+	if ok {
+		c.head, c.base = append(c.head[:0], head...), t.Add(-time.Duration(milli)*time.Millisecond)
+	}
+	return t, ok
+}
+
 func fastTime(y, mo, d, h, mi, s, ms []byte) (time.Time, bool) {
 	year, ok1 := atoi(y)
 	month, ok2 := atoi(mo)

@@ -333,6 +333,12 @@ type rowScratch struct {
 
 var decoderScratch = sync.Pool{New: func() any { return new(rowScratch) }}
 
+// nameState is what the decoder knows of a name while it decodes a page.
+type nameState struct {
+	seen uint32 // the last row (counted from 1) that had it
+	raw  bool   // it has no '"', '\\' or control character (guess may compare it as sent)
+}
+
 type rowDecoder struct {
 	b      []byte
 	pos    int
@@ -342,11 +348,10 @@ type rowDecoder struct {
 	mem    *rowMem // the page's rows: the spare memory decoded into, or set by records
 	// inPlace: fields and bounds are mem's (a spare), not scratch memory
 	inPlace bool
-	plain   bool     // the last string str scanned is plain (see Row.Plain)
-	bounds  []int    // per record: the index of its first field, where its object starts and ends
-	name    []byte   // the flattened name being built
-	seen    []uint32 // per name: the last row (counted from 1) that had it
-	raw     []bool   // per name: it has no '"', '\\' or control character (guess may compare it as sent)
+	plain   bool        // the last string str scanned is plain (see Row.Plain)
+	bounds  []int       // per record: the index of its first field, where its object starts and ends
+	name    []byte      // the flattened name being built
+	names   []nameState // per name (index into t.names)
 	row     uint32
 	order   []uint16 // the names of the previous record, in order
 	ord     int      // fields of the current record so far
@@ -634,8 +639,8 @@ func (d *rowDecoder) guess(prefix int) (uint16, bool) {
 		return 0, false
 	}
 	i := d.order[k]
-	n := d.t.names[i]
-	if !d.raw[i] || d.seen[i] == d.row || len(n) < prefix || prefix > 0 && n[:prefix] != string(d.name[:prefix]) {
+	ns, n := &d.names[i], d.t.names[i]
+	if !ns.raw || ns.seen == d.row || len(n) < prefix || prefix > 0 && n[:prefix] != string(d.name[:prefix]) {
 		return 0, false
 	}
 	key, b := n[prefix:], d.b[d.pos+1:]
@@ -644,7 +649,7 @@ func (d *rowDecoder) guess(prefix int) (uint16, bool) {
 	}
 	d.pos += len(key) + 2
 	d.ord++
-	d.seen[i] = d.row
+	ns.seen = d.row
 	return i, true
 }
 
@@ -711,8 +716,8 @@ func (d *rowDecoder) intern(key []byte, prefix int) (uint16, error) {
 	d.ord++
 	if k < len(d.order) {
 		i := d.order[k]
-		if n := d.t.names[i]; len(n) == prefix+len(key) && n[prefix:] == string(key) && n[:prefix] == string(d.name[:prefix]) && d.seen[i] != d.row {
-			d.seen[i] = d.row
+		if n := d.t.names[i]; len(n) == prefix+len(key) && n[prefix:] == string(key) && n[:prefix] == string(d.name[:prefix]) && d.names[i].seen != d.row {
+			d.names[i].seen = d.row
 			return i, nil
 		}
 	}
@@ -732,10 +737,10 @@ func (d *rowDecoder) intern(key []byte, prefix int) (uint16, error) {
 // lookup is intern's slow path, through the map of names.
 func (d *rowDecoder) lookup() (uint16, error) {
 	if i, ok := d.index[string(d.name)]; ok {
-		if d.seen[i] == d.row {
+		if d.names[i].seen == d.row {
 			return 0, d.syntax(fmt.Sprintf("field %q twice in one record", d.name))
 		}
-		d.seen[i] = d.row
+		d.names[i].seen = d.row
 		return i, nil
 	}
 	if len(d.t.names) > 0xffff {
@@ -744,8 +749,7 @@ func (d *rowDecoder) lookup() (uint16, error) {
 	i := uint16(len(d.t.names)) //nolint:gosec // checked above
 	s := string(d.name)
 	d.t.names = append(d.t.names, s)
-	d.seen = append(d.seen, d.row)
-	d.raw = append(d.raw, !strings.ContainsFunc(s, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 }))
+	d.names = append(d.names, nameState{seen: d.row, raw: !strings.ContainsFunc(s, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 })})
 	d.index[s] = i
 	return i, nil
 }

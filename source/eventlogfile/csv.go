@@ -178,10 +178,6 @@ func (c *csvReader) Read() error {
 	return c.read()
 }
 
-// Plain reports whether field i of the current record was quoted and holds only ASCII without
-// '"', '\\' or control characters: JSON can carry it as it is.
-func (c *csvReader) Plain(i int) bool { return c.fields[i].plain }
-
 // Skip consumes n records without decoding them. It returns the number skipped and an error
 // when the input ended (io.EOF) or failed first. Over-long records count as records.
 func (c *csvReader) Skip(n int64) (int64, error) {

@@ -47,7 +47,7 @@ func readOutcome(r io.Reader, maxRow int) csvOutcome {
 		rec := make([]string, c.NumFields())
 		plain := make([]bool, c.NumFields())
 		for i := range rec {
-			rec[i], plain[i] = string(c.Field(i)), c.Plain(i)
+			rec[i], plain[i] = string(c.Field(i)), c.Fields()[i].plain
 		}
 		out.Records = append(out.Records, rec)
 		out.Plain = append(out.Plain, plain)

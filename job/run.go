@@ -134,7 +134,12 @@ func (r *run) invoke(ctx context.Context) {
 	defer cancel()
 	sess, err := r.deps.Coordinator.Begin(sessCtx, r.opts.Invocation)
 	if err != nil {
-		r.end(OutcomeOf(err, false), err)
+		o := OutcomeOf(err, false)
+		if o == OutcomeUnavailable && ctx.Err() != nil {
+			// The signal cut the claim short: say so, not only what the store call saw.
+			err = fmt.Errorf("interrupted by a signal before the lease was claimed: %w", err)
+		}
+		r.end(o, err)
 		return
 	}
 	r.sess = sess

@@ -20,7 +20,8 @@ type Shaper struct {
 	types      map[string]*TypeRule // by lower-cased type
 	static     []loki.Label
 	aliases    map[string]string
-	fieldOps   bool // a hash, mask or regex_replace transform exists
+	fieldOps   bool      // a hash, mask or regex_replace transform exists
+	lines      *linePool // shared by the Shapers With makes
 }
 
 // compiled is a transform with its regular expression compiled.
@@ -35,7 +36,7 @@ func New(opts Options) (*Shaper, error) {
 	if err := Validate(opts); err != nil {
 		return nil, err
 	}
-	s := &Shaper{opts: opts, types: map[string]*TypeRule{}, aliases: mergeAliases(opts.CategoryAliases)}
+	s := &Shaper{opts: opts, types: map[string]*TypeRule{}, aliases: mergeAliases(opts.CategoryAliases), lines: &linePool{}}
 	s.opts.Salt = slices.Clone(opts.Salt)
 	for i, t := range opts.Transforms {
 		c := compiled{Transform: t, index: i}
@@ -130,12 +131,14 @@ type Plan struct {
 	sh          *Shaper
 	h           *hasher
 
-	chunk     []byte    // lines handed out so far; the next row is shaped after them
-	keysLen   int       // the JSON member names of every schema field, with separators
-	scratch   []byte    // mask output
-	keyBuf    []byte    // label cache key
-	promoVals [][]byte  // promoted values of the current row
-	metaRefs  []metaRef // metadata of the current row
+	chunk     []byte     // lines handed out so far; the next row is shaped after them
+	cur       *lineChunk // the chunk of chunk (lines.go)
+	last      *lineChunk // the chunk of the last entry handed out; nil when skipped or its own
+	keysLen   int        // the JSON member names of every schema field, with separators
+	scratch   []byte     // mask output
+	keyBuf    []byte     // label cache key
+	promoVals [][]byte   // promoted values of the current row
+	metaRefs  []metaRef  // metadata of the current row
 	scrub     []scrubPair
 	scrubBuf  []byte
 	repl      []byte
@@ -172,7 +175,8 @@ const metaChunkSize = 1024
 // lineChunkSize is how many bytes of lines are allocated at once. A row is shaped straight into
 // the chunk, and its entry's line and metadata values are strings over the bytes written: no
 // copy of the line and no allocation per row. A chunk is never written again where it was
-// handed out, so the strings stay immutable; it is freed when the last entry over it is.
+// handed out, so the strings stay immutable, until every entry over it is released (Lines): then
+// it is reused; an entry never released leaves its chunk to the collector.
 const lineChunkSize = 64 << 10
 
 // Plan resolves the rules for records of schema.
@@ -338,6 +342,7 @@ func DropRule(skip string) (string, bool) { return strings.CutPrefix(skip, dropR
 // sampling, on the sample field's original value or the record id; then the field transforms in
 // configured order; then routing. r is modified (transformed values) and may be Reset after.
 func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
+	p.last = nil
 	aligned := p.aligned(r)
 	for i := range p.drops {
 		if p.dropMatches(r, aligned, i) {
@@ -450,7 +455,7 @@ func (p *Plan) appendObject(out []byte, metas []metaRef, r *Record, aligned bool
 func (p *Plan) lineBuf(r *Record) []byte {
 	need := len(r.buf) + p.keysLen + 2*len(r.fields) + 2
 	if cap(p.chunk)-len(p.chunk) < need {
-		p.chunk = make([]byte, 0, max(lineChunkSize, need))
+		p.newChunk(need)
 	}
 	return p.chunk[len(p.chunk):len(p.chunk)]
 }
@@ -464,6 +469,8 @@ func (p *Plan) handOut(out []byte) string {
 	}
 	if free := p.chunk[len(p.chunk):cap(p.chunk)]; len(free) > 0 && unsafe.SliceData(free) == unsafe.SliceData(out) {
 		p.chunk = p.chunk[:len(p.chunk)+len(out)]
+		p.cur.refs.Add(1)
+		p.last = p.cur
 	}
 	return unsafe.String(unsafe.SliceData(out), len(out))
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
 )
 
 // Record is one item a stream yields, in key order.
@@ -30,6 +31,10 @@ type Record struct {
 	Skip bool
 	// SkipReason names why (drop_row rule, sampled, keepalive, ...) for the run report.
 	SkipReason string
+	// Lines is the memory the entry's line and metadata values lie in, when the source's plan
+	// shaped them there (zero otherwise). The job releases it once the entry's push is settled
+	// and nothing refers to the entry any more, so that later rows are shaped into it.
+	Lines shape.Lines
 }
 
 // Stream yields the records of one checkpoint key in order. It is used by one goroutine.

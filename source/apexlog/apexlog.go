@@ -560,6 +560,7 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record, ahead *body) (s
 		rec.AppendString(fieldBody, shape.String, line)
 	}
 	e, skip := st.plan.Shape(rec)
+	lines := st.plan.Lines()
 	st.ts, st.id = start, id
 	b, err := json.Marshal(cursor{V: 1, StartTime: salesforce.FormatDateTime(start), LastID: id})
 	if err != nil {
@@ -568,7 +569,7 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record, ahead *body) (s
 	if skip != "" {
 		return source.Record{Cursor: source.CursorJSON(b), Skip: true, SkipReason: skip}, nil
 	}
-	return source.Record{Entry: e, Cursor: source.CursorJSON(b)}, nil
+	return source.Record{Entry: e, Cursor: source.CursorJSON(b), Lines: lines}, nil
 }
 
 // body returns the log's body: the download fetched ahead when there is one (waiting for it),

@@ -512,7 +512,7 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 	if skip != "" {
 		return st.rowRecord(source.Record{Skip: true, SkipReason: skip})
 	}
-	return st.rowRecord(source.Record{Entry: e})
+	return st.rowRecord(source.Record{Entry: e, Lines: of.plan.Lines()})
 }
 
 // fill makes the record of the current CSV row without copying its values (they are ranges

@@ -258,6 +258,7 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 	}
 	st.ev = Event{Topic: st.topic, Type: EventType(st.topic), ID: ev.ID, ReplayID: ev.ReplayID, Fields: fields, Time: t, TimeField: field}
 	entry, skip := st.shaper.Shape(&st.ev)
+	lines := st.shaper.plan.Lines()
 	cursor := st.cursor(ev.ReplayID)
 	if skip != "" {
 		st.src.update(func() { st.rep.Skipped++ })
@@ -267,7 +268,7 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 	md = append(md, entry.Metadata...)
 	entry.Metadata = append(md, loki.Label{Name: MetadataReplayID, Value: base64.StdEncoding.EncodeToString(ev.ReplayID)})
 	st.src.update(func() { st.rep.Events++ })
-	return source.Record{Entry: entry, Cursor: source.CursorJSON(cursor)}, nil
+	return source.Record{Entry: entry, Cursor: source.CursorJSON(cursor), Lines: lines}, nil
 }
 
 // cursor returns the cursor after an item with replay id id.

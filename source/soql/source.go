@@ -476,11 +476,12 @@ func (st *stream) emit(r row) source.Record {
 		setValue(rec, k, kind, r.rec.Value(i))
 	}
 	e, skip := st.plan.Shape(rec)
+	lines := st.plan.Lines()
 	cur := st.cursor()
 	if skip != "" {
 		return source.Record{Cursor: cur, Skip: true, SkipReason: skip}
 	}
-	return source.Record{Entry: e, Cursor: cur}
+	return source.Record{Entry: e, Cursor: cur, Lines: lines}
 }
 
 // cursorBlock is how many cursors are allocated at once: a block of 64 (4.5 KiB) stays in memory

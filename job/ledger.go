@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 
 	"github.com/sf2loki/sf2loki/loki"
@@ -153,9 +154,12 @@ func (r *run) committedAll() {
 func (r *run) freeze(ks *keyState, it item, reason string) {
 	ks.frozen = true
 	r.frozen.add(ks.key)
+	// A copy: the entry's memory is reused once its push is settled.
 	line := it.rec.Entry.Line
 	if len(line) > 200 {
 		line = line[:200] + "…"
+	} else {
+		line = strings.Clone(line)
 	}
 	r.rep.Frozen = append(r.rep.Frozen, FrozenKey{
 		Key: ks.key, Reason: reason, Timestamp: it.rec.Entry.Timestamp,

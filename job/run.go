@@ -220,9 +220,11 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 	// Filtered in place: the batch is not used again.
 	items := b.items[:0]
 	for _, it := range b.items {
-		if !it.ks.frozen { // pulled before its key froze: never pushed, never committed
-			items = append(items, it)
+		if it.ks.frozen { // pulled before its key froze: never pushed, never committed
+			it.rec.Lines.Release()
+			continue
 		}
+		items = append(items, it)
 	}
 	if len(items) == 0 {
 		return nil
@@ -249,6 +251,12 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 		return err // the rate caps left no time: nothing was pushed, nothing settles
 	}
 	s := r.settle(items, &sh, r.dispose)
+	// Settled: the receiver has what it accepted, and the dead letter and the report keep
+	// copies of what they name, so nothing refers to these lines any more: the next rows are
+	// shaped into their memory. (Items cut by a paused budget are left to the collector.)
+	for _, it := range items {
+		it.rec.Lines.Release()
+	}
 	for _, ks := range r.touched(items) {
 		if sh.accepted > 0 {
 			r.sourceReport(ks).Pushes++

@@ -56,8 +56,9 @@ const maxPooledChunks = 256
 // linePool holds released chunks for the plans of one Shaper. The puller shapes while the job
 // releases, so it is locked; it is touched once per chunk, not per row.
 type linePool struct {
-	mu   sync.Mutex
-	free []*lineChunk
+	mu     sync.Mutex
+	free   []*lineChunk
+	reused atomic.Int64
 }
 
 func (p *linePool) get() *lineChunk {
@@ -70,6 +71,7 @@ func (p *linePool) get() *lineChunk {
 	c := p.free[n-1]
 	p.free[n-1] = nil
 	p.free = p.free[:n-1]
+	p.reused.Add(1)
 	return c
 }
 
@@ -106,3 +108,7 @@ func (p *Plan) newChunk(need int) {
 // once nothing refers to the entry; the zero Lines when Shape skipped the record or the line has
 // memory of its own.
 func (p *Plan) Lines() Lines { return Lines{p.last} }
+
+// ChunksReused returns how many times the plans of s (and of the Shapers With made from it)
+// started a chunk of line memory by reusing a released one instead of allocating it.
+func (s *Shaper) ChunksReused() int64 { return s.lines.reused.Load() }

@@ -129,7 +129,7 @@ func pushMode(csvPath, cfgPath string) error {
 	defer f.Close()
 	var batch []loki.Entry
 	payload := 0
-	_, err = eventlogfile.ReadEntries(f, body, sh, func(e loki.Entry) error {
+	_, err = eventlogfile.ReadEntries(f, body, sh, func(e loki.Entry, _ shape.Lines) error {
 		n := len(e.Line)
 		for _, m := range e.Metadata {
 			n += len(m.Name) + len(m.Value)

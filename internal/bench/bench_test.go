@@ -46,7 +46,7 @@ func TestCeilingShapesAndEncodesEveryRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	var entries int64
-	rows, err := eventlogfile.ReadEntries(bytes.NewReader(body.Bytes()), eventlogfile.Body{EventType: "API"}, sh, func(loki.Entry) error { entries++; return nil })
+	rows, err := eventlogfile.ReadEntries(bytes.NewReader(body.Bytes()), eventlogfile.Body{EventType: "API"}, sh, func(loki.Entry, shape.Lines) error { entries++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,7 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 	cr := &countingReader{r: f}
 	maxEntries, maxBytes := l.BatchMaxEntries, l.BatchMaxBytes.Int()
 	batch := make([]loki.Entry, 0, maxEntries)
+	held := make([]shape.Lines, 0, maxEntries)
 	var lineBytes int64
 	push := func() error {
 		if len(batch) == 0 {
@@ -92,16 +93,21 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 		if !res.OK() {
 			return fmt.Errorf("ceiling push: %d of %d entries not accepted: %w", len(batch)-len(res.Accepted), len(batch), res.Err)
 		}
-		clear(batch) // the job drops a pushed batch: its lines become garbage
-		batch, lineBytes = batch[:0], 0
+		// As the job does once a push is settled: nothing refers to the lines any more, so
+		// the next rows are shaped into their memory.
+		for _, l := range held {
+			l.Release()
+		}
+		clear(batch)
+		batch, held, lineBytes = batch[:0], held[:0], 0
 		return nil
 	}
 	runtime.GC()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	cpu0, t0 := processCPU(), time.Now()
-	rows, err := eventlogfile.ReadEntries(cr, body, sh, func(e loki.Entry) error {
-		batch = append(batch, e)
+	rows, err := eventlogfile.ReadEntries(cr, body, sh, func(e loki.Entry, l shape.Lines) error {
+		batch, held = append(batch, e), append(held, l)
 		lineBytes += int64(len(e.Line))
 		if len(batch) >= maxEntries || lineBytes >= maxBytes {
 			return push()

@@ -28,7 +28,7 @@ func TestReadEntriesTypesValuesAsListed(t *testing.T) {
 		{"untyped", Body{EventType: "API"}, []string{`"CPU_TIME":"12"`, `"IS_API":"1"`}},
 	} {
 		var lines []string
-		n, err := ReadEntries(strings.NewReader(csv), c.body, sh, func(e loki.Entry) error {
+		n, err := ReadEntries(strings.NewReader(csv), c.body, sh, func(e loki.Entry, _ shape.Lines) error {
 			lines = append(lines, e.Line)
 			return nil
 		})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
 )
 
@@ -42,9 +43,26 @@ type Numbered struct {
 	Delay time.Duration
 	// Labels, when set, gives further stream labels of record n of key (promoted fields).
 	Labels func(key string, n int) []loki.Label
+	// Shaped writes each line (the same JSON) and its metadata with a shape.Plan, as the real
+	// sources do: into line memory the job releases and later rows reuse (see ChunksReused).
+	Shaped bool
 
-	mu    sync.Mutex
-	opens int
+	mu     sync.Mutex
+	opens  int
+	shaper *shape.Shaper
+	plan   *shape.Plan // one for every key (the job pulls them in one goroutine), so that
+	// a key's line memory is shared with the others' and released with theirs
+}
+
+// ChunksReused is how many chunks of line memory the Shaped lines reused (shape.Shaper.
+// ChunksReused): more than zero once the job released settled entries.
+func (s *Numbered) ChunksReused() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shaper == nil {
+		return 0
+	}
+	return s.shaper.ChunksReused()
 }
 
 // Cursor is the Numbered source's cursor: the number of the last record done.
@@ -149,7 +167,19 @@ func (s *Numbered) Open(_ context.Context, req source.OpenRequest) ([]source.Str
 		if s.FailAt != nil {
 			fail = s.FailAt[k]
 		}
-		out = append(out, &stream{src: s, key: k, next: from + 1, total: s.Totals[k], failAt: fail})
+		st := &stream{src: s, key: k, next: from + 1, total: s.Totals[k], failAt: fail}
+		if s.Shaped {
+			if s.shaper == nil {
+				sh, err := shape.New(shape.Options{Metadata: []string{"n"}})
+				if err != nil {
+					return nil, err
+				}
+				s.shaper = sh
+				s.plan = sh.Plan(shape.Schema{Source: s.Name(), Type: "numbered", Fields: []string{"key", "n", "pad"}})
+			}
+			st.plan = s.plan
+		}
+		out = append(out, st)
 	}
 	return out, nil
 }
@@ -160,6 +190,8 @@ type stream struct {
 	next   int
 	total  int
 	failAt int
+	plan   *shape.Plan // Shaped
+	rec    *shape.Record
 }
 
 func (st *stream) Key() string { return st.key }
@@ -208,10 +240,34 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 		Line:      line,
 		Metadata:  []loki.Label{{Name: "n", Value: strconv.Itoa(n)}},
 	}
+	if st.plan != nil {
+		st.shape(&rec, n, line)
+	}
 	if st.src.NoMetadata {
 		rec.Entry.Metadata = nil
 	}
 	return rec, nil
+}
+
+// shape writes the record's line and metadata again with the stream's plan: the same bytes, in
+// line memory the job releases.
+func (st *stream) shape(rec *source.Record, n int, line string) {
+	if st.rec == nil {
+		st.rec = new(shape.Record)
+	}
+	r := st.rec
+	r.Reset()
+	r.Type, r.Time = st.key, rec.Entry.Timestamp
+	r.AppendString("key", shape.String, st.key)
+	r.AppendString("n", shape.Number, strconv.Itoa(n))
+	if _, pad, ok := strings.Cut(line, `,"pad":"`); ok {
+		r.AppendString("pad", shape.String, strings.TrimSuffix(pad, `"}`))
+	}
+	e, _ := st.plan.Shape(r)
+	if e.Line != line {
+		panic(fmt.Sprintf("sourcetest: shaped line %q differs from %q", e.Line, line))
+	}
+	rec.Entry.Line, rec.Entry.Metadata, rec.Lines = e.Line, e.Metadata, st.plan.Lines()
 }
 
 func (st *stream) Close() error { return nil }

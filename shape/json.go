@@ -8,6 +8,21 @@ import (
 
 // isJSONNumber reports whether v is a number in JSON syntax.
 func isJSONNumber(v []byte) bool {
+	// Most values of a Number column are integers without a sign: one compare a digit.
+	if len(v) > 0 && v[0]-'1' < 9 {
+		i := 1
+		for i < len(v) && v[i]-'0' < 10 {
+			i++
+		}
+		if i == len(v) {
+			return true
+		}
+	}
+	return isJSONNumberSyntax(v)
+}
+
+// isJSONNumberSyntax is isJSONNumber's whole grammar: sign, integer, fraction, exponent.
+func isJSONNumberSyntax(v []byte) bool {
 	i := 0
 	if i < len(v) && v[i] == '-' {
 		i++

@@ -35,7 +35,7 @@ func TestWireAppendsMatchProtowire(t *testing.T) {
 	}
 	for _, n := range []int{0, 1, 127, 128, 300, 16384, 70000} {
 		s := string(bytes.Repeat([]byte{'x'}, n))
-		if got, want := appendString(bytes.Clone(prefix), s), protowire.AppendString(bytes.Clone(prefix), s); !bytes.Equal(got, want) {
+		if got, want := appendBytes(bytes.Clone(prefix), s), protowire.AppendString(bytes.Clone(prefix), s); !bytes.Equal(got, want) {
 			t.Fatalf("string of %d bytes differs from protowire's", n)
 		}
 		if got, want := appendBytes(bytes.Clone(prefix), []byte(s)), protowire.AppendBytes(bytes.Clone(prefix), []byte(s)); !bytes.Equal(got, want) {

@@ -191,7 +191,7 @@ type stream struct {
 	total  int
 	failAt int
 	plan   *shape.Plan // Shaped
-	rec    *shape.Record
+	rec    shape.Record
 }
 
 func (st *stream) Key() string { return st.key }
@@ -223,8 +223,10 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 		return rec, nil
 	}
 	line := `{"key":` + strconv.Quote(st.key) + `,"n":` + strconv.Itoa(n) + `}`
+	var padding *string // the pad member's value, when the line has one
 	if pad := st.src.LineBytes - len(line); pad > 0 {
-		line = line[:len(line)-1] + `,"pad":"` + strings.Repeat("x", max(0, pad-9)) + `"}`
+		p := strings.Repeat("x", max(0, pad-9))
+		line, padding = line[:len(line)-1]+`,"pad":"`+p+`"}`, &p
 	}
 	ts := st.src.Base.Add(time.Duration(n) * time.Millisecond)
 	if st.src.Stamp != nil {
@@ -241,7 +243,7 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 		Metadata:  []loki.Label{{Name: "n", Value: strconv.Itoa(n)}},
 	}
 	if st.plan != nil {
-		st.shape(&rec, n, line)
+		st.shape(&rec, n, line, padding)
 	}
 	if st.src.NoMetadata {
 		rec.Entry.Metadata = nil
@@ -251,17 +253,14 @@ func (st *stream) Next(ctx context.Context) (source.Record, error) {
 
 // shape writes the record's line and metadata again with the stream's plan: the same bytes, in
 // line memory the job releases.
-func (st *stream) shape(rec *source.Record, n int, line string) {
-	if st.rec == nil {
-		st.rec = new(shape.Record)
-	}
-	r := st.rec
+func (st *stream) shape(rec *source.Record, n int, line string, padding *string) {
+	r := &st.rec
 	r.Reset()
 	r.Type, r.Time = st.key, rec.Entry.Timestamp
 	r.AppendString("key", shape.String, st.key)
 	r.AppendString("n", shape.Number, strconv.Itoa(n))
-	if _, pad, ok := strings.Cut(line, `,"pad":"`); ok {
-		r.AppendString("pad", shape.String, strings.TrimSuffix(pad, `"}`))
+	if padding != nil {
+		r.AppendString("pad", shape.String, *padding)
 	}
 	e, _ := st.plan.Shape(r)
 	if e.Line != line {

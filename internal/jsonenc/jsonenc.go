@@ -7,6 +7,9 @@
 // become \u2028 and \u2029 (they break JavaScript consumers), and '<', '>', '&' and U+007F are
 // kept as they are. A byte that is not part of valid UTF-8 is replaced by U+FFFD (JSON text must
 // be UTF-8), written as the Replacement says.
+//
+// Plain and Classify tell a scanner which bytes of its input that escaping would touch, so
+// that a value with none of them is copied as it is.
 package jsonenc
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/bits"
 
 	"github.com/sf2loki/sf2loki/internal/jsonenc"
 )
@@ -36,6 +37,7 @@ type csvReader struct {
 	row      []byte     // fields of a record the state machine read, concatenated
 	fields   []csvField // the current record's fields
 	unquote  []int      // fields read in place that hold "" escapes
+	pairs    int        // the "" escapes of those fields, which their values are shorter by
 	dirty    bool       // the field being read is not plain
 	maxRow   int
 	tooLarge bool
@@ -253,59 +255,79 @@ func (c *csvReader) read() error {
 // It returns false otherwise, having consumed and changed nothing: the state machine then
 // reads the record (a record cut by the buffer's end, a stray quote, a lone \r, an over-long
 // record), with the same result. This is the path of nearly every row, so it finds field ends
-// a word at a time and copies nothing: the fields are ranges of the buffer.
+// a block of 64 bytes at a time (jsonenc.Classify) and copies nothing: the fields are ranges of
+// the buffer.
 func (c *csvReader) fast() bool {
 	b := c.buf[c.pos:c.end]
-	fields, unquote := c.fields, c.unquote[:0]
-	size := 0 // the decoded values' bytes, held against the cap
+	fields := c.fields
+	c.unquote, c.pairs = c.unquote[:0], 0
+	// The masks of b[at:at+64]: its quotes, and its other bytes that need attention in JSON.
+	at, quotes, others := -64, uint64(0), uint64(0)
+	end := 0 // the record's length, with its line break
 	i := 0
+	var d byte // the byte after a quoted field's closing quote
+fields:
 	for i < len(b) {
-		end := -1 // the record's length when this field ends it
 		if b[i] == '"' {
 			i++
-			clean, pairs := true, 0
+			clean := true
 			k := i
 			for {
-				// The closing quote is the first byte that is not plain, unless the value has
-				// something to escape in JSON.
-				k += jsonenc.Plain(b[k:])
-				if k < len(b) && b[k] != '"' {
-					clean = false
-					j := bytes.IndexByte(b[k:], '"')
-					if j < 0 {
-						return false
+				// The closing quote is the first quote from k on; the value is plain unless a
+				// byte JSON must escape or check lies before it. The bytes are classified a
+				// block of 64 at a time into two masks, which the next fields go on using.
+				for {
+					if k >= at+64 {
+						if k >= len(b) {
+							return false
+						}
+						at = k
+						quotes, others = jsonenc.Classify(b[k:])
 					}
-					k += j
+					sh := uint(k - at)
+					if q := quotes >> sh; q != 0 {
+						n := bits.TrailingZeros64(q)
+						if others>>sh&(1<<n-1) != 0 {
+							clean = false
+						}
+						k += n
+						break
+					}
+					if others>>sh != 0 {
+						clean = false
+					}
+					k = at + 64
 				}
 				if k+1 >= len(b) {
 					return false
 				}
-				if b[k+1] == '"' { // an escaped quote: unquoted once the record is whole
+				if d = b[k+1]; d == '"' { // an escaped quote: unquoted once the record is whole
+					if len(c.unquote) == 0 || c.unquote[len(c.unquote)-1] != len(fields) {
+						c.unquote = append(c.unquote, len(fields))
+					}
 					clean = false
-					pairs++
+					c.pairs++
 					k += 2
 					continue
 				}
 				break
 			}
-			switch b[k+1] {
+			fields = append(fields, csvField{i, k, clean})
+			i = k + 2
+			switch d {
 			case ',':
 			case '\n':
-				end = k + 2
+				end = i
+				break fields
 			case '\r':
-				if k+2 >= len(b) || b[k+2] != '\n' {
+				if i >= len(b) || b[i] != '\n' {
 					return false
 				}
-				end = k + 3
+				end = i + 1
+				break fields
 			default:
 				return false // a stray quote: data, as the state machine reads it
 			}
-			if pairs > 0 {
-				unquote = append(unquote, len(fields))
-			}
-			fields = append(fields, csvField{i, k, clean})
-			size += k - i - pairs
-			i = k + 2
 		} else {
 			j := i
 			for j < len(b) && !special[b[j]] {
@@ -314,48 +336,64 @@ func (c *csvReader) fast() bool {
 			if j >= len(b) {
 				return false
 			}
+			fields = append(fields, csvField{i, j, false})
+			i = j + 1
 			switch b[j] {
 			case ',':
 			case '\n':
-				end = j + 1
+				end = i
+				break fields
 			default: // '\r'
-				if j+1 >= len(b) || b[j+1] != '\n' {
+				if i >= len(b) || b[i] != '\n' {
 					return false
 				}
-				end = j + 2
+				end = i + 1
+				break fields
 			}
-			fields = append(fields, csvField{i, j, false})
-			size += j - i
-			i = j + 1
-		}
-		if end >= 0 {
-			if size > c.maxRow {
-				return false
-			}
-			for _, f := range unquote {
-				fields[f].end = unquoteInPlace(b, fields[f].start, fields[f].end)
-			}
-			c.data, c.fields, c.unquote = b[:end:end], fields, unquote
-			c.pos += end
-			c.eol = true
-			return true
 		}
 	}
-	return false // the record goes on past the buffer
+	if end == 0 {
+		return false // the record goes on past the buffer
+	}
+	// A record's decoded values are never longer than the record, so only a long record is
+	// measured against the cap.
+	if end > c.maxRow {
+		size := -c.pairs
+		for _, f := range fields {
+			size += f.end - f.start
+		}
+		if size > c.maxRow {
+			return false
+		}
+	}
+	for _, f := range c.unquote {
+		fields[f].end = unquoteInPlace(b, fields[f].start, fields[f].end)
+	}
+	c.data, c.fields = b[:end:end], fields
+	c.pos += end
+	c.eol = true
+	return true
 }
 
 // unquoteInPlace turns the "" escapes of b[start:end], a quoted field's value where every quote
 // is half of such a pair, into single quotes in place, and returns the value's new end.
 func unquoteInPlace(b []byte, start, end int) int {
-	w := start
-	for r := start; r < end; r++ {
-		b[w] = b[r]
-		w++
-		if b[r] == '"' {
-			r++
-		}
+	q := bytes.IndexByte(b[start:end], '"')
+	if q < 0 {
+		return end
 	}
-	return w
+	// Up to the first pair nothing moves; from there on, each run of text up to and including
+	// a pair's first quote moves left by the pairs before it.
+	w := start + q + 1
+	r := w + 1
+	for {
+		q = bytes.IndexByte(b[r:end], '"')
+		if q < 0 {
+			return w + copy(b[w:], b[r:end])
+		}
+		w += copy(b[w:], b[r:r+q+1])
+		r += q + 2
+	}
 }
 
 func (c *csvReader) add(b []byte) {

@@ -3,6 +3,7 @@ package eventlogfile
 import (
 	"encoding/csv"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -289,6 +290,39 @@ func TestCSVUnterminated(t *testing.T) {
 			}
 			if noEOL, open := r.Unterminated(); noEOL != c.noEOL || open != c.open {
 				t.Errorf("%q: Unterminated() = %v, %v; want %v, %v", c.in, noEOL, open, c.noEOL, c.open)
+			}
+		}
+	}
+}
+
+// TestCSVFieldEndsAcrossBlocks: the in-place reader classifies bytes in blocks of 64 that
+// start wherever a search starts. Wherever a field starts in its block and wherever its quote,
+// "" escape or byte JSON must look at lies, the record reads as the byte-at-a-time state
+// machine reads it (one byte per read keeps every record out of the in-place path; compared at
+// some positions, as it is slow), and a value with such a byte is not marked plain.
+func TestCSVFieldEndsAcrossBlocks(t *testing.T) {
+	for _, special := range []string{`\`, "\x01", "é", `""`, "\n", ","} {
+		for lead := range 64 { // every start of the value within a block
+			for pos := 0; pos < 140; pos += 5 {
+				value := []byte(strings.Repeat("v", 140))
+				value = append(value[:pos:pos], append([]byte(special), value[pos:]...)...)
+				in := fmt.Sprintf("\"A\",\"B\",\"C\"\n\"%s\",\"%s\",\"z\"\n\"next\",\"\",\"\"\n",
+					strings.Repeat("p", lead), value)
+				whole := readOutcome(strings.NewReader(in), 1<<20)
+				if pos%35 == 0 {
+					bytewise := readOutcome(iotest.OneByteReader(strings.NewReader(in)), 1<<20)
+					if !reflect.DeepEqual(whole, bytewise) {
+						t.Fatalf("%q at %d after a field of %d: in place %+v, byte by byte %+v", special, pos, lead, whole, bytewise)
+					}
+				}
+				wantValue := strings.ReplaceAll(string(value), `""`, `"`)
+				if len(whole.Records) != 3 || whole.Records[1][1] != wantValue || whole.Records[1][0] != strings.Repeat("p", lead) {
+					t.Fatalf("%q at %d after a field of %d: records %q", special, pos, lead, whole.Records)
+				}
+				wantPlain := special == ","
+				if whole.Plain[1][1] != wantPlain || !whole.Plain[1][0] || !whole.Plain[2][0] {
+					t.Fatalf("%q at %d after a field of %d: plain %v, want the value's %v", special, pos, lead, whole.Plain, wantPlain)
+				}
 			}
 		}
 	}

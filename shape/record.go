@@ -41,7 +41,7 @@ type Record struct {
 	Type string
 	// ID is the record's stable id, the sampling key when the type names no sample field (an
 	// EventLogFile row: file id and row number; a SOQL row: its Id). Sources append into it
-	// after Reset.
+	// after Reset; a source may leave it empty when the plan does not read it (Plan.UsesID).
 	ID []byte
 	// Time is the entry timestamp, taken by the source from the original (untransformed) values.
 	Time time.Time

@@ -594,6 +594,10 @@ func (p *Plan) dropMatches(r *Record, aligned bool, i int) bool {
 	return true
 }
 
+// UsesID reports whether Shape reads a record's ID: only to sample it, when its type keeps a
+// fraction of its records. A source may leave the ID empty otherwise.
+func (p *Plan) UsesID() bool { return !p.sampleAll }
+
 // sampled reports whether the record is kept by its type's sample rate.
 func (p *Plan) sampled(r *Record, aligned bool) bool {
 	var key []byte

@@ -491,9 +491,11 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 	}
 	st.fill(r)
 	nf := of.csv.NumFields()
-	r.ID = append(r.ID, of.info.ID...)
-	r.ID = append(r.ID, ':')
-	r.ID = strconv.AppendInt(r.ID, of.row, 10)
+	if of.plan.UsesID() {
+		r.ID = append(r.ID, of.info.ID...)
+		r.ID = append(r.ID, ':')
+		r.ID = strconv.AppendInt(r.ID, of.row, 10)
+	}
 	r.Time = of.info.logDate
 	found := false
 	for _, i := range of.tsIdx {

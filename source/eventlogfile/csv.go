@@ -36,12 +36,16 @@ type csvReader struct {
 	data     []byte     // the bytes the current record's fields index: row, or the read buffer
 	row      []byte     // fields of a record the state machine read, concatenated
 	fields   []csvField // the current record's fields
-	unquote  []int      // fields read in place that hold "" escapes
-	pairs    int        // the "" escapes of those fields, which their values are shorter by
 	dirty    bool       // the field being read is not plain
 	maxRow   int
 	tooLarge bool
 	discard  bool
+
+	// Scratch of fast, per record: the fields read in place that hold "" escapes, and how many
+	// escapes they hold (their values are that much shorter). Kept here rather than in fast's
+	// locals: they are rarely touched, and the field loop's registers go further without them.
+	unquote []int
+	pairs   int
 
 	// How the current record ended: eol is false for a record ended by the end of the input
 	// (the last one, without a line break), open for one whose quoted field was still open there.

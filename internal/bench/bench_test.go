@@ -125,3 +125,43 @@ func TestMakeTagsReadsTheTreesMakefile(t *testing.T) {
 		t.Fatalf("makeTags of this repository = %q, %v; want its TAGS", got, err)
 	}
 }
+
+// TestNetworkShipsEveryRowToTheReceiver: the network measurement lists the org's file, downloads
+// it, shapes and pushes every row over HTTP to the strict receiver, and measures its cost.
+func TestNetworkShipsEveryRowToTheReceiver(t *testing.T) {
+	dir := t.TempDir()
+	keys, err := simsf.NewKeyPair(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := newWorld(dir, keys.KeyPEM, keys.Certificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	now := time.Now().UTC()
+	if _, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: "API", Interval: simsf.IntervalDaily,
+		LogDate: now.Add(-24 * time.Hour).Truncate(24 * time.Hour), CreatedDate: now.Add(-time.Hour), Rows: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	srv := &server{served: served{SalesforceURL: w.sf.URL, PushURL: w.receiver.PushURL(), KeyPath: w.keyPath}, dir: dir}
+	cfgPath, err := srv.config("network", eventLogFileSources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(config.LoadOptions{Path: cfgPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sink.Loki.BatchMaxEntries = 3000
+	m, err := Network(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Rows != 20000 || w.receiver.Count() != 20000 {
+		t.Fatalf("network: %d rows measured, the receiver took %d; the file has 20000", m.Rows, w.receiver.Count())
+	}
+	if m.CPU <= 0 || m.Wall <= 0 || m.Mallocs == 0 {
+		t.Fatalf("network cost not measured: %+v", m)
+	}
+}

@@ -78,44 +78,14 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 	}
 	defer f.Close()
 	cr := &countingReader{r: f}
-	maxEntries, maxBytes := l.BatchMaxEntries, l.BatchMaxBytes.Int()
-	batch := make([]loki.Entry, 0, maxEntries)
-	held := make([]shape.Lines, 0, maxEntries)
-	var lineBytes int64
-	push := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		for i := range batch {
-			batch[i].Ref = uint64(i)
-		}
-		res := client.Push(context.Background(), batch)
-		if !res.OK() {
-			return fmt.Errorf("ceiling push: %d of %d entries not accepted: %w", len(batch)-len(res.Accepted), len(batch), res.Err)
-		}
-		// As the job does once a push is settled: nothing refers to the lines any more, so
-		// the next rows are shaped into their memory.
-		for _, l := range held {
-			l.Release()
-		}
-		clear(batch)
-		batch, held, lineBytes = batch[:0], held[:0], 0
-		return nil
-	}
+	b := newBatcher(client, cfg.Sink.Loki, "ceiling")
 	runtime.GC()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	cpu0, t0 := processCPU(), time.Now()
-	rows, err := eventlogfile.ReadEntries(cr, body, sh, func(e loki.Entry, l shape.Lines) error {
-		batch, held = append(batch, e), append(held, l)
-		lineBytes += int64(len(e.Line))
-		if len(batch) >= maxEntries || lineBytes >= maxBytes {
-			return push()
-		}
-		return nil
-	})
+	rows, err := eventlogfile.ReadEntries(cr, body, sh, b.add)
 	if err == nil {
-		err = push()
+		err = b.flush()
 	}
 	wall, cpu := time.Since(t0), processCPU()-cpu0
 	runtime.ReadMemStats(&ms1)
@@ -123,6 +93,55 @@ func Ceiling(path, eventType string, cfg *config.Config) (Measure, error) {
 		return Measure{}, err
 	}
 	return Measure{Rows: rows, Bytes: cr.n, Wall: wall, CPU: cpu, Mallocs: ms1.Mallocs - ms0.Mallocs, Alloc: ms1.TotalAlloc - ms0.TotalAlloc}, nil
+}
+
+// batcher collects entries into pushes exactly as the job batches them
+// (sink.loki.batch_max_entries and batch_max_bytes) and pushes each with client.
+type batcher struct {
+	client     *loki.Client
+	what       string // names the measurement in errors
+	maxEntries int
+	maxBytes   int64
+	batch      []loki.Entry
+	held       []shape.Lines
+	lineBytes  int64
+}
+
+func newBatcher(client *loki.Client, l config.Loki, what string) *batcher {
+	return &batcher{client: client, what: what, maxEntries: l.BatchMaxEntries, maxBytes: l.BatchMaxBytes.Int(),
+		batch: make([]loki.Entry, 0, l.BatchMaxEntries), held: make([]shape.Lines, 0, l.BatchMaxEntries)}
+}
+
+// add takes one shaped entry and the memory its line lies in, and pushes when the batch is full.
+func (b *batcher) add(e loki.Entry, l shape.Lines) error {
+	b.batch, b.held = append(b.batch, e), append(b.held, l)
+	b.lineBytes += int64(len(e.Line))
+	if len(b.batch) >= b.maxEntries || b.lineBytes >= b.maxBytes {
+		return b.flush()
+	}
+	return nil
+}
+
+// flush pushes what the batch holds.
+func (b *batcher) flush() error {
+	if len(b.batch) == 0 {
+		return nil
+	}
+	for i := range b.batch {
+		b.batch[i].Ref = uint64(i)
+	}
+	res := b.client.Push(context.Background(), b.batch)
+	if !res.OK() {
+		return fmt.Errorf("%s push: %d of %d entries not accepted: %w", b.what, len(b.batch)-len(res.Accepted), len(b.batch), res.Err)
+	}
+	// As the job does once a push is settled: nothing refers to the lines any more, so
+	// the next rows are shaped into their memory.
+	for _, l := range b.held {
+		l.Release()
+	}
+	clear(b.batch)
+	b.batch, b.held, b.lineBytes = b.batch[:0], b.held[:0], 0
+	return nil
 }
 
 // bodyOf describes the EventLogFile body at path as the simulated org lists it (its header's

@@ -163,7 +163,7 @@ func runCeilingOf(ctx context.Context, harness, csvPath, cfgPath, profile string
 	if profile != "" {
 		args = append(args, "-cpuprofile", profile)
 	}
-	return ceilingChild(ctx, harness, args)
+	return measureChild(ctx, harness, "ceiling", args)
 }
 
 func medianFloat(v []float64) float64 {

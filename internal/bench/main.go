@@ -78,6 +78,7 @@ func main() {
 	ceilingCSV := flag.String("ceiling", "", "(internal) measure the ceiling over this CSV file and print it as JSON")
 	ceilingConfig := flag.String("config", "", "(internal) ceiling mode: configuration with the shaping and Loki settings")
 	cpuProfile := flag.String("cpuprofile", "", "(internal) ceiling mode: write a CPU profile here")
+	networkConfig := flag.String("network", "", "(internal) measure the source over the network without the job, with this configuration, and print it as JSON")
 	pushCSV := flag.String("push", "", "(internal) measure one 4 MiB push of this CSV's first entries and print it as JSON")
 	flag.Parse()
 	switch {
@@ -90,6 +91,12 @@ func main() {
 	case *serveScenario != "":
 		if err := serve(*serveScenario, *serveDir); err != nil {
 			fmt.Fprintln(os.Stderr, "bench serve:", err)
+			os.Exit(1)
+		}
+		return
+	case *networkConfig != "":
+		if err := networkMode(*networkConfig); err != nil {
+			fmt.Fprintln(os.Stderr, "bench network:", err)
 			os.Exit(1)
 		}
 		return
@@ -218,7 +225,7 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 	var verdicts, allocVerdicts []string
 	var rss []int64
 	var lambdaRSS int64
-	var ratios []float64
+	var ratios, networkRatios, jobRatios []float64
 	var push pushResult
 	sizes := o.sizes
 	if !o.runs("elf") {
@@ -235,6 +242,8 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 		}
 		ratio := e2e.m.RowsPerCoreSec() / ceil.RowsPerCoreSec()
 		ratios = append(ratios, ratio)
+		networkRatio := e2e.network.RowsPerCoreSec() / ceil.RowsPerCoreSec()
+		networkRatios, jobRatios = append(networkRatios, networkRatio), append(jobRatios, e2e.m.RowsPerCoreSec()/e2e.network.RowsPerCoreSec())
 		verdicts = append(verdicts, verdict(&missed, ceil.MBPerCoreSec() >= targetCeilingMBPerCore,
 			"the ceiling ≥ %d MB/s per core (%s): %.1f", targetCeilingMBPerCore, formatSize(size), ceil.MBPerCoreSec()))
 		if size >= allocCheckMinBytes {
@@ -246,6 +255,7 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 			push = e2e.push
 		}
 		rows = append(rows, row{name: "ceiling: EventLogFile API " + formatSize(size), m: ceil, ratio: 1, throughput: true},
+			row{name: "network: EventLogFile API " + formatSize(size) + ", the source over HTTP and its pushes, without the job", m: e2e.network, ratio: networkRatio, throughput: true},
 			row{name: "run-once: EventLogFile API " + formatSize(size), m: e2e.m, ratio: ratio, throughput: true,
 				hasAPI: true, apiPer10k: e2e.apiPer10k, apiDetail: e2e.apiDetail})
 		if e2e.lambda.Rows > 0 {
@@ -323,7 +333,9 @@ func run(ctx context.Context, o options, out io.Writer) (missed bool, err error)
 	}
 	if len(sizes) > 0 {
 		verdicts = append(verdicts,
-			verdict(&missed, slices.Min(ratios) >= targetCeilingRatio, "EventLogFile end to end ≥ %s of the ceiling per CPU second: %s", pct(targetCeilingRatio), joinRatios(ratios)))
+			verdict(&missed, slices.Min(ratios) >= targetCeilingRatio, "EventLogFile end to end ≥ %s of the ceiling per CPU second: %s", pct(targetCeilingRatio), joinRatios(ratios)),
+			fmt.Sprintf("INFO  of that distance, the network's part: the source over HTTP and its pushes without the job at %s of the ceiling per CPU second; the job's part: run-once at %s of that",
+				joinRatios(networkRatios), joinRatios(jobRatios)))
 		if largest := sizes[len(sizes)-1]; largest >= targetRSSFileBytes {
 			verdicts = append(verdicts, verdict(&missed, rss[len(rss)-1] <= targetPeakRSS, "peak RSS ≤ %.0f MiB shipping a %s EventLogFile: %.1f MiB", mib(targetPeakRSS), formatSize(largest), mib(rss[len(rss)-1])))
 		} else {
@@ -374,11 +386,15 @@ func joinRatios(rs []float64) string {
 // e2eResult is an end-to-end measurement with its API call count.
 type e2eResult struct {
 	m         Measure
+	network   Measure // the source over the network without the job (Network), median
 	apiPer10k float64
 	apiDetail string
 	lambda    Measure    // the same file in one Lambda invocation (the largest size only)
 	push      pushResult // one 4 MiB push of the file's first entries
 }
+
+// eventLogFileSources is the sources section of the EventLogFile scenario: one API file a day.
+const eventLogFileSources = "eventlogfile:\n  enabled: true\n  interval: Daily\n  event_types: [API]\n  lookback: 48h\n"
 
 // eventLogFileScenario ships one API EventLogFile of about size bytes with run-once --drain,
 // reps times from an empty state, and measures the ceiling over the same bytes.
@@ -391,11 +407,11 @@ func eventLogFileScenario(ctx context.Context, o options, dir, probe string, siz
 	defer srv.stop()
 	defer os.Remove(srv.CSVPath)
 
-	var ceilings, runs []Measure
+	var ceilings, networks, runs []Measure
 	var api e2eResult
 	var push pushResult
 	for i := range reps {
-		cfgPath, err := srv.config(fmt.Sprintf("run-%d", i), "eventlogfile:\n  enabled: true\n  interval: Daily\n  event_types: [API]\n  lookback: 48h\n")
+		cfgPath, err := srv.config(fmt.Sprintf("run-%d", i), eventLogFileSources)
 		if err != nil {
 			return Measure{}, e2eResult{}, err
 		}
@@ -409,6 +425,14 @@ func eventLogFileScenario(ctx context.Context, o options, dir, probe string, siz
 			return Measure{}, e2eResult{}, err
 		}
 		ceilings = append(ceilings, c)
+
+		fmt.Fprintf(os.Stderr, "bench: %s: network %d/%d\n", name, i+1, reps)
+		n, err := runNetwork(ctx, srv, fmt.Sprintf("network-%d", i), c.Rows)
+		if err != nil {
+			return Measure{}, e2eResult{}, err
+		}
+		n.Bytes = srv.CSVBytes
+		networks = append(networks, n)
 
 		fmt.Fprintf(os.Stderr, "bench: %s: run-once %d/%d\n", name, i+1, reps)
 		env := slices.Clone(o.runOnceEnv)
@@ -427,7 +451,7 @@ func eventLogFileScenario(ctx context.Context, o options, dir, probe string, siz
 			}
 		}
 	}
-	res := e2eResult{m: median(runs), apiPer10k: api.apiPer10k, apiDetail: api.apiDetail, push: push}
+	res := e2eResult{m: median(runs), network: median(networks), apiPer10k: api.apiPer10k, apiDetail: api.apiDetail, push: push}
 	if o.lambda && size == o.sizes[len(o.sizes)-1] {
 		if res.lambda, err = lambdaELF(ctx, o, srv, name, ceilings[0].Rows); err != nil {
 			return Measure{}, e2eResult{}, err
@@ -512,17 +536,18 @@ func runCeiling(ctx context.Context, csvPath, cfgPath, profile string) (Measure,
 	return runCeilingOf(ctx, self, csvPath, cfgPath, profile)
 }
 
-// ceilingChild runs a harness binary in ceiling mode with args and reads its Measure.
-func ceilingChild(ctx context.Context, harness string, args []string) (Measure, error) {
+// measureChild runs a harness binary in one of its measuring modes (what: ceiling, network)
+// with args and reads its Measure.
+func measureChild(ctx context.Context, harness, what string, args []string) (Measure, error) {
 	cmd := exec.CommandContext(ctx, harness, args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return Measure{}, fmt.Errorf("ceiling: %w", err)
+		return Measure{}, fmt.Errorf("%s: %w", what, err)
 	}
 	var m Measure
 	if err := json.Unmarshal(out, &m); err != nil {
-		return Measure{}, fmt.Errorf("ceiling: %w", err)
+		return Measure{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return m, nil
 }

@@ -78,10 +78,10 @@ func (r *run) open(ctx context.Context, checkpoints map[string]json.RawMessage) 
 				_ = s.Close()
 				continue
 			}
-			ks := &keyState{key: key, binding: i, dest: r.bindingDest[i], before: cursors[s.Key()]}
+			ks := &keyState{key: key, binding: i, dest: r.bindingDest[i], before: cursors[s.Key()], report: r.sourceReportByBinding(i)}
 			r.keys[key] = ks
 			r.keysInOrder = append(r.keysInOrder, ks)
-			r.sourceReportByBinding(i).Keys++
+			ks.report.Keys++
 			out = append(out, &keyStream{ks: ks, stream: s})
 		}
 	}
@@ -247,4 +247,5 @@ func (r *run) sourceReportByBinding(i int) *SourceReport {
 	return sr
 }
 
-func (r *run) sourceReport(ks *keyState) *SourceReport { return r.sourceReportByBinding(ks.binding) }
+// sourceReport is the report of the source whose key ks is.
+func (r *run) sourceReport(ks *keyState) *SourceReport { return ks.report }

@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,44 @@ func TestReportSummaries(t *testing.T) {
 			t.Errorf("replay summary lacks %q:\n%s", want, r)
 		}
 	}
+}
+
+// acceptAll is a receiver that accepts every entry without looking at it.
+type acceptAll struct{}
+
+func (acceptAll) Push(_ context.Context, entries []loki.Entry) loki.Result {
+	res := loki.Result{Outcomes: make([]loki.Outcome, len(entries)), Accepted: make([]uint64, len(entries)), Requests: 1}
+	for i, e := range entries {
+		res.Outcomes[i], res.Accepted[i] = loki.Accepted, e.Ref
+	}
+	return res
+}
+
+// TestAnOrgCostsNoAllocationPerRecord: counting a settled record into its source's report
+// allocates nothing, with an org or without one. (The report is found by a name that, with an
+// org, is built of the org prefix and the source's name: looked up per record, that was one
+// allocation per record.)
+func TestAnOrgCostsNoAllocationPerRecord(t *testing.T) {
+	const records = 20000
+	mallocs := func(org string) uint64 {
+		src := numbered(map[string]int{"a": records})
+		deps := job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Org: org, Source: src}}, Sink: acceptAll{}}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		rep := job.Run(context.Background(), deps, baseOptions())
+		runtime.ReadMemStats(&after)
+		if rep.Outcome != job.OutcomeOK || rep.Records != records {
+			t.Fatalf("org %q: outcome %s with %d records (%s)", org, rep.Outcome, rep.Records, rep.Error)
+		}
+		if sr := rep.Sources[job.Binding{Org: org, Source: src}.ReportName()]; sr == nil || sr.Records != records {
+			t.Fatalf("org %q: the source's report %+v, want %d records", org, sr, records)
+		}
+		return after.Mallocs - before.Mallocs
+	}
+	without, with := mallocs(""), mallocs("prod")
+	if with > without+records/4 {
+		t.Fatalf("a run with an org made %d allocations, one without %d: more than one per %d records", with, without, 4)
+	}
+	t.Logf("allocations: %d without an org, %d with one, for %d records", without, with, records)
 }

@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
-	"time"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/loki"
@@ -53,20 +51,13 @@ func Network(cfg *config.Config) (Measure, error) {
 		return Measure{}, err
 	}
 	b := newBatcher(client, cfg.Sink.Loki, "network")
-	runtime.GC()
-	var ms0, ms1 runtime.MemStats
-	runtime.ReadMemStats(&ms0)
-	cpu0, t0 := processCPU(), time.Now()
-	rows, err := drainSource(ctx, src, log, b)
-	if err == nil {
-		err = b.flush()
-	}
-	wall, cpu := time.Since(t0), processCPU()-cpu0
-	runtime.ReadMemStats(&ms1)
-	if err != nil {
-		return Measure{}, err
-	}
-	return Measure{Rows: rows, Wall: wall, CPU: cpu, Mallocs: ms1.Mallocs - ms0.Mallocs, Alloc: ms1.TotalAlloc - ms0.TotalAlloc}, nil
+	return measure(func() (int64, error) {
+		rows, err := drainSource(ctx, src, log, b)
+		if err == nil {
+			err = b.flush()
+		}
+		return rows, err
+	})
 }
 
 // drainSource opens src from no cursors and hands every record it yields that is not a skip to

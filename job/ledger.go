@@ -26,10 +26,6 @@ type keyState struct {
 	// pendingAccepted counts accepted entries whose cursor is not committed yet.
 	pendingAccepted int64
 	frozen          bool
-	// report is the report of the key's source, looked up when the key is opened: every
-	// settled record counts into it, and a lookup by name builds the name (org prefix and
-	// source), an allocation per record with orgs.
-	report *SourceReport
 }
 
 // item is one pulled record on its way through a push and a commit.

@@ -78,10 +78,10 @@ func (r *run) open(ctx context.Context, checkpoints map[string]json.RawMessage) 
 				_ = s.Close()
 				continue
 			}
-			ks := &keyState{key: key, binding: i, dest: r.bindingDest[i], before: cursors[s.Key()], report: r.sourceReportByBinding(i)}
+			ks := &keyState{key: key, binding: i, dest: r.bindingDest[i], before: cursors[s.Key()]}
 			r.keys[key] = ks
 			r.keysInOrder = append(r.keysInOrder, ks)
-			ks.report.Keys++
+			r.sourceReportByBinding(i).Keys++
 			out = append(out, &keyStream{ks: ks, stream: s})
 		}
 	}
@@ -236,7 +236,17 @@ func (r *run) count(i int, event string, n int64) {
 	sr.Events[event] += n
 }
 
+// sourceReportByBinding is the report of binding i's source. It is found by name once per
+// binding (open does it for every binding before the puller and the pusher start; bindings of
+// one org and source share it) and then by index: the name is built of the org prefix and the
+// source's name, and settling counts every record into the report.
 func (r *run) sourceReportByBinding(i int) *SourceReport {
+	if r.sourceReports == nil {
+		r.sourceReports = make([]*SourceReport, len(r.deps.Bindings))
+	}
+	if sr := r.sourceReports[i]; sr != nil {
+		return sr
+	}
 	name := r.deps.Bindings[i].ReportName()
 	sr := r.rep.Sources[name]
 	if sr == nil {
@@ -244,8 +254,8 @@ func (r *run) sourceReportByBinding(i int) *SourceReport {
 		sr = &SourceReport{Org: b.Org, Source: b.Source.Name()}
 		r.rep.Sources[name] = sr
 	}
+	r.sourceReports[i] = sr
 	return sr
 }
 
-// sourceReport is the report of the source whose key ks is.
-func (r *run) sourceReport(ks *keyState) *SourceReport { return ks.report }
+func (r *run) sourceReport(ks *keyState) *SourceReport { return r.sourceReportByBinding(ks.binding) }

@@ -64,6 +64,9 @@ type run struct {
 	bindingDest []int         // binding index -> dests index
 	perDest     bool          // the report breaks down by destination
 
+	// sourceReports holds each binding's entry of rep.Sources (sourceReportByBinding).
+	sourceReports []*SourceReport
+
 	eventsMu sync.Mutex
 	errMu    sync.Mutex
 

@@ -259,7 +259,8 @@ func (p *Plan) rulesFor(name string) *fieldRules {
 		return r
 	}
 	s := p.sh
-	r := &fieldRules{label: -1, member: append(jsonenc.AppendString([]byte(`",`), name, jsonenc.LiteralFFFD), ':', '"')}
+	member := append(jsonenc.AppendString([]byte(`",`), name, jsonenc.LiteralFFFD), ':', '"')
+	r := &fieldRules{label: -1, member: append(make([]byte, 0, len(member)+window), member...)}
 	for _, c := range s.transforms {
 		if c.Op == OpDropRow || !c.appliesTo(p.typ) || !matchAnyName(c.Fields, name) {
 			continue
@@ -433,12 +434,12 @@ func (p *Plan) appendObject(out []byte, metas []metaRef, r *Record, aligned bool
 			continue
 		}
 		if f.plain && f.kind == String {
-			out = append(out, fr.member[from:]...)
-			out = append(out, v...)
+			out = appendWindow(out, fr.member[from:], len(fr.member)-from)
+			out = appendWindow(out, r.buf[f.start:], len(v))
 			from = 0 // the next member closes the string
 			continue
 		}
-		out = append(out, fr.member[from:len(fr.member)-1]...)
+		out = appendWindow(out, fr.member[from:], len(fr.member)-1-from)
 		out = appendJSONValue(out, f.kind, v)
 		from = 1
 	}
@@ -453,7 +454,7 @@ func (p *Plan) appendObject(out []byte, metas []metaRef, r *Record, aligned bool
 // started when the current one has not that much left. Escapes may still outgrow it: then
 // append moves the line to memory of its own, which handOut takes as it is.
 func (p *Plan) lineBuf(r *Record) []byte {
-	need := len(r.buf) + p.keysLen + 2*len(r.fields) + 2
+	need := len(r.buf) + p.keysLen + 2*len(r.fields) + 2 + window
 	if cap(p.chunk)-len(p.chunk) < need {
 		p.newChunk(need)
 	}
@@ -680,4 +681,24 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(b[i:])
+}
+
+// window is how many bytes appendWindow moves at once.
+const window = 32
+
+// appendWindow appends src[:n] to out. When n is at most window and both src and out have that
+// many bytes of capacity, it moves window bytes in two fixed-size moves and keeps n of them: no
+// call, where a short append calls memmove. A member name is allocated with window bytes of
+// capacity beyond it, and a line's buffer with as many beyond its likely length, for this; a value
+// is read from its record's buffer, whose capacity runs on past the row when the CSV reader's
+// buffer holds it. The bytes moved past n are overwritten by whatever is appended next.
+func appendWindow(out, src []byte, n int) []byte {
+	o := len(out)
+	if n > window || cap(src) < window || cap(out)-o < window {
+		return append(out, src[:n]...)
+	}
+	d, s := out[o:o+window], src[:window]
+	*(*[16]byte)(d) = *(*[16]byte)(s)
+	*(*[16]byte)(d[16:]) = *(*[16]byte)(s[16:])
+	return out[:o+n]
 }

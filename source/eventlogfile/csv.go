@@ -80,7 +80,9 @@ func (c *csvReader) NumFields() int { return len(c.fields) }
 func (c *csvReader) Field(i int) []byte { return c.data[c.fields[i].start:c.fields[i].end] }
 
 // Data returns the bytes the fields of the current record index: field i is
-// Data()[Fields()[i].start:Fields()[i].end] (valid until the next Read or AtEnd).
+// Data()[Fields()[i].start:Fields()[i].end] (valid until the next Read or AtEnd). Its capacity may
+// run on into the read buffer past the record, for a reader to read short values in whole words
+// (the shaper does); nothing may write there.
 func (c *csvReader) Data() []byte { return c.data }
 
 // Fields returns where the fields of the current record lie in Data, and which are plain
@@ -373,7 +375,7 @@ fields:
 	for _, f := range c.unquote {
 		fields[f].end = unquoteInPlace(b, fields[f].start, fields[f].end)
 	}
-	c.data, c.fields = b[:end:end], fields
+	c.data, c.fields = b[:end], fields
 	c.pos += end
 	c.eol = true
 	return true

@@ -241,9 +241,6 @@ func (r *run) count(i int, event string, n int64) {
 // one org and source share it) and then by index: the name is built of the org prefix and the
 // source's name, and settling counts every record into the report.
 func (r *run) sourceReportByBinding(i int) *SourceReport {
-	if r.sourceReports == nil {
-		r.sourceReports = make([]*SourceReport, len(r.deps.Bindings))
-	}
 	if sr := r.sourceReports[i]; sr != nil {
 		return sr
 	}

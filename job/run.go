@@ -94,8 +94,9 @@ func Run(ctx context.Context, deps Deps, opts Options) (rep *Report) {
 			Invocation: opts.Invocation, StartedAt: opts.Now().UTC(),
 			Sources: map[string]*SourceReport{},
 		},
-		keys:  map[string]*keyState{},
-		start: time.Now(),
+		keys:          map[string]*keyState{},
+		sourceReports: make([]*SourceReport, len(deps.Bindings)),
+		start:         time.Now(),
 	}
 	r.deadline = r.start.Add(opts.MaxDuration)
 	r.resolveDestinations()

@@ -424,7 +424,7 @@ func (p *push) run(send func(lo, hi int) error) error {
 // items sorted by stream, time and input position.
 func (p *push) prepare() {
 	s, o := p.s, &p.c.opts
-	now := o.Now()
+	accept := o.Limits.at(o.Now())
 	// Consecutive entries mostly share their labels, often the very same string: the last
 	// entry's stream is taken without a lookup when its key is equal.
 	lastKey, lastSID := "", int32(-1)
@@ -453,7 +453,8 @@ func (p *push) prepare() {
 			p.reject(i, ReasonInvalidTimestamp, 0, "timestamp "+e.Timestamp.String()+" is outside the Unix-nanosecond range")
 			continue
 		}
-		if reason, detail := o.Limits.Check(now, e); reason != "" {
+		ns := e.Timestamp.UnixNano()
+		if reason, detail := accept.check(e, ns); reason != "" {
 			p.reject(i, reason, 0, detail)
 			continue
 		}
@@ -462,7 +463,7 @@ func (p *push) prepare() {
 			p.res.Truncated++
 			p.res.Truncations = append(p.res.Truncations, Truncation{Index: i, Bytes: len(line)})
 		}
-		it := item{ns: e.Timestamp.UnixNano(), idx: int32(i), stream: sid, line: len(line)}
+		it := item{ns: ns, idx: int32(i), stream: sid, line: len(line)}
 		it.body = entryBodySize(e, it.ns, it.line)
 		if o.Encoding == EncodingJSON {
 			it.size = jsonEntrySize(e, it.ns, it.line)

@@ -2,6 +2,7 @@ package loki
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -91,22 +92,43 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Check returns why the receiver would refuse e for its timestamp or its
-// structured metadata at time now, in Loki's order of checks, or "" when it
-// would not. Stream labels are the label guard's business, lines the line
-// cap's. l must have its defaults applied.
-func (l Limits) Check(now time.Time, e *Entry) (Reason, string) {
+// acceptance is the range of timestamps Limits accept at one moment, in Unix nanoseconds:
+// worked out once for all the entries of a push, whose timestamps are then compared as
+// integers.
+type acceptance struct {
+	l              *Limits
+	now            time.Time
+	oldest, newest int64 // inclusive
+}
+
+// at returns what l accepts at time now. l must have its defaults applied.
+func (l *Limits) at(now time.Time) acceptance {
+	a := acceptance{l: l, now: now, oldest: math.MinInt64, newest: math.MaxInt64}
 	if l.MaxAge > 0 {
-		if oldest := now.Add(-l.MaxAge); e.Timestamp.Before(oldest) {
-			return ReasonTooOld, fmt.Sprintf("timestamp %s is older than the receiver accepts (max age %s: oldest acceptable %s)",
-				e.Timestamp.UTC().Format(time.RFC3339Nano), l.MaxAge, oldest.UTC().Format(time.RFC3339))
+		if oldest := now.Add(-l.MaxAge); oldest.After(minTimestamp) {
+			a.oldest = oldest.UnixNano()
 		}
 	}
 	if l.CreationGracePeriod > 0 {
-		if newest := now.Add(l.CreationGracePeriod); e.Timestamp.After(newest) {
-			return ReasonTooNew, fmt.Sprintf("timestamp %s is newer than the receiver accepts (creation grace period %s: newest acceptable %s)",
-				e.Timestamp.UTC().Format(time.RFC3339Nano), l.CreationGracePeriod, newest.UTC().Format(time.RFC3339))
+		if newest := now.Add(l.CreationGracePeriod); newest.Before(maxTimestamp) {
+			a.newest = newest.UnixNano()
 		}
+	}
+	return a
+}
+
+// check returns why the receiver would refuse e, whose timestamp is ns nanoseconds after the
+// Unix epoch, for its timestamp or its structured metadata, in Loki's order of checks, or ""
+// when it would not. Stream labels are the label guard's business, lines the line cap's.
+func (a *acceptance) check(e *Entry, ns int64) (Reason, string) {
+	l := a.l
+	if ns < a.oldest {
+		return ReasonTooOld, fmt.Sprintf("timestamp %s is older than the receiver accepts (max age %s: oldest acceptable %s)",
+			e.Timestamp.UTC().Format(time.RFC3339Nano), l.MaxAge, a.now.Add(-l.MaxAge).UTC().Format(time.RFC3339))
+	}
+	if ns > a.newest {
+		return ReasonTooNew, fmt.Sprintf("timestamp %s is newer than the receiver accepts (creation grace period %s: newest acceptable %s)",
+			e.Timestamp.UTC().Format(time.RFC3339Nano), l.CreationGracePeriod, a.now.Add(l.CreationGracePeriod).UTC().Format(time.RFC3339))
 	}
 	if len(e.Metadata) == 0 {
 		return "", ""

@@ -158,3 +158,59 @@ func TestOldestAcceptableReadsLokisCutoff(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampLimitsHoldToTheNanosecond: the client's bounds on a timestamp are Loki's, to the
+// nanosecond: an entry exactly max age old or exactly the grace period ahead is accepted, one
+// nanosecond beyond either is refused before it is sent, with client and receiver on the same
+// clock. A grace period reaching past the newest Unix-nanosecond time refuses nothing for being
+// too new.
+func TestTimestampLimitsHoldToTheNanosecond(t *testing.T) {
+	now := time.Date(2026, 12, 3, 15, 4, 5, 123456789, time.UTC)
+	clock := func() time.Time { return now }
+	lbls := lbl("job", "sf2loki", "source", "eventlogfile")
+	at := func(ts time.Time, ref uint64) Entry {
+		return Entry{Timestamp: ts, Labels: lbls, Line: fmt.Sprintf(`{"n":%d}`, ref), Ref: ref}
+	}
+
+	t.Run("Loki's defaults", func(t *testing.T) {
+		oldest, newest := now.Add(-DefaultMaxAge), now.Add(DefaultCreationGracePeriod)
+		es := []Entry{
+			at(oldest.Add(-time.Nanosecond), 1),
+			at(oldest, 2),
+			at(now, 3),
+			at(newest, 4),
+			at(newest.Add(time.Nanosecond), 5),
+		}
+		srv := simloki.New(simloki.Options{Now: clock})
+		res := newClient(t, srv, func(o *Options) { o.Now = clock }).Push(context.Background(), es)
+		if len(res.Rejected) != 2 {
+			t.Fatalf("rejected %+v; want the first and the last entry", res.Rejected)
+		}
+		for k, want := range []struct {
+			idx    int
+			reason Reason
+		}{{0, ReasonTooOld}, {4, ReasonTooNew}} {
+			if r := res.Rejected[k]; r.Index != want.idx || r.Reason != want.reason || r.Status != 0 {
+				t.Errorf("rejection %d = %+v; want index %d, reason %s, predicted (status 0)", k, r, want.idx, want.reason)
+			}
+		}
+		wantAcceptedExcept(t, res, srv, es, 0, 4)
+		if srv.RejectedCount("") != 0 {
+			t.Fatalf("the receiver refused %d entries; want none sent that it refuses", srv.RejectedCount(""))
+		}
+	})
+
+	t.Run("a grace period past the newest nanosecond", func(t *testing.T) {
+		const centuries = 280 * 365 * 24 * time.Hour
+		es := []Entry{at(now, 1), at(time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC), 2)}
+		srv := simloki.New(simloki.Options{Now: clock, CreationGracePeriod: centuries})
+		res := newClient(t, srv, func(o *Options) {
+			o.Now = clock
+			o.Limits = Limits{CreationGracePeriod: centuries}
+		}).Push(context.Background(), es)
+		if len(res.Rejected) != 0 {
+			t.Fatalf("rejected %+v; want both entries accepted", res.Rejected)
+		}
+		wantAcceptedExcept(t, res, srv, es)
+	})
+}

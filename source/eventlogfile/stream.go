@@ -475,6 +475,7 @@ func (st *stream) nextRow() (source.Record, bool, error) {
 	r := &of.rec
 	r.Reset()
 	switch err := of.csv.Read(); {
+	case err == nil: // nearly every row
 	case errors.Is(err, io.EOF):
 		rec, ok, err := st.finish(SkipFileDone)
 		return rec, ok, err

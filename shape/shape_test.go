@@ -523,3 +523,43 @@ func TestCheckOverlap(t *testing.T) {
 		t.Fatalf("Owned = %v", got)
 	}
 }
+
+// TestShapeToOverwritesTheWholeEntry: ShapeTo writes into an entry a source keeps and reuses
+// row after row, so whatever the last row left there must not survive: a kept row's entry is
+// exactly the one Shape returns (no metadata, reference or line of the row before), and a
+// dropped row's entry is zero.
+func TestShapeToOverwritesTheWholeEntry(t *testing.T) {
+	s := mustShaper(t, Options{
+		Metadata:   []string{"USER_ID"},
+		Transforms: []Transform{{Op: OpDropRow, Name: "bots", Match: map[string]string{"USER_ID": "bot*"}}},
+	})
+	p := s.Plan(Schema{Source: "s", Type: "API", Fields: fields("USER_ID", "", "URI", "")})
+	left := func() loki.Entry {
+		return loki.Entry{Timestamp: time.Unix(1, 0), Labels: loki.NewLabels(loki.Label{Name: "stale", Value: "x"}),
+			Line: "stale line", Metadata: []loki.Label{{Name: "stale", Value: "x"}}, Ref: 42}
+	}
+	same := func(a, b loki.Entry) bool {
+		return a.Timestamp.Equal(b.Timestamp) && a.Timestamp.Location() == b.Timestamp.Location() &&
+			a.Labels.String() == b.Labels.String() && a.Line == b.Line && a.Ref == b.Ref &&
+			(a.Metadata == nil) == (b.Metadata == nil) && fmt.Sprint(a.Metadata) == fmt.Sprint(b.Metadata)
+	}
+	var r Record
+	for _, tc := range []struct{ name, user, skip string }{
+		{"kept, without metadata", "", ""},
+		{"kept, with metadata", "005000000000001", ""},
+		{"dropped", "bot-7", "drop_row:bots"},
+	} {
+		want, wantSkip := p.Shape(row(&r, "USER_ID", tc.user, "URI", "/x"))
+		e := left()
+		skip := p.ShapeTo(row(&r, "USER_ID", tc.user, "URI", "/x"), &e)
+		if skip != tc.skip || wantSkip != tc.skip {
+			t.Fatalf("%s: ShapeTo skip %q, Shape skip %q; want %q", tc.name, skip, wantSkip, tc.skip)
+		}
+		if tc.skip != "" {
+			want = loki.Entry{}
+		}
+		if !same(e, want) {
+			t.Errorf("%s: ShapeTo over a used entry gave %+v; want %+v", tc.name, e, want)
+		}
+	}
+}

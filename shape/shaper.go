@@ -343,15 +343,25 @@ func DropRule(skip string) (string, bool) { return strings.CutPrefix(skip, dropR
 // sampling, on the sample field's original value or the record id; then the field transforms in
 // configured order; then routing. r is modified (transformed values) and may be Reset after.
 func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
+	skip = p.ShapeTo(r, &e)
+	return e, skip
+}
+
+// ShapeTo is Shape writing the entry into *e, which it overwrites whole (zero when the record is
+// dropped), for a source that keeps the entry in a record of its own: an entry is 80 bytes, and
+// a copy of it read back right after it was written costs more than its instructions.
+func (p *Plan) ShapeTo(r *Record, e *loki.Entry) (skip string) {
 	p.last = nil
 	aligned := p.aligned(r)
 	for i := range p.drops {
 		if p.dropMatches(r, aligned, i) {
-			return loki.Entry{}, p.drops[i].reason
+			*e = loki.Entry{}
+			return p.drops[i].reason
 		}
 	}
 	if !p.sampleAll && !p.sampled(r, aligned) {
-		return loki.Entry{}, SkipSampled
+		*e = loki.Entry{}
+		return SkipSampled
 	}
 	if p.sh.fieldOps {
 		p.transform(r, aligned)
@@ -394,7 +404,7 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 		metas[k].end = len(out)
 	}
 	all := p.handOut(out)
-	e = loki.Entry{Timestamp: r.Time, Line: all[:lineLen], Labels: p.labels()}
+	*e = loki.Entry{Timestamp: r.Time, Line: all[:lineLen], Labels: p.labels()}
 	if len(metas) > 0 {
 		sortMeta(metas)
 		if len(p.metaChunk) < len(metas) {
@@ -408,7 +418,7 @@ func (p *Plan) Shape(r *Record) (e loki.Entry, skip string) {
 		e.Metadata = md
 	}
 	p.metaRefs = metas
-	return e, ""
+	return ""
 }
 
 // appendObject appends r's JSON object line to out and the record's metadata fields to metas

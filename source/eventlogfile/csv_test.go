@@ -13,6 +13,7 @@ import (
 	"testing/iotest"
 
 	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
 )
 
 func readAll(t *testing.T, r io.Reader, maxRow int) ([][]string, error) {
@@ -230,7 +231,8 @@ func shapeFile(t *testing.T, body, names, types string, stringValues bool) []str
 	st.header(of)
 	var lines []string
 	for st.file != nil {
-		rec, ok, err := st.nextRow()
+		var rec source.Record
+		ok, err := st.nextRow(&rec)
 		if err != nil {
 			t.Fatal(err)
 		}

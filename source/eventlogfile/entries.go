@@ -7,6 +7,7 @@ import (
 
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
 )
 
 // Body describes an EventLogFile body as its EventLogFile record does: the event type and the
@@ -37,8 +38,9 @@ func ReadEntries(r io.Reader, body Body, sh *shape.Shaper, each func(loki.Entry,
 		return 0, err
 	}
 	st.header(of)
+	var rec source.Record
 	for st.file != nil {
-		rec, ok, err := st.nextRow()
+		ok, err := st.nextRow(&rec)
 		if err != nil {
 			return of.row, err
 		}

@@ -1,6 +1,9 @@
 package eventlogfile
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,5 +43,44 @@ func TestReadEntriesTypesValuesAsListed(t *testing.T) {
 				t.Errorf("%s: line %s lacks %s", c.name, lines[0], w)
 			}
 		}
+	}
+}
+
+// TestReadEntriesPassesEveryKeptRowAfterADroppedOne: ReadEntries reads every row into one
+// record, so nothing a dropped row left there (its skip mark, its reason) may hide the kept row
+// after it: each kept row is passed once, in order, and every row is counted.
+func TestReadEntriesPassesEveryKeptRowAfterADroppedOne(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("\"EVENT_TYPE\",\"TIMESTAMP_DERIVED\",\"USER_ID\"\n")
+	var want []string
+	for i := range 12 {
+		user := fmt.Sprintf("005%012d", i)
+		if i%3 != 2 {
+			user = fmt.Sprintf("bot-%d", i) // two dropped rows before each kept one
+		} else {
+			want = append(want, user)
+		}
+		fmt.Fprintf(&b, "\"API\",\"2026-12-01T10:00:%02d.000Z\",\"%s\"\n", i, user)
+	}
+	sh, err := shape.New(shape.Options{Transforms: []shape.Transform{
+		{Op: shape.OpDropRow, Name: "bots", Match: map[string]string{"USER_ID": "bot-*"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	n, err := ReadEntries(strings.NewReader(b.String()), Body{EventType: "API"}, sh, func(e loki.Entry, _ shape.Lines) error {
+		var line struct{ USER_ID string }
+		if err := json.Unmarshal([]byte(e.Line), &line); err != nil {
+			return err
+		}
+		got = append(got, line.USER_ID)
+		return nil
+	})
+	if err != nil || n != 12 {
+		t.Fatalf("ReadEntries: %d rows, %v; want 12 rows", n, err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("entries for %v; want %v", got, want)
 	}
 }

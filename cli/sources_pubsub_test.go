@@ -87,11 +87,12 @@ func TestPubSubSourceShapesDecodedEvents(t *testing.T) {
 	if err != nil || len(streams) != 1 || streams[0].Key() != "pubsub:/data/AccountChangeEvent" {
 		t.Fatalf("streams %v, err %v", streams, err)
 	}
-	rec, err := streams[0].Next(ctx)
+	var rec source.Record
+	err = streams[0].Next(ctx, &rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := streams[0].Next(ctx); !errors.Is(err, io.EOF) {
+	if err := streams[0].Next(ctx, new(source.Record)); !errors.Is(err, io.EOF) {
 		t.Fatalf("second Next: %v, want the end", err)
 	}
 	_ = streams[0].Close()

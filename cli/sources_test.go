@@ -105,7 +105,8 @@ func TestSOQLAndApexLogWiring(t *testing.T) {
 		}
 		var recs []source.Record
 		for {
-			rec, err := streams[0].Next(context.Background())
+			var rec source.Record
+			err := streams[0].Next(context.Background(), &rec)
 			if errors.Is(err, io.EOF) {
 				break
 			}

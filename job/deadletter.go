@@ -205,9 +205,18 @@ type deadLetterStream struct {
 func (s *deadLetterStream) Key() string  { return s.key }
 func (s *deadLetterStream) Close() error { return s.f.Close() }
 
-// Next returns the next dead letter's entry. A line that is not a dead letter is skipped
+// Next fills rec with the next dead letter's entry. A line that is not a dead letter is skipped
 // (reason unreadable_dead_letter) with a warning, so one damaged line never blocks the rest.
-func (s *deadLetterStream) Next(ctx context.Context) (source.Record, error) {
+func (s *deadLetterStream) Next(ctx context.Context, rec *source.Record) error {
+	r, err := s.nextRecord(ctx)
+	if err == nil {
+		*rec = r
+	}
+	return err
+}
+
+// nextRecord returns the next record, for Next to fill in.
+func (s *deadLetterStream) nextRecord(ctx context.Context) (source.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return source.Record{}, err
 	}

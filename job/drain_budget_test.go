@@ -28,17 +28,17 @@ type budgetedStream struct {
 	left int // 0: no bound
 }
 
-func (s *budgetedStream) Next(ctx context.Context) (source.Record, error) {
+func (s *budgetedStream) Next(ctx context.Context, rec *source.Record) error {
 	if s.left < 0 {
-		return source.Record{}, io.EOF
+		return io.EOF
 	}
-	rec, err := s.Stream.Next(ctx)
+	err := s.Stream.Next(ctx, rec)
 	if err == nil && s.left > 0 {
 		if s.left--; s.left == 0 {
 			s.left = -1
 		}
 	}
-	return rec, err
+	return err
 }
 
 // TestDrainIgnoresTheBatchBoundInTheSources: with Drain the batch bounds are ignored, so the

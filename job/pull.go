@@ -136,7 +136,14 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 			}
 			done := false
 			for range r.opts.Quantum {
-				rec, err := ks.stream.Next(ctx)
+				// The record is read straight into the batch's next item.
+				cur.items = append(cur.items, item{ks: ks.ks})
+				rec := &cur.items[len(cur.items)-1].rec
+				err := ks.stream.Next(ctx, rec)
+				if err != nil {
+					*rec = source.Record{} // nothing to keep alive
+					cur.items = cur.items[:len(cur.items)-1]
+				}
 				if errors.Is(err, io.EOF) {
 					done = true
 					break
@@ -155,7 +162,6 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 					done = true
 					break
 				}
-				cur.items = append(cur.items, item{ks: ks.ks, rec: rec})
 				if !rec.Skip {
 					records++
 					cur.entries++

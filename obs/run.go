@@ -333,17 +333,16 @@ type countingStream struct {
 }
 
 // Next implements source.Stream.
-func (c *countingStream) Next(ctx context.Context) (source.Record, error) {
-	rec, err := c.Stream.Next(ctx)
-	if err != nil {
-		return rec, err
+func (c *countingStream) Next(ctx context.Context, rec *source.Record) error {
+	if err := c.Stream.Next(ctx, rec); err != nil {
+		return err
 	}
 	c.counts.Ingested++
 	if !rec.Skip {
 		if c.typ == "" {
 			c.typ, _ = rec.Entry.Labels.Get("event_type")
 		}
-		return rec, nil
+		return nil
 	}
 	if rec.SkipReason == shape.SkipSampled {
 		c.counts.SampledOut++
@@ -358,7 +357,7 @@ func (c *countingStream) Next(ctx context.Context) (source.Record, error) {
 		}
 		c.counts.Skipped[rec.SkipReason]++
 	}
-	return rec, nil
+	return nil
 }
 
 // eventType is the key's event_type: its entries' label, else the key's name.

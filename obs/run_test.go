@@ -25,13 +25,13 @@ type fakeStream struct {
 
 func (f *fakeStream) Key() string  { return f.key }
 func (f *fakeStream) Close() error { return nil }
-func (f *fakeStream) Next(context.Context) (source.Record, error) {
+func (f *fakeStream) Next(_ context.Context, rec *source.Record) error {
 	if len(f.recs) == 0 {
-		return source.Record{}, io.EOF
+		return io.EOF
 	}
-	r := f.recs[0]
+	*rec = f.recs[0]
 	f.recs = f.recs[1:]
-	return r, nil
+	return nil
 }
 
 type fakeSource struct{ streams []source.Stream }
@@ -79,7 +79,8 @@ func TestRunRecorderCountsWhatARunDid(t *testing.T) {
 	var entries []loki.Entry
 	for _, s := range streams {
 		for {
-			r, err := s.Next(ctx)
+			var r source.Record
+			err := s.Next(ctx, &r)
 			if errors.Is(err, io.EOF) {
 				break
 			}

@@ -68,9 +68,10 @@ func drainSource(ctx context.Context, src source.Source, log *slog.Logger, b *ba
 		return 0, err
 	}
 	var rows int64
+	var rec source.Record
 	for _, s := range streams {
 		for {
-			rec, err := s.Next(ctx)
+			err := s.Next(ctx, &rec)
 			if errors.Is(err, io.EOF) {
 				break
 			}

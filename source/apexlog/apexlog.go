@@ -329,7 +329,17 @@ func (st *stream) Close() error {
 	return nil
 }
 
-func (st *stream) Next(ctx context.Context) (source.Record, error) {
+// Next implements source.Stream.
+func (st *stream) Next(ctx context.Context, rec *source.Record) error {
+	r, err := st.nextRecord(ctx)
+	if err == nil {
+		*rec = r
+	}
+	return err
+}
+
+// nextRecord returns the next record, for Next to fill in.
+func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	if st.err != nil {
 		return source.Record{}, st.err
 	}

@@ -69,7 +69,8 @@ func (e *env) run(t *testing.T, opts apexlog.Options, cursor json.RawMessage, ma
 		t.Fatalf("streams %v", streams)
 	}
 	for max == 0 || len(res.records) < max {
-		rec, err := streams[0].Next(context.Background())
+		var rec source.Record
+		err := streams[0].Next(context.Background(), &rec)
 		if errors.Is(err, io.EOF) {
 			break
 		}

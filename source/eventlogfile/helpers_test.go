@@ -167,7 +167,8 @@ func (e *env) run(src *Source, cursors map[string]json.RawMessage, budget int, e
 		for _, s := range active {
 			done := false
 			for range quantum {
-				rec, err := s.Next(ctx)
+				var rec source.Record
+				err := s.Next(ctx, &rec)
 				if errors.Is(err, io.EOF) {
 					done = true
 					break

@@ -133,43 +133,44 @@ func (st *stream) closeFile() {
 	st.file = nil
 }
 
-// Next implements source.Stream.
-func (st *stream) Next(ctx context.Context) (source.Record, error) {
+// Next implements source.Stream. A row is shaped straight into rec.
+func (st *stream) Next(ctx context.Context, rec *source.Record) error {
 	for {
 		if err := ctx.Err(); err != nil {
-			return source.Record{}, err
+			return err
 		}
 		if st.finished {
-			return source.Record{}, io.EOF
+			return io.EOF
 		}
 		if st.file != nil {
-			var rec source.Record
-			ok, err := st.nextRow(&rec)
+			ok, err := st.nextRow(rec)
 			if err != nil {
-				return st.failed(ctx, st.file.info, err)
+				return st.failed(ctx, rec, st.file.info, err)
 			}
 			if ok {
-				return rec, nil
+				return nil
 			}
 			continue
 		}
 		f, ok, err := st.nextFile(ctx)
 		if err != nil {
-			return source.Record{}, err
+			return err
 		}
 		if !ok {
 			st.finished = true
-			return source.Record{}, io.EOF
+			return io.EOF
 		}
 		if st.skipIDs[f.ID] && f.Created == st.cur.Created {
-			return st.done(f, 0, SkipLegacyDone), nil
+			*rec = st.done(f, 0, SkipLegacyDone)
+			return nil
 		}
-		rec, ok, err := st.open(ctx, f)
+		r, ok, err := st.open(ctx, f)
 		if err != nil {
-			return st.failed(ctx, f, err)
+			return st.failed(ctx, rec, f, err)
 		}
 		if ok {
-			return rec, nil
+			*rec = r
+			return nil
 		}
 	}
 }
@@ -187,19 +188,20 @@ func (st *stream) done(f fileInfo, rows int64, reason string) source.Record {
 }
 
 // failed handles a file that could not be downloaded or read: abandoned (skipped, loudly) when
-// older than DownloadMaxAge, else the type stops at it for this run without advancing.
-func (st *stream) failed(ctx context.Context, f fileInfo, err error) (source.Record, error) {
+// older than DownloadMaxAge (its Skip record is written into rec, and the error is nil), else
+// the type stops at it for this run without advancing.
+func (st *stream) failed(ctx context.Context, rec *source.Record, f fileInfo, err error) error {
 	rows := int64(0)
 	if st.file != nil {
 		rows = st.file.row
 	}
 	st.closeFile()
 	if ctx.Err() != nil {
-		return source.Record{}, ctx.Err()
+		return ctx.Err()
 	}
 	if errors.Is(err, salesforce.ErrRequestLimit) || errors.Is(err, salesforce.ErrConcurrentLimit) {
 		st.finished = true // throttled: never a reason to abandon a file
-		return source.Record{}, err
+		return err
 	}
 	age := st.src.sfNow().Sub(f.created)
 	if age > st.src.opts.DownloadMaxAge {
@@ -207,11 +209,12 @@ func (st *stream) failed(ctx context.Context, f fileInfo, err error) (source.Rec
 			"file_id", f.ID, "created", f.Created, "age", age.Round(time.Second), "download_max_age", st.src.opts.DownloadMaxAge,
 			"rows_shipped", rows, "err", err)
 		st.count("file_abandoned", 1)
-		return st.done(f, rows, SkipAbandoned), nil
+		*rec = st.done(f, rows, SkipAbandoned)
+		return nil
 	}
 	st.count("file_failed", 1)
 	st.finished = true
-	return source.Record{}, fmt.Errorf("eventlogfile: file %s (%s, created %s, %d rows shipped): %w; retried next run, abandoned once older than %s",
+	return fmt.Errorf("eventlogfile: file %s (%s, created %s, %d rows shipped): %w; retried next run, abandoned once older than %s",
 		f.ID, st.typ, f.Created, rows, err, st.src.opts.DownloadMaxAge)
 }
 

@@ -96,13 +96,12 @@ type windowStream struct {
 	labels   map[string]loki.Labels // live label set -> the window's (OwnStreams)
 }
 
-func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
-	rec, err := s.stream.Next(ctx)
-	if err != nil {
+func (s *windowStream) Next(ctx context.Context, rec *source.Record) error {
+	if err := s.stream.Next(ctx, rec); err != nil {
 		if errors.Is(err, io.EOF) {
 			s.cov.Store(s.w.Until.UnixNano())
 		}
-		return rec, err
+		return err
 	}
 	// Every record handed out moved the stream's position past it (its cursor, not yet encoded).
 	if c := s.cur; c.FileID != "" {
@@ -110,7 +109,7 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 			// Created this long after the window ends, the file cannot hold its events; nor
 			// can any later one. Not handed out, so its cursor is never committed.
 			s.cov.Store(s.w.Until.UnixNano())
-			return source.Record{}, io.EOF
+			return io.EOF
 		}
 		if c.FileID != s.lastFile {
 			s.lastFile = c.FileID
@@ -120,14 +119,15 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 		}
 	}
 	if rec.Skip {
-		return rec, nil
+		return nil
 	}
 	t := rec.Entry.Timestamp
 	if t.Before(s.w.Since) || !t.Before(s.w.Until) {
 		if s.prog != nil {
 			s.prog.Outside.Add(1)
 		}
-		return source.Record{Skip: true, SkipReason: SkipOutsideWindow, Cursor: rec.Cursor}, nil
+		*rec = source.Record{Skip: true, SkipReason: SkipOutsideWindow, Cursor: rec.Cursor}
+		return nil
 	}
 	if s.prog != nil {
 		s.prog.Rows.Add(1)
@@ -145,7 +145,7 @@ func (s *windowStream) Next(ctx context.Context) (source.Record, error) {
 		rec.Entry.Metadata = md
 		rec.Entry.Timestamp = time.Now()
 	}
-	return rec, nil
+	return nil
 }
 
 // own returns the window's label set for a live one, built once per stream.

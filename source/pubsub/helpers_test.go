@@ -117,7 +117,8 @@ func pullAll(t *testing.T, s *pubsub.Source, cursors map[string]json.RawMessage)
 	}
 	for _, st := range streams {
 		for {
-			rec, err := st.Next(ctx)
+			var rec source.Record
+			err := st.Next(ctx, &rec)
 			if errors.Is(err, io.EOF) {
 				break
 			}

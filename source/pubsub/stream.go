@@ -170,7 +170,16 @@ func (st *stream) open(ctx context.Context, req sfpubsub.SubscribeRequest) error
 }
 
 // Next implements source.Stream.
-func (st *stream) Next(ctx context.Context) (source.Record, error) {
+func (st *stream) Next(ctx context.Context, rec *source.Record) error {
+	r, err := st.nextRecord(ctx)
+	if err == nil {
+		*rec = r
+	}
+	return err
+}
+
+// nextRecord returns the next record, for Next to fill in.
+func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	if st.openErr != nil {
 		return source.Record{}, st.openErr
 	}

@@ -118,7 +118,8 @@ func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMe
 		for _, s := range active {
 			done := false
 			for range 100 {
-				rec, err := s.Next(context.Background())
+				var rec source.Record
+				err := s.Next(context.Background(), &rec)
 				if errors.Is(err, io.EOF) {
 					done = true
 					break

@@ -196,7 +196,17 @@ type stream struct {
 
 func (st *stream) Key() string { return st.key }
 
-func (st *stream) Next(ctx context.Context) (source.Record, error) {
+// Next implements source.Stream.
+func (st *stream) Next(ctx context.Context, rec *source.Record) error {
+	r, err := st.nextRecord(ctx)
+	if err == nil {
+		*rec = r
+	}
+	return err
+}
+
+// nextRecord returns the next record, for Next to fill in.
+func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return source.Record{}, err
 	}

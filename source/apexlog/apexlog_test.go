@@ -18,6 +18,7 @@ import (
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/apexlog"
+	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
 var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
@@ -69,7 +70,7 @@ func (e *env) run(t *testing.T, opts apexlog.Options, cursor json.RawMessage, ma
 		t.Fatalf("streams %v", streams)
 	}
 	for max == 0 || len(res.records) < max {
-		var rec source.Record
+		rec := sourcetest.Stale() // Next must overwrite it whole
 		err := streams[0].Next(context.Background(), &rec)
 		if errors.Is(err, io.EOF) {
 			break
@@ -77,6 +78,9 @@ func (e *env) run(t *testing.T, opts apexlog.Options, cursor json.RawMessage, ma
 		if err != nil {
 			res.err = err
 			break
+		}
+		if left := sourcetest.LeftStale(rec); len(left) > 0 {
+			t.Errorf("Next left %v of the record it was given", left)
 		}
 		res.records = append(res.records, rec)
 		res.cursor = rec.Cursor.JSON()

@@ -17,6 +17,7 @@ import (
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
 var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
@@ -167,7 +168,7 @@ func (e *env) run(src *Source, cursors map[string]json.RawMessage, budget int, e
 		for _, s := range active {
 			done := false
 			for range quantum {
-				var rec source.Record
+				rec := sourcetest.Stale() // Next must overwrite it whole
 				err := s.Next(ctx, &rec)
 				if errors.Is(err, io.EOF) {
 					done = true
@@ -177,6 +178,9 @@ func (e *env) run(src *Source, cursors map[string]json.RawMessage, budget int, e
 					res.errs[s.Key()] = err
 					done = true
 					break
+				}
+				if left := sourcetest.LeftStale(rec); len(left) > 0 {
+					e.t.Errorf("%s: Next left %v of the record it was given", s.Key(), left)
 				}
 				cursors[s.Key()] = rec.Cursor.JSON()
 				if each != nil {

@@ -21,6 +21,7 @@ import (
 	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/pubsub"
+	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
 const loginTopic = "/event/LoginEventStream"
@@ -117,7 +118,7 @@ func pullAll(t *testing.T, s *pubsub.Source, cursors map[string]json.RawMessage)
 	}
 	for _, st := range streams {
 		for {
-			var rec source.Record
+			rec := sourcetest.Stale() // Next must overwrite it whole
 			err := st.Next(ctx, &rec)
 			if errors.Is(err, io.EOF) {
 				break
@@ -125,6 +126,9 @@ func pullAll(t *testing.T, s *pubsub.Source, cursors map[string]json.RawMessage)
 			if err != nil {
 				p.errs[st.Key()] = err
 				break
+			}
+			if left := sourcetest.LeftStale(rec); len(left) > 0 {
+				t.Errorf("%s: Next left %v of the record it was given", st.Key(), left)
 			}
 			p.records[st.Key()] = append(p.records[st.Key()], rec)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/soql"
+	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
 var epoch = time.Date(2026, 6, 30, 12, 0, 0, 0, time.UTC)
@@ -118,7 +119,7 @@ func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMe
 		for _, s := range active {
 			done := false
 			for range 100 {
-				var rec source.Record
+				rec := sourcetest.Stale() // Next must overwrite it whole
 				err := s.Next(context.Background(), &rec)
 				if errors.Is(err, io.EOF) {
 					done = true
@@ -128,6 +129,9 @@ func (e *env) run(t *testing.T, opts soql.Options, cursors map[string]json.RawMe
 					res.errs[s.Key()] = err
 					done = true
 					break
+				}
+				if left := sourcetest.LeftStale(rec); len(left) > 0 {
+					t.Errorf("%s: Next left %v of the record it was given", s.Key(), left)
 				}
 				res.records = append(res.records, rec)
 				res.keys = append(res.keys, s.Key())

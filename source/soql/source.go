@@ -200,22 +200,13 @@ func (st *stream) Key() string { return st.key }
 
 func (st *stream) Close() error { return nil }
 
-// Next implements source.Stream.
+// Next implements source.Stream. A row is shaped straight into rec.
 func (st *stream) Next(ctx context.Context, rec *source.Record) error {
-	r, err := st.nextRecord(ctx)
-	if err == nil {
-		*rec = r
-	}
-	return err
-}
-
-// nextRecord returns the next record, for Next to fill in.
-func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	if st.err != nil {
-		return source.Record{}, st.err
+		return st.err
 	}
 	if m := st.obj.MaxRecordsPerRun; m > 0 && st.emitted >= m {
-		return source.Record{}, io.EOF
+		return io.EOF
 	}
 	if ctx != st.ctxIn { // the job passes the same context every time: attach the counter once
 		st.ctxIn, st.ctx = ctx, salesforce.WithCounter(ctx, st.src.counter)
@@ -224,23 +215,23 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	if st.rd == nil {
 		if err := st.init(ctx); err != nil {
 			st.err = fmt.Errorf("soql: %s: %w", st.obj.Name, err)
-			return source.Record{}, st.err
+			return st.err
 		}
 	}
 	for {
 		r, err := st.rd.next(ctx)
 		if errors.Is(err, io.EOF) {
-			return source.Record{}, io.EOF
+			return io.EOF
 		}
 		if err != nil {
 			if ctx.Err() == nil {
 				st.err = fmt.Errorf("soql: %s: %w", st.obj.Name, err)
 			}
-			return source.Record{}, fmt.Errorf("soql: %s: %w", st.obj.Name, err)
+			return fmt.Errorf("soql: %s: %w", st.obj.Name, err)
 		}
-		if rec, ok := st.consider(r); ok {
+		if st.consider(r, rec) {
 			st.emitted++
-			return rec, nil
+			return nil
 		}
 	}
 }
@@ -358,31 +349,34 @@ func (st *stream) limit() int {
 }
 
 // consider classifies a row read: late (before the window), already handled (in the window and
-// remembered), late but inside the window, or new. It returns the record to emit, if any.
-func (st *stream) consider(r row) (source.Record, bool) {
+// remembered), late but inside the window, or new. It reports whether the row is emitted, shaped
+// into out (which it leaves alone otherwise).
+func (st *stream) consider(r row, out *source.Record) bool {
 	k := st.kind
 	if st.pos != nil && st.beforeWindow(r.pos) {
 		st.bumpMax(r.pos.key)
 		st.count(EventLateRows, 1)
 		st.log.Warn("a row became visible later than the overlap window reaches back; delivering it late",
 			"id", r.pos.key, "timestamp", lit(r.pos.ts), "overlap", st.obj.Overlap)
-		return st.emit(r), true
+		st.emit(r, out)
+		return true
 	}
 	if st.pos != nil && k.cmp(r.pos, *st.pos) <= 0 {
 		st.bumpMax(r.pos.key)
 		if st.win == nil {
 			// Reading starts after the position when there is no window; only the
 			// probe reaches back, and it is handled above.
-			return source.Record{}, false
+			return false
 		}
 		h := k.hash48(r.pos.key)
 		if st.win.confirm(h, r.pos) {
-			return source.Record{}, false
+			return false
 		}
 		st.win.add(h, r.pos)
 		st.count(EventLateRecovered, 1)
 		st.log.Info("a row became visible late, inside the overlap window; delivering it", "id", r.pos.key, "timestamp", lit(r.pos.ts))
-		return st.emit(r), true
+		st.emit(r, out)
+		return true
 	}
 	if !st.passed {
 		st.passed = true
@@ -396,7 +390,8 @@ func (st *stream) consider(r row) (source.Record, bool) {
 		st.win.add(k.hash48(r.pos.key), r.pos)
 		st.slide()
 	}
-	return st.emit(r), true
+	st.emit(r, out)
+	return true
 }
 
 // beforeWindow reports whether p lies before what the window covers.
@@ -455,8 +450,8 @@ func (st *stream) setPos(p position) { st.posAt, st.pos = p, &st.posAt }
 // setFrom moves the window's start to p.
 func (st *stream) setFrom(p position) { st.fromAt, st.from = p, &st.fromAt }
 
-// emit shapes a row into a record carrying the current cursor.
-func (st *stream) emit(r row) source.Record {
+// emit shapes a row into out, a record carrying the current cursor, which it overwrites whole.
+func (st *stream) emit(r row, out *source.Record) {
 	rec := &st.rec
 	rec.Reset()
 	rec.Type = st.obj.Name
@@ -485,13 +480,14 @@ func (st *stream) emit(r row) source.Record {
 		}
 		setValue(rec, k, kind, r.rec.Value(i))
 	}
-	e, skip := st.plan.Shape(rec)
-	lines := st.plan.Lines()
-	cur := st.cursor()
+	*out = source.Record{}
+	skip := st.plan.ShapeTo(rec, &out.Entry)
+	out.Cursor = st.cursor()
 	if skip != "" {
-		return source.Record{Cursor: cur, Skip: true, SkipReason: skip}
+		out.Skip, out.SkipReason = true, skip
+		return
 	}
-	return source.Record{Entry: e, Cursor: cur, Lines: lines}
+	out.Lines = st.plan.Lines()
 }
 
 // cursorBlock is how many cursors are allocated at once: a block of 64 (4.5 KiB) stays in memory

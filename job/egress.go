@@ -96,7 +96,8 @@ func (e *egress) admit(items []item) int {
 		e.day, e.used, e.spent = d, 0, 0 // a new UTC day: a new budget
 	}
 	total := e.used + e.spent
-	for i, it := range items {
+	for i := range items {
+		it := &items[i]
 		if it.rec.Skip {
 			continue
 		}

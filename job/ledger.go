@@ -77,7 +77,8 @@ type settled struct {
 func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.Rejection) bool) settled {
 	s := settled{updates: map[string]json.RawMessage{}}
 	n := 0
-	for _, it := range items {
+	for i := range items {
+		it := &items[i] // not a copy: an item is 160 bytes
 		ks := it.ks
 		if it.rec.Skip {
 			if !ks.frozen {
@@ -104,7 +105,7 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 			r.accepted(sh, idx, it, &s)
 		case loki.Rejected:
 			rej := sh.rejected[idx]
-			if dropped(it, rej) {
+			if dropped(*it, rej) {
 				ks.candidate, ks.dirty = it.rec.Cursor, true
 				r.sourceReport(ks).Dropped++
 				continue
@@ -113,9 +114,9 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 			if rej.Status == 0 {
 				by = "before sending (the receiver's rules)"
 			}
-			r.freeze(ks, it, "rejected "+by+" ("+string(rej.Reason)+"): "+rej.Detail)
+			r.freeze(ks, *it, "rejected "+by+" ("+string(rej.Reason)+"): "+rej.Detail)
 		default:
-			r.freeze(ks, it, "not delivered")
+			r.freeze(ks, *it, "not delivered")
 		}
 	}
 	for _, ks := range r.keysInOrder {
@@ -129,7 +130,7 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 
 // accepted adds an accepted entry to the report's records and bytes (as sent: after the line
 // cap).
-func (r *run) accepted(sh *shipment, idx int, it item, s *settled) {
+func (r *run) accepted(sh *shipment, idx int, it *item, s *settled) {
 	n := sh.lineBytes(idx, it.rec.Entry.Line)
 	s.accepted++
 	s.bytes += n

@@ -209,10 +209,7 @@ func (s *deadLetterStream) Close() error { return s.f.Close() }
 // (reason unreadable_dead_letter) with a warning, so one damaged line never blocks the rest.
 func (s *deadLetterStream) Next(ctx context.Context, rec *source.Record) error {
 	r, err := s.nextRecord(ctx)
-	if err == nil {
-		*rec = r
-	}
-	return err
+	return source.Fill(rec, r, err)
 }
 
 // nextRecord returns the next record, for Next to fill in.

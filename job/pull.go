@@ -261,4 +261,5 @@ func (r *run) sourceReportByBinding(i int) *SourceReport {
 	return sr
 }
 
+// sourceReport is the report of the source whose key ks is.
 func (r *run) sourceReport(ks *keyState) *SourceReport { return r.sourceReportByBinding(ks.binding) }

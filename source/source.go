@@ -52,6 +52,15 @@ type Stream interface {
 	Close() error
 }
 
+// Fill ends Next for a stream that builds each record by value: it stores r in *rec when err is
+// nil, and returns err.
+func Fill(rec *Record, r Record, err error) error {
+	if err == nil {
+		*rec = r
+	}
+	return err
+}
+
 // Source opens the streams of one configured source for one invocation. A Source is built per
 // invocation: nothing it holds survives into the next run.
 type Source interface {

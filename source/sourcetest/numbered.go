@@ -199,10 +199,7 @@ func (st *stream) Key() string { return st.key }
 // Next implements source.Stream.
 func (st *stream) Next(ctx context.Context, rec *source.Record) error {
 	r, err := st.nextRecord(ctx)
-	if err == nil {
-		*rec = r
-	}
-	return err
+	return source.Fill(rec, r, err)
 }
 
 // nextRecord returns the next record, for Next to fill in.

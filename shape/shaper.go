@@ -131,6 +131,13 @@ type Plan struct {
 	sh          *Shaper
 	h           *hasher
 
+	// What appendObject does with a record that has the schema's fields in order: the kept
+	// columns with their member names, and apart from them the few that are promoted or
+	// metadata, so that the hot loop reads one small value per column and no rules.
+	objCols   []objCol
+	labelCols []labelCol
+	metaCols  []metaCol
+
 	chunk     []byte     // lines handed out so far; the next row is shaped after them
 	cur       *lineChunk // the chunk of chunk (lines.go)
 	last      *lineChunk // the chunk of the last entry handed out; nil when skipped or its own
@@ -158,6 +165,22 @@ type fieldRules struct {
 	// value is not a plain string.
 	member []byte
 	hashes bool // one of ops is a hash
+}
+
+// objCol is a kept (not dropped) schema column of an aligned record: its position and its
+// fieldRules.member.
+type objCol struct {
+	idx    int
+	member []byte
+}
+
+// labelCol is a kept schema column whose value is promoted to label Plan.promoted[label].
+type labelCol struct{ idx, label int }
+
+// metaCol is a kept schema column whose value is structured metadata name.
+type metaCol struct {
+	idx  int
+	name string
 }
 
 type metaRef struct {
@@ -199,8 +222,19 @@ func (s *Shaper) Plan(schema Schema) *Plan {
 	}
 	p.rules = make([]*fieldRules, len(p.names))
 	for i, n := range p.names {
-		p.rules[i] = p.rulesFor(n)
-		p.keysLen += len(p.rules[i].member) - 2
+		fr := p.rulesFor(n)
+		p.rules[i] = fr
+		p.keysLen += len(fr.member) - 2
+		if fr.drop {
+			continue
+		}
+		p.objCols = append(p.objCols, objCol{idx: i, member: fr.member})
+		if fr.label >= 0 {
+			p.labelCols = append(p.labelCols, labelCol{idx: i, label: fr.label})
+		}
+		if fr.meta != "" {
+			p.metaCols = append(p.metaCols, metaCol{idx: i, name: fr.meta})
+		}
 	}
 	for _, c := range s.transforms {
 		if c.Op != OpDropRow || !c.appliesTo(schema.Type) {
@@ -425,10 +459,51 @@ func (p *Plan) ShapeTo(r *Record, e *loki.Entry) (skip string) {
 // (as field indexes), noting the promoted values. It is the hot loop of the EventLogFile
 // pipeline: a member and a plain value take one copy each.
 func (p *Plan) appendObject(out []byte, metas []metaRef, r *Record, aligned bool) ([]byte, []metaRef) {
+	if !aligned {
+		return p.appendObjectByName(out, metas, r)
+	}
+	fields := r.fields[:len(p.names)]
+	for _, c := range p.labelCols {
+		f := &fields[c.idx]
+		p.promoVals[c.label] = r.buf[f.start:f.end:f.end]
+	}
+	for _, c := range p.metaCols {
+		if f := &fields[c.idx]; f.end > f.start && f.kind != Null {
+			metas = append(metas, metaRef{name: c.name, start: c.idx})
+		}
+	}
+	out = append(out, '{')
+	from := 2 // where the next member starts in objCol.member: no separator yet
+	for k := range p.objCols {
+		c := &p.objCols[k]
+		f := &fields[c.idx]
+		n := int(f.end - f.start)
+		if p.omitEmpty && n == 0 {
+			continue
+		}
+		if f.plain && f.kind == String {
+			out = appendWindow(out, c.member[from:], len(c.member)-from)
+			out = appendWindow(out, r.buf[f.start:], n)
+			from = 0 // the next member closes the string
+			continue
+		}
+		out = appendWindow(out, c.member[from:], len(c.member)-1-from)
+		out = appendJSONValue(out, f.kind, r.buf[f.start:f.end:f.end])
+		from = 1
+	}
+	if from == 0 {
+		out = append(out, '"')
+	}
+	return append(out, '}'), metas
+}
+
+// appendObjectByName is appendObject of a record whose fields are not the schema's in order:
+// each field's rules are found by its name.
+func (p *Plan) appendObjectByName(out []byte, metas []metaRef, r *Record) ([]byte, []metaRef) {
 	out = append(out, '{')
 	from := 2 // where the next member starts in fieldRules.member: no separator yet
 	for i := range r.fields {
-		fr := p.fieldRules(r, aligned, i)
+		fr := p.rulesFor(r.fields[i].name)
 		if fr.drop {
 			continue
 		}

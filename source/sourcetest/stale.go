@@ -65,8 +65,13 @@ func LeftStale(rec source.Record) []string {
 	if bytes.Equal(rec.Cursor.JSON(), staleCursor) {
 		left = append(left, "Cursor")
 	}
-	if rec.SkipReason == staleReason {
+	switch {
+	case rec.SkipReason == staleReason:
 		left = append(left, "Skip, SkipReason")
+	case rec.Skip && rec.SkipReason == "":
+		// Every source names why it skips: a skip without a reason is Stale's, its reason
+		// cleared and the mark left.
+		left = append(left, "Skip")
 	}
 	return left
 }

@@ -52,6 +52,18 @@ type Stream interface {
 	Close() error
 }
 
+// Shape overwrites r whole with what p makes of sr: its entry and the line memory the entry lies
+// in, or, when p drops or samples sr out, a skip with p's reason. The cursor is left for the
+// source to set.
+func (r *Record) Shape(p *shape.Plan, sr *shape.Record) {
+	*r = Record{}
+	if skip := p.ShapeTo(sr, &r.Entry); skip != "" {
+		r.Skip, r.SkipReason = true, skip
+		return
+	}
+	r.Lines = p.Lines()
+}
+
 // Fill ends Next for a stream that builds each record by value: it stores r in *rec when err is
 // nil, and returns err.
 func Fill(rec *Record, r Record, err error) error {

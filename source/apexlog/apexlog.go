@@ -566,17 +566,15 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record, ahead *body) (s
 		}
 		rec.AppendString(fieldBody, shape.String, line)
 	}
-	e, skip := st.plan.Shape(rec)
-	lines := st.plan.Lines()
+	var out source.Record
+	out.Shape(st.plan, rec)
 	st.ts, st.id = start, id
 	b, err := json.Marshal(cursor{V: 1, StartTime: salesforce.FormatDateTime(start), LastID: id})
 	if err != nil {
 		return source.Record{}, err
 	}
-	if skip != "" {
-		return source.Record{Cursor: source.CursorJSON(b), Skip: true, SkipReason: skip}, nil
-	}
-	return source.Record{Entry: e, Cursor: source.CursorJSON(b), Lines: lines}, nil
+	out.Cursor = source.CursorJSON(b)
+	return out, nil
 }
 
 // body returns the log's body: the download fetched ahead when there is one (waiting for it),

@@ -519,12 +519,7 @@ func (st *stream) nextRow(rec *source.Record) (bool, error) {
 		of.fallbacks++
 	}
 	of.row++
-	*rec = source.Record{}
-	if skip := of.plan.ShapeTo(r, &rec.Entry); skip != "" {
-		rec.Skip, rec.SkipReason = true, skip
-		return st.rowRecord(rec)
-	}
-	rec.Lines = of.plan.Lines()
+	rec.Shape(of.plan, r)
 	return st.rowRecord(rec)
 }
 

@@ -480,14 +480,8 @@ func (st *stream) emit(r row, out *source.Record) {
 		}
 		setValue(rec, k, kind, r.rec.Value(i))
 	}
-	*out = source.Record{}
-	skip := st.plan.ShapeTo(rec, &out.Entry)
+	out.Shape(st.plan, rec)
 	out.Cursor = st.cursor()
-	if skip != "" {
-		out.Skip, out.SkipReason = true, skip
-		return
-	}
-	out.Lines = st.plan.Lines()
 }
 
 // cursorBlock is how many cursors are allocated at once: a block of 64 (4.5 KiB) stays in memory

@@ -177,7 +177,7 @@ type objCol struct {
 // labelCol is a kept schema column whose value is promoted to label Plan.promoted[label].
 type labelCol struct{ idx, label int }
 
-// metaCol is a kept schema column whose value is structured metadata name.
+// metaCol is a kept schema column whose value is sent as structured metadata named name.
 type metaCol struct {
 	idx  int
 	name string

@@ -107,8 +107,8 @@ const (
 	DefaultOTLPInterval = time.Minute
 )
 
-// MetricsOptions configures NewMetrics. The zero value records into instruments that nobody
-// reads (metrics off).
+// MetricsOptions configures NewMetrics. The zero value turns metrics off (NewMetrics returns
+// nil).
 type MetricsOptions struct {
 	// OTLP configures the push.
 	OTLP OTLPOptions
@@ -140,7 +140,11 @@ type Metrics struct {
 // ErrMetricsSetup wraps every error NewMetrics returns.
 var ErrMetricsSetup = errors.New("metrics setup")
 
-// NewMetrics builds the meter provider and the instruments.
+// NewMetrics builds the meter provider and the instruments. With neither reader configured (no
+// Prometheus, no OTLP endpoint in o or the environment) nothing would read what the instruments
+// hold, so it returns nil, which records nothing: a run-once without an exporter then pays
+// neither the provider's setup (about half a millisecond of a run with nothing to do) nor a
+// recording per push and stream. The options are still checked.
 func NewMetrics(ctx context.Context, o MetricsOptions) (*Metrics, error) {
 	m := &Metrics{timeout: otlpTimeout(o.OTLP), log: o.Logger}
 	if m.log == nil {
@@ -175,6 +179,9 @@ func NewMetrics(ctx context.Context, o MetricsOptions) (*Metrics, error) {
 		popts = append(popts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp,
 			sdkmetric.WithInterval(interval), sdkmetric.WithTimeout(otlpTimeout(o.OTLP)))))
 		m.push = true
+	}
+	if !o.Prometheus && !m.push {
+		return nil, nil
 	}
 	m.provider = sdkmetric.NewMeterProvider(popts...)
 	m.instruments, err = newInstruments(m.provider.Meter(meterName))

@@ -17,6 +17,7 @@ import (
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/obs/obstest"
 )
 
@@ -239,4 +240,24 @@ func TestHandlerWithoutPrometheus(t *testing.T) {
 	if rec.Code != http.StatusNotFound {
 		t.Fatalf("status %d, want 404", rec.Code)
 	}
+}
+
+// TestNoReaderNoMetrics: without Prometheus or an OTLP endpoint nothing would read the
+// instruments, so NewMetrics returns nil (which records nothing) and still checks the options.
+func TestNoReaderNoMetrics(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")
+	m, err := NewMetrics(context.Background(), MetricsOptions{ServiceVersion: "v1.2.3"})
+	if err != nil || m != nil {
+		t.Fatalf("NewMetrics without a reader = %v, %v; want nil, nil", m, err)
+	}
+	m.RecordPush(context.Background(), PushFacts{Lease: "l", Destination: "d", Result: ResultOK})
+	if r := m.Instrument("l", &job.Deps{}, &job.Options{}); r != nil {
+		t.Fatalf("a nil Metrics instrumented a run")
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://127.0.0.1:1/v1/metrics")
+	if m, err = NewMetrics(context.Background(), MetricsOptions{}); err != nil || m == nil {
+		t.Fatalf("NewMetrics with the OTLP endpoint in the environment = %v, %v; want metrics", m, err)
+	}
+	m.Close(context.Background())
 }

@@ -21,6 +21,7 @@ type Redactor struct {
 	mu      sync.RWMutex
 	secrets []string // longest first, so a secret containing another is replaced whole
 	known   map[string]bool
+	added   map[string]bool // the values whose encodings are registered
 }
 
 // NewRedactor returns a Redactor that knows the given secrets (empty values are ignored).
@@ -38,9 +39,15 @@ func (r *Redactor) Add(secrets ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.known == nil {
-		r.known = map[string]bool{}
+		r.known, r.added = map[string]bool{}, map[string]bool{}
 	}
 	add := func(v string) {
+		// A process registers its secrets more than once (the configuration's, then the
+		// logger's); each value's encodings are made once.
+		if r.added[v] {
+			return
+		}
+		r.added[v] = true
 		for _, form := range encodings(v) {
 			if len(form) >= 4 && !r.known[form] {
 				r.known[form] = true
@@ -67,6 +74,9 @@ func (r *Redactor) Add(secrets ...string) {
 // inside a quoted Go string, and escaped in a URL query or path.
 func encodings(s string) []string {
 	out := []string{s}
+	if quotesAsIs(s) { // a line of a PEM key, a token: only the URL escapes can differ
+		return append(out, url.QueryEscape(s), url.PathEscape(s))
+	}
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	_ = enc.Encode(s)
@@ -77,6 +87,18 @@ func encodings(s string) []string {
 	out = append(out, unquote(b.String()))
 	out = append(out, unquote(strconv.Quote(s)), url.QueryEscape(s), url.PathEscape(s))
 	return out
+}
+
+// quotesAsIs reports whether s is written unchanged inside a JSON string (with or without HTML
+// escaping) and a quoted Go string: printable ASCII without a quote, a backslash or <>&.
+func quotesAsIs(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // unquote strips the quotes (and the encoder's newline) around an encoded string.

@@ -140,3 +140,57 @@ func TestWriterScrubs(t *testing.T) {
 		t.Error("Unwrap does not return the wrapped writer")
 	}
 }
+
+// TestQuotesAsIsHoldsForEveryByte checks the shortcut of encodings: a value quotesAsIs accepts
+// is written unchanged by the JSON encoder (with and without HTML escaping) and strconv.Quote,
+// so the forms it skips would have been the value itself. Every byte is tried, alone and inside
+// a PEM line.
+func TestQuotesAsIsHoldsForEveryByte(t *testing.T) {
+	const line = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
+	if !quotesAsIs(line) {
+		t.Fatalf("a PEM line should take the shortcut")
+	}
+	accepted := 0
+	for c := range 256 {
+		for _, s := range []string{string([]byte{byte(c)}), line[:20] + string([]byte{byte(c)}) + line[20:]} {
+			if !quotesAsIs(s) {
+				continue
+			}
+			accepted++
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			for _, html := range []bool{true, false} {
+				b.Reset()
+				enc.SetEscapeHTML(html)
+				if err := enc.Encode(s); err != nil {
+					t.Fatal(err)
+				}
+				if got := unquote(b.String()); got != s {
+					t.Errorf("byte %#x: JSON (HTML escaping %v) writes %q as %q", c, html, s, got)
+				}
+			}
+			if got := unquote(strconv.Quote(s)); got != s {
+				t.Errorf("byte %#x: strconv.Quote writes %q as %q", c, s, got)
+			}
+		}
+	}
+	if accepted != 2*(0x7f-0x20-5) {
+		t.Errorf("%d values took the shortcut, want the %d with a printable byte other than \"\\<>&", accepted, 2*(0x7f-0x20-5))
+	}
+}
+
+// TestAddTwiceRegistersOnce: registering the same secret again changes nothing.
+func TestAddTwiceRegistersOnce(t *testing.T) {
+	pem := "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\nq/+x=<&>\"\\ long enough\n-----END PRIVATE KEY-----\n"
+	r := NewRedactor(pem)
+	before := append([]string(nil), r.secrets...)
+	r.Add(pem)
+	if strings.Join(r.secrets, "\x00") != strings.Join(before, "\x00") {
+		t.Fatalf("a second Add changed the forms:\n%q\n%q", before, r.secrets)
+	}
+	for _, form := range []string{"MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", url.QueryEscape("q/+x=<&>\"\\ long enough"), `q/+x=\u003c\u0026\u003e\"\\ long enough`} {
+		if !r.known[form] {
+			t.Errorf("form %q not registered", form)
+		}
+	}
+}

@@ -151,19 +151,31 @@ func parseTag(t reflect.Type, sf reflect.StructField) structTag {
 		}
 		name := tag[:i]
 		tag = tag[i+1:]
+		// The closing quote is the first one not escaped. A desc runs to hundreds of bytes, so
+		// the quote is found with IndexByte, and only a value with an escape or a line break
+		// goes through strconv.Unquote (which rejects what reflect.StructTag would).
 		i = 1 // past the opening quote
-		for i < len(tag) && tag[i] != '"' {
-			if tag[i] == '\\' {
-				i++
+		for {
+			j := strings.IndexByte(tag[i:], '"')
+			if j < 0 {
+				panic(fmt.Sprintf("config: malformed tag on %s.%s", t.Name(), sf.Name))
+			}
+			i += j
+			backslashes := 0
+			for k := i - 1; k > 0 && tag[k] == '\\'; k-- {
+				backslashes++
+			}
+			if backslashes%2 == 0 {
+				break
 			}
 			i++
 		}
-		if i >= len(tag) {
-			panic(fmt.Sprintf("config: malformed tag on %s.%s", t.Name(), sf.Name))
-		}
-		value, err := strconv.Unquote(tag[:i+1])
-		if err != nil {
-			panic(fmt.Sprintf("config: malformed tag on %s.%s: %v", t.Name(), sf.Name, err))
+		value := tag[1:i]
+		if strings.IndexByte(value, '\\') >= 0 || strings.IndexByte(value, '\n') >= 0 {
+			var err error
+			if value, err = strconv.Unquote(tag[:i+1]); err != nil {
+				panic(fmt.Sprintf("config: malformed tag on %s.%s: %v", t.Name(), sf.Name, err))
+			}
 		}
 		tag = tag[i+1:]
 		for k, f := range keys {

@@ -53,7 +53,19 @@ func TestParseTagEdges(t *testing.T) {
 	if got.yaml != "a,omitempty" || got.desc != "a \"quoted\" word: and\ttab" || !got.hasDef || got.def != "" {
 		t.Fatalf("parseTag = %+v", got)
 	}
-	for _, bad := range []reflect.StructTag{`yaml:"a" yaml:"b"`, `yaml:"a`, `yaml "a"`, `:"a"`} {
+	// Values that end in escaped backslashes, escaped quotes among them, and plain text after
+	// an escaped one: parseTag reads what reflect reads.
+	for _, tag := range []reflect.StructTag{`desc:"ends in \\" yaml:"b"`, `desc:"a \\\"b\\\\" yaml:"c"`,
+		`desc:"\\\\\\" example:"plain, after"`, `desc:"é \u00e9" yaml:"d"`} {
+		got := parseTag(reflect.TypeOf(probe{}), reflect.StructField{Name: "A", Tag: tag})
+		for key, have := range map[string]string{"yaml": got.yaml, "desc": got.desc, "example": got.example} {
+			if want := tag.Get(key); have != want {
+				t.Errorf("tag %s: %s = %q, reflect reads %q", tag, key, have, want)
+			}
+		}
+	}
+	for _, bad := range []reflect.StructTag{`yaml:"a" yaml:"b"`, `yaml:"a`, `yaml "a"`, `:"a"`, `desc:"a \"`,
+		"desc:\"two\nlines\""} {
 		func() {
 			defer func() {
 				if r := recover(); r == nil || !strings.Contains(r.(string), "probe.A") {

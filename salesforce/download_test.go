@@ -5,11 +5,14 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -423,5 +426,77 @@ func TestCloseDuringReadIsSafe(t *testing.T) {
 	_ = d.Close()
 	if err := <-errc; err == nil {
 		t.Fatal("Read after Close returned no error")
+	}
+}
+
+// askingBody records the sizes the reads of a response body ask for.
+type askingBody struct {
+	io.ReadCloser
+	c *askedSizes
+}
+
+func (b askingBody) Read(p []byte) (int, error) {
+	b.c.mu.Lock()
+	b.c.sizes = append(b.c.sizes, len(p))
+	b.c.mu.Unlock()
+	return b.ReadCloser.Read(p)
+}
+
+type askedSizes struct {
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *askedSizes) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		resp.Body = askingBody{resp.Body, c}
+	}
+	return resp, err
+}
+
+// TestGzipBodyReadInLargeReads: a compressed body is read from the connection gzipReadSize at
+// a time, not in gzip's own 4 KiB (one socket read and wake-up each).
+func TestGzipBodyReadInLargeReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var body []byte
+	for len(body) < 4<<20 { // rows gzip compresses (Huffman blocks, which flate reads a byte at a time)
+		body = fmt.Appendf(body, "\"API\",\"2026-06-30T01:00:00.123Z\",\"%x\"\n", rng.Uint64())
+	}
+	var wire atomic.Int64
+	org := newTestOrg(t)
+	org.handle(elfPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		var z bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&z, gzip.BestSpeed)
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+		wire.Store(int64(z.Len()))
+		_, _ = w.Write(z.Bytes())
+	})
+	asked := &askedSizes{}
+	c := org.client(t, func(o *Options) { o.HTTPClient = &http.Client{Transport: asked} })
+	d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Close() }()
+	got, err := io.ReadAll(d)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read %d bytes (%v), want the %d sent", len(got), err, len(body))
+	}
+	// What a read asks for, not what it gets (the socket's share of the moment): gzip's own
+	// buffer would ask for 4 KiB each time. The client's first look at a body asks for less.
+	asked.mu.Lock()
+	defer asked.mu.Unlock()
+	small := 0
+	for _, n := range asked.sizes {
+		if n < gzipReadSize/2 {
+			small++
+		}
+	}
+	if len(asked.sizes) < 4 || small > 1 {
+		t.Errorf("%d of the %d reads of the %d-byte compressed body asked for under %d bytes (the first: %v)",
+			small, len(asked.sizes), wire.Load(), gzipReadSize/2, asked.sizes[:min(8, len(asked.sizes))])
 	}
 }

@@ -500,3 +500,20 @@ func TestGzipBodyReadInLargeReads(t *testing.T) {
 			small, len(asked.sizes), wire.Load(), gzipReadSize/2, asked.sizes[:min(8, len(asked.sizes))])
 	}
 }
+
+// TestTransportReadBufferHoldsManyChunks: the client's own transport reads a connection
+// gzipReadSize at a time. A chunked body's framing is read through that buffer, so with the
+// default 4 KiB an EventLogFile took a socket read for every chunk.
+func TestTransportReadBufferHoldsManyChunks(t *testing.T) {
+	hc, err := Options{HTTPTimeout: time.Minute}.httpClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, ok := hc.Transport.(*http.Transport)
+	if !ok {
+		t.Fatalf("transport %T, want *http.Transport", hc.Transport)
+	}
+	if tr.ReadBufferSize < gzipReadSize {
+		t.Errorf("ReadBufferSize %d, want at least %d", tr.ReadBufferSize, gzipReadSize)
+	}
+}

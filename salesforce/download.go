@@ -15,8 +15,8 @@ import (
 
 // Download is a streamed response body (an EventLogFile CSV or an ApexLog
 // debug log). Read it to the end and Close it; nothing is buffered beyond
-// the transport's and gzip's windows (64 KiB of a compressed body). A read error mid-stream (the
-// connection broke off, the server stalled for Options.HTTPTimeout) is
+// the transport's and gzip's windows (64 KiB each). A read error mid-stream
+// (the connection broke off, the server stalled for Options.HTTPTimeout) is
 // ErrUnavailable; the caller may download again.
 type Download struct {
 	body io.Reader
@@ -123,8 +123,8 @@ func (c *Client) download(ctx context.Context, kind Kind, path string, maxBytes 
 	return d, nil
 }
 
-// gzipReadSize is the read size of a compressed body: 64 KiB, what one TCP receive window
-// typically holds.
+// gzipReadSize is how much of a compressed body is read from the connection at a time, and
+// the size of the connection's read buffer (both 4 KiB by default).
 const gzipReadSize = 64 << 10
 
 // cappedReader yields at most max bytes, then ErrBodyTooLarge if more follow.

@@ -17,7 +17,11 @@ import (
 // never data: its chunks stay as they are until the collector frees them.
 
 // lineChunk is one chunk of line memory and the count of what holds it: every line handed out in
-// it and not released yet, plus one while its plan still writes into it.
+// it and not released yet, once its plan has moved on. While the plan still writes into it, the
+// count is chunkBias less the lines released so far: the plan counts the lines it hands out in a
+// plain integer (Plan.handed) and adds them, less the bias, when it leaves the chunk. One atomic
+// add per line cost about 1% of the shaping pipeline's time; now it is one per chunk, and the
+// count still reaches zero exactly once, after the plan has left and every line is released.
 type lineChunk struct {
 	buf  []byte
 	refs atomic.Int32
@@ -39,8 +43,18 @@ func (l Lines) Release() {
 	}
 }
 
-func (c *lineChunk) drop() {
-	switch n := c.refs.Add(-1); {
+// chunkBias is what a plan holds of the chunk it writes into: more than the lines a chunk can
+// hold (one a byte at most), so releases alone never bring the count to zero.
+const chunkBias = 1 << 30
+
+func (c *lineChunk) drop() { c.settle(c.refs.Add(-1)) }
+
+// leave ends the plan's hold of the chunk, in which it handed out handed lines.
+func (c *lineChunk) leave(handed int32) { c.settle(c.refs.Add(handed - chunkBias)) }
+
+// settle acts on the count a drop or leave left: the chunk is reused at zero.
+func (c *lineChunk) settle(n int32) {
+	switch {
 	case n == 0:
 		c.pool.put(c)
 	case n < 0:
@@ -91,7 +105,7 @@ func (p *linePool) put(c *lineChunk) {
 // reused once every line handed out in it is released.
 func (p *Plan) newChunk(need int) {
 	if p.cur != nil {
-		p.cur.drop()
+		p.cur.leave(p.handed)
 	}
 	var c *lineChunk
 	if need <= lineChunkSize {
@@ -100,8 +114,8 @@ func (p *Plan) newChunk(need int) {
 	if c == nil {
 		c = &lineChunk{buf: make([]byte, 0, max(lineChunkSize, need)), pool: p.sh.lines}
 	}
-	c.refs.Store(1)
-	p.cur, p.chunk = c, c.buf[:0]
+	c.refs.Store(chunkBias)
+	p.cur, p.chunk, p.handed = c, c.buf[:0], 0
 }
 
 // Lines returns the line memory of the entry the last Shape returned, for its consumer to release

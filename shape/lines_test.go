@@ -136,3 +136,57 @@ func TestLinesReleasedTwicePanics(t *testing.T) {
 	}()
 	l.Release()
 }
+
+// TestLinesReleasedWhileWrittenReusedAfterPlanLeaves: lines released while their plan still
+// writes into their chunk free nothing (the plan goes on after them); once the plan has moved
+// on, the chunk is reused, and a chunk with a line still held is not.
+func TestLinesReleasedWhileWrittenReusedAfterPlanLeaves(t *testing.T) {
+	s := mustShaper(t, Options{Metadata: []string{"B"}})
+	p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"A", "B"}})
+	var r Record
+	early := shapeRows(t, p, &r, 0, 10) // 10 KiB of a 64 KiB chunk
+	chunk := early[0].lines.c
+	for _, e := range early {
+		if e.lines.c != chunk {
+			t.Fatalf("the first ten rows lie in more than one chunk")
+		}
+		e.lines.Release()
+	}
+	more := shapeRows(t, p, &r, 10, 20) // still the same chunk, after the released lines
+	intact(t, "the released lines, while the plan writes after them", early)
+	for _, e := range more {
+		if e.lines.c == chunk {
+			e.lines.Release()
+		}
+	}
+	rest := shapeRows(t, p, &r, 30, 100) // the plan fills the chunk and leaves it
+	if rest[len(rest)-1].lines.c == chunk {
+		t.Fatalf("the plan did not move on from its first chunk")
+	}
+	held := rest[0]
+	if held.lines.c != chunk {
+		t.Fatalf("row 30 does not lie in the first chunk")
+	}
+	for _, e := range rest[1:] {
+		if e.lines.c == chunk {
+			e.lines.Release()
+		}
+	}
+	for _, e := range shapeRows(t, p, &r, 130, 200) {
+		if in(e.e.Line, chunk) {
+			t.Fatalf("row written into a chunk with a line still held")
+		}
+	}
+	intact(t, "the line still held", []shaped{held})
+	held.lines.Release()
+	reused := false
+	for _, e := range shapeRows(t, p, &r, 330, 200) {
+		reused = reused || in(e.e.Line, chunk)
+	}
+	if !reused {
+		t.Fatal("a chunk whose lines were all released, some while it was written, was not reused")
+	}
+	if got := s.ChunksReused(); got < 1 {
+		t.Fatalf("ChunksReused = %d", got)
+	}
+}

@@ -140,6 +140,7 @@ type Plan struct {
 
 	chunk     []byte     // lines handed out so far; the next row is shaped after them
 	cur       *lineChunk // the chunk of chunk (lines.go)
+	handed    int32      // lines handed out in cur, not yet added to its count (lines.go)
 	last      *lineChunk // the chunk of the last entry handed out; nil when skipped or its own
 	keysLen   int        // the JSON member names of every schema field, with separators
 	scratch   []byte     // mask output
@@ -555,7 +556,7 @@ func (p *Plan) handOut(out []byte) string {
 	}
 	if free := p.chunk[len(p.chunk):cap(p.chunk)]; len(free) > 0 && unsafe.SliceData(free) == unsafe.SliceData(out) {
 		p.chunk = p.chunk[:len(p.chunk)+len(out)]
-		p.cur.refs.Add(1)
+		p.handed++
 		p.last = p.cur
 	}
 	return unsafe.String(unsafe.SliceData(out), len(out))

@@ -103,6 +103,8 @@ func TestEventLogFileConfig(t *testing.T) {
 	}
 	_, err := load(t, sfCreds+"sources:\n  eventlogfile:\n    enabled: true\n    interval: Weekly\n    page_size: 5000\n    max_row_bytes: 1KiB\n")
 	wantErrors(t, err, "sources.eventlogfile.event_types: is required", "sources.eventlogfile.interval", "sources.eventlogfile.page_size", "sources.eventlogfile.max_row_bytes")
+	_, err = load(t, sfCreds+"sources:\n  eventlogfile:\n    enabled: true\n    event_types: [API]\n    max_row_bytes: 2GiB\n")
+	wantErrors(t, err, "sources.eventlogfile.max_row_bytes: 2GiB is too large; at most 1GiB")
 	_, err = load(t, sfCreds+"sources:\n  eventlogfile:\n    enabled: true\n    event_types: [Login, \"Login'--\", login]\n")
 	wantErrors(t, err, "sources.eventlogfile.event_types[1]", `sources.eventlogfile.event_types[2]: "login" is listed twice`)
 }

@@ -21,7 +21,7 @@ type EventLogFileSource struct {
 	PageSize        int      `yaml:"page_size" default:"1000" min:"1" desc:"Files listed per query (SOQL LIMIT, at most 2000); one listing per type per run while the page is not used up."`
 	TimestampColumn string   `yaml:"timestamp_column" default:"TIMESTAMP_DERIVED" desc:"CSV column giving each row's time; then TIMESTAMP, then the file's LogDate."`
 	TypedValues     bool     `yaml:"typed_values" default:"true" desc:"Write Number and Boolean columns (per LogFileFieldTypes) as JSON numbers and booleans instead of strings."`
-	MaxRowBytes     ByteSize `yaml:"max_row_bytes" default:"8MiB" desc:"A CSV row longer than this (e.g. an unterminated quote) is skipped and counted instead of held in memory."`
+	MaxRowBytes     ByteSize `yaml:"max_row_bytes" default:"8MiB" desc:"A CSV row longer than this (e.g. an unterminated quote) is skipped and counted instead of held in memory; 64KiB to 1GiB."`
 }
 
 // eventTypeRE is an EventLogFile event type name (a Salesforce API name).
@@ -69,10 +69,18 @@ func validateEventLogFile(s EventLogFileSource, path string, errs *Errors) {
 	if s.TimestampColumn == "" {
 		errs.add(path+".timestamp_column", "must not be empty")
 	}
-	if s.MaxRowBytes < 64<<10 {
+	switch {
+	case s.MaxRowBytes < 64<<10:
 		errs.add(path+".max_row_bytes", "%s is too small; at least 64KiB", s.MaxRowBytes)
+	case s.MaxRowBytes > maxRowBytesLimit:
+		// A row's values are addressed with 32-bit offsets on their way to a line; a row this
+		// large would also have to fit in memory whole.
+		errs.add(path+".max_row_bytes", "%s is too large; at most 1GiB", s.MaxRowBytes)
 	}
 }
+
+// maxRowBytesLimit is the largest sources.eventlogfile.max_row_bytes.
+const maxRowBytesLimit = 1 << 30
 
 // claims lists the configured event types for the overlap guard (the wildcard included: two
 // discovering sources would overlap on every shared category).

@@ -13,7 +13,7 @@ type ApexLogSource struct {
 	Users               []string `yaml:"users" desc:"Only the logs of these usernames (LogUser.Username); empty: every user's."`
 	Lookback            Duration `yaml:"lookback" default:"1h" desc:"How far back the source starts with no checkpoint (by StartTime)."`
 	Start               Time     `yaml:"start" example:"2024-06-01T00:00:00Z" desc:"Instead of lookback: the RFC 3339 time (by StartTime) the source starts from with no checkpoint; ignored once it has one."`
-	MaxBodyBytes        ByteSize `yaml:"max_body_bytes" default:"5MiB" desc:"Larger logs are not downloaded: their entry carries the metadata, body_skipped=true and body_skip_reason=size."`
+	MaxBodyBytes        ByteSize `yaml:"max_body_bytes" default:"5MiB" desc:"Larger logs are not downloaded: their entry carries the metadata, body_skipped=true and body_skip_reason=size. At most 1GiB."`
 	DownloadMaxAge      Duration `yaml:"download_max_age" default:"2h" desc:"A log whose body keeps failing to download holds the source back until it is this old (Salesforce's clock), then ships as metadata with body_skip_reason=download_failed."`
 	PageSize            int      `yaml:"page_size" default:"200" min:"1" desc:"Logs listed per query (SOQL LIMIT, at most 2000); each log costs one more call for its body."`
 	DownloadConcurrency int      `yaml:"download_concurrency" default:"8" min:"1" desc:"Bodies downloaded at once, ahead of the job and shipped in order (at most 16; 1 = one at a time)."`
@@ -41,8 +41,11 @@ func validateApexLog(s ApexLogSource, path string, errs *Errors) {
 	if s.Lookback == 0 {
 		errs.add(path+".lookback", "must be positive")
 	}
-	if s.MaxBodyBytes == 0 {
+	switch {
+	case s.MaxBodyBytes == 0:
 		errs.add(path+".max_body_bytes", "must be positive")
+	case s.MaxBodyBytes > maxRecordBytes: // Salesforce truncates a debug log at about 20 MB
+		errs.add(path+".max_body_bytes", "%s is too large; at most 1GiB", s.MaxBodyBytes)
 	}
 	if s.DownloadMaxAge == 0 {
 		errs.add(path+".download_max_age", "must be positive")

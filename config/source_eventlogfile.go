@@ -72,15 +72,15 @@ func validateEventLogFile(s EventLogFileSource, path string, errs *Errors) {
 	switch {
 	case s.MaxRowBytes < 64<<10:
 		errs.add(path+".max_row_bytes", "%s is too small; at least 64KiB", s.MaxRowBytes)
-	case s.MaxRowBytes > maxRowBytesLimit:
-		// A row's values are addressed with 32-bit offsets on their way to a line; a row this
-		// large would also have to fit in memory whole.
+	case s.MaxRowBytes > maxRecordBytes:
 		errs.add(path+".max_row_bytes", "%s is too large; at most 1GiB", s.MaxRowBytes)
 	}
 }
 
-// maxRowBytesLimit is the largest sources.eventlogfile.max_row_bytes.
-const maxRowBytesLimit = 1 << 30
+// maxRecordBytes bounds the settings that decide how large one record may grow (a CSV row, an
+// Apex log body): a record's values are addressed with 32-bit offsets on their way to a line,
+// and a record this large would also have to fit in memory whole.
+const maxRecordBytes = 1 << 30
 
 // claims lists the configured event types for the overlap guard (the wildcard included: two
 // discovering sources would overlap on every shared category).

@@ -104,4 +104,6 @@ func TestApexLogConfig(t *testing.T) {
 	}
 	_, err := load(t, sfCreds+"sources:\n  apexlog:\n    enabled: true\n    users: [\"o'hara@example.com\"]\n    page_size: 5000\n    max_body_bytes: 0\n")
 	wantErrors(t, err, "sources.apexlog.users[0]", "sources.apexlog.page_size", "sources.apexlog.max_body_bytes")
+	_, err = load(t, sfCreds+"sources:\n  apexlog:\n    enabled: true\n    max_body_bytes: 3GiB\n")
+	wantErrors(t, err, "sources.apexlog.max_body_bytes: 3GiB is too large; at most 1GiB")
 }

@@ -40,6 +40,17 @@ func in(s string, c *lineChunk) bool {
 	return at >= base && at < base+uintptr(cap(c.buf))
 }
 
+// writesInto shapes n rows from row from and reports whether a line of one lies in c.
+func writesInto(t *testing.T, p *Plan, r *Record, from, n int, c *lineChunk) bool {
+	t.Helper()
+	for _, s := range shapeRows(t, p, r, from, n) {
+		if in(s.e.Line, c) {
+			return true
+		}
+	}
+	return false
+}
+
 func intact(t *testing.T, what string, es []shaped) {
 	t.Helper()
 	for i, s := range es {
@@ -91,11 +102,7 @@ func TestLinesReusedOnlyOnceEveryLineIsReleased(t *testing.T) {
 	intact(t, "the lines not released", unreleased)
 	intact(t, "the rows written into the reused chunk", next)
 	keptA.lines.Release()
-	reusedA := false
-	for _, s := range shapeRows(t, p, &r, 600, 400) {
-		reusedA = reusedA || in(s.e.Line, chunkA)
-	}
-	if !reusedA {
+	if !writesInto(t, p, &r, 600, 400, chunkA) {
 		t.Fatal("the chunk was not reused once its last line was released")
 	}
 }
@@ -172,18 +179,12 @@ func TestLinesReleasedWhileWrittenReusedAfterPlanLeaves(t *testing.T) {
 			e.lines.Release()
 		}
 	}
-	for _, e := range shapeRows(t, p, &r, 130, 200) {
-		if in(e.e.Line, chunk) {
-			t.Fatalf("row written into a chunk with a line still held")
-		}
+	if writesInto(t, p, &r, 130, 200, chunk) {
+		t.Fatalf("row written into a chunk with a line still held")
 	}
 	intact(t, "the line still held", []shaped{held})
 	held.lines.Release()
-	reused := false
-	for _, e := range shapeRows(t, p, &r, 330, 200) {
-		reused = reused || in(e.e.Line, chunk)
-	}
-	if !reused {
+	if !writesInto(t, p, &r, 330, 200, chunk) {
 		t.Fatal("a chunk whose lines were all released, some while it was written, was not reused")
 	}
 	if got := s.ChunksReused(); got < 1 {

@@ -103,7 +103,7 @@ func (o Options) httpClient() (*http.Client, error) {
 	tr.ForceAttemptHTTP2 = true
 	// A chunked body's framing is read through the connection's buffer, which then refills
 	// once per chunk: 4 KiB by default, a socket read for every 4 KiB of an EventLogFile.
-	tr.ReadBufferSize = gzipReadSize
+	tr.ReadBufferSize = bodyReadSize
 	if o.Proxy != nil {
 		tr.Proxy = o.Proxy
 	}

@@ -104,9 +104,9 @@ func (c *Client) download(ctx context.Context, kind Kind, path string, maxBytes 
 	}
 	if strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
 		// gzip reads through a bufio.Reader of 4 KiB when given a plain reader: one read of
-		// the socket (and one wake-up) per 4 KiB of compressed body. gzipReadSize does the same
+		// the socket (and one wake-up) per 4 KiB of compressed body. bodyReadSize does the same
 		// in a sixteenth of the reads.
-		gz, err := gzip.NewReader(bufio.NewReaderSize(resp.Body, gzipReadSize))
+		gz, err := gzip.NewReader(bufio.NewReaderSize(resp.Body, bodyReadSize))
 		if err != nil {
 			_ = resp.Body.Close()
 			return nil, unavailable(fmt.Errorf("salesforce: %s: gzip header: %w", d.url, err))
@@ -123,9 +123,9 @@ func (c *Client) download(ctx context.Context, kind Kind, path string, maxBytes 
 	return d, nil
 }
 
-// gzipReadSize is how much of a compressed body is read from the connection at a time, and
+// bodyReadSize is how much of a compressed body is read from the connection at a time, and
 // the size of the connection's read buffer (both 4 KiB by default).
-const gzipReadSize = 64 << 10
+const bodyReadSize = 64 << 10
 
 // cappedReader yields at most max bytes, then ErrBodyTooLarge if more follow.
 type cappedReader struct {

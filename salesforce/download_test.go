@@ -455,7 +455,7 @@ func (c *askedSizes) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// TestGzipBodyReadInLargeReads: a compressed body is read from the connection gzipReadSize at
+// TestGzipBodyReadInLargeReads: a compressed body is read from the connection bodyReadSize at
 // a time, not in gzip's own 4 KiB (one socket read and wake-up each).
 func TestGzipBodyReadInLargeReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -491,18 +491,18 @@ func TestGzipBodyReadInLargeReads(t *testing.T) {
 	defer asked.mu.Unlock()
 	small := 0
 	for _, n := range asked.sizes {
-		if n < gzipReadSize/2 {
+		if n < bodyReadSize/2 {
 			small++
 		}
 	}
 	if len(asked.sizes) < 4 || small > 1 {
 		t.Errorf("%d of the %d reads of the %d-byte compressed body asked for under %d bytes (the first: %v)",
-			small, len(asked.sizes), wire.Load(), gzipReadSize/2, asked.sizes[:min(8, len(asked.sizes))])
+			small, len(asked.sizes), wire.Load(), bodyReadSize/2, asked.sizes[:min(8, len(asked.sizes))])
 	}
 }
 
 // TestTransportReadBufferHoldsManyChunks: the client's own transport reads a connection
-// gzipReadSize at a time. A chunked body's framing is read through that buffer, so with the
+// bodyReadSize at a time. A chunked body's framing is read through that buffer, so with the
 // default 4 KiB an EventLogFile took a socket read for every chunk.
 func TestTransportReadBufferHoldsManyChunks(t *testing.T) {
 	hc, err := Options{HTTPTimeout: time.Minute}.httpClient()
@@ -513,7 +513,7 @@ func TestTransportReadBufferHoldsManyChunks(t *testing.T) {
 	if !ok {
 		t.Fatalf("transport %T, want *http.Transport", hc.Transport)
 	}
-	if tr.ReadBufferSize < gzipReadSize {
-		t.Errorf("ReadBufferSize %d, want at least %d", tr.ReadBufferSize, gzipReadSize)
+	if tr.ReadBufferSize < bodyReadSize {
+		t.Errorf("ReadBufferSize %d, want at least %d", tr.ReadBufferSize, bodyReadSize)
 	}
 }

@@ -95,7 +95,7 @@ type Loki struct {
 	Encoding           string            `yaml:"encoding" default:"protobuf" enum:"protobuf|json" desc:"Wire encoding: protobuf+snappy, or JSON (debugging)."`
 	Gzip               bool              `yaml:"gzip" desc:"Gzip JSON bodies (encoding json only)."`
 	BatchTargetBytes   ByteSize          `yaml:"batch_target_bytes" default:"1MiB" desc:"Target compressed size of one push request."`
-	BatchMaxBytes      ByteSize          `yaml:"batch_max_bytes" default:"4MiB" desc:"Hard cap on the uncompressed size of one push request (Loki's default burst is 6 MiB)."`
+	BatchMaxBytes      ByteSize          `yaml:"batch_max_bytes" default:"4MiB" desc:"Hard cap on the uncompressed size of one push request (Loki's default burst is 6 MiB); at most 1GiB."`
 	BatchMaxEntries    int               `yaml:"batch_max_entries" default:"20000" min:"1" desc:"Maximum entries in one push request."`
 	MaxRetries         int               `yaml:"max_retries" default:"5" min:"0" desc:"Retries of one request (5xx, 429, transport errors) within the push timeout; 0 sends each request once."`
 	MinBackoff         Duration          `yaml:"min_backoff" default:"500ms" desc:"First retry delay."`

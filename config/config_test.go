@@ -250,3 +250,17 @@ func TestOrderingLimitsAreChecked(t *testing.T) {
 		t.Fatalf("loaded %+v", l)
 	}
 }
+
+// A push is one snappy block, whose length a receiver reads as 32 bits: batch_max_bytes is
+// refused above 1GiB, naming the key, and 1GiB itself loads.
+func TestBatchMaxBytesAtMostOneGiB(t *testing.T) {
+	_, err := load(t, "sink:\n  loki:\n    batch_max_bytes: 5GiB\n")
+	wantErrors(t, err, "sink.loki.batch_max_bytes: 5GiB is too large; at most 1GiB")
+	cfg, err := load(t, "sink:\n  loki:\n    batch_max_bytes: 1GiB\n")
+	if err != nil {
+		t.Fatalf("1GiB refused: %v", err)
+	}
+	if cfg.Sink.Loki.BatchMaxBytes != 1<<30 {
+		t.Errorf("batch_max_bytes = %s", cfg.Sink.Loki.BatchMaxBytes)
+	}
+}

@@ -216,6 +216,11 @@ func isLoopback(host string) bool {
 	return host == "localhost" || strings.HasPrefix(host, "127.") || host == "::1"
 }
 
+// maxPushBytes bounds sink.loki.batch_max_bytes: a push travels as one snappy block, whose
+// decoded length a receiver reads as 32 bits (from 4GiB on the body is corrupt to it), and the
+// client holds a push and its encoding in memory whole.
+const maxPushBytes = 1 << 30
+
 func (c *Config) validateSink(errs *Errors) {
 	l := c.Sink.Loki
 	if u, err := url.Parse(l.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -232,6 +237,8 @@ func (c *Config) validateSink(errs *Errors) {
 	}
 	if l.BatchTargetBytes <= 0 || l.BatchMaxBytes <= 0 {
 		errs.add("sink.loki.batch_max_bytes", "batch sizes must be positive")
+	} else if l.BatchMaxBytes > maxPushBytes {
+		errs.add("sink.loki.batch_max_bytes", "%s is too large; at most 1GiB (Loki's own limits are far lower: its default ingestion burst is 6MiB)", l.BatchMaxBytes)
 	} else if l.BatchTargetBytes > l.BatchMaxBytes {
 		errs.add("sink.loki.batch_target_bytes", "%s exceeds batch_max_bytes %s", l.BatchTargetBytes, l.BatchMaxBytes)
 	}

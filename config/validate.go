@@ -216,9 +216,9 @@ func isLoopback(host string) bool {
 	return host == "localhost" || strings.HasPrefix(host, "127.") || host == "::1"
 }
 
-// maxPushBytes bounds sink.loki.batch_max_bytes: a push travels as one snappy block, whose
-// decoded length a receiver reads as 32 bits (from 4GiB on the body is corrupt to it), and the
-// client holds a push and its encoding in memory whole.
+// maxPushBytes bounds sink.loki.batch_max_bytes: a protobuf push travels as one snappy block,
+// whose decoded length a receiver reads as 32 bits (from 4GiB on the body is corrupt to it), and
+// the client holds a push and its encoding in memory whole.
 const maxPushBytes = 1 << 30
 
 func (c *Config) validateSink(errs *Errors) {

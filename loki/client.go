@@ -206,6 +206,7 @@ func New(opts Options) (*Client, error) {
 		if o.Proxy != nil {
 			tr.Proxy = o.Proxy
 		}
+		tr.DialContext = wholeBodies(tr.DialContext)
 		rt = tr
 	}
 	c.http = &http.Client{Transport: rt, Timeout: o.Timeout}

@@ -73,7 +73,7 @@ func bulkyBatch() []Entry {
 }
 
 // Over plain HTTP a push's body goes to the socket in one write, not in net/http's 32 KiB
-// pieces (one system call and one wake-up of the receiver each).
+// pieces (a copy and a system call each).
 func TestPushBodyWrittenWhole(t *testing.T) {
 	run := simloki.Start(t, simloki.Options{})
 	c := newClient(t, run.Server, func(o *Options) { o.URL, o.Transport = run.PushURL(), nil })

@@ -251,8 +251,8 @@ func TestOrderingLimitsAreChecked(t *testing.T) {
 	}
 }
 
-// A push is one snappy block, whose length a receiver reads as 32 bits: batch_max_bytes is
-// refused above 1GiB, naming the key, and 1GiB itself loads.
+// A protobuf push is one snappy block, whose length a receiver reads as 32 bits:
+// batch_max_bytes is refused above 1GiB, naming the key, and 1GiB itself loads.
 func TestBatchMaxBytesAtMostOneGiB(t *testing.T) {
 	_, err := load(t, "sink:\n  loki:\n    batch_max_bytes: 5GiB\n")
 	wantErrors(t, err, "sink.loki.batch_max_bytes: 5GiB is too large; at most 1GiB")

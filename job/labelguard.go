@@ -124,6 +124,9 @@ func (g *labelGuard) apply(items []item) map[string]int64 {
 }
 
 // change adds the values admitted since the last commit to c, and removes the stale ones.
+// A value of another day admitted again today keeps its counter name: the counter set with
+// today's window replaces the stale one, which is then not deleted (a commit cannot both set
+// and delete a counter).
 func (g *labelGuard) change(c *store.Change) {
 	if len(g.pending) > 0 {
 		if c.Counters == nil {
@@ -133,7 +136,11 @@ func (g *labelGuard) change(c *store.Change) {
 			c.Counters[name] = v
 		}
 	}
-	c.DeleteCounters = append(c.DeleteCounters, g.stale...)
+	for _, name := range g.stale {
+		if _, set := c.Counters[name]; !set {
+			c.DeleteCounters = append(c.DeleteCounters, name)
+		}
+	}
 }
 
 // committed forgets what the last commit wrote.

@@ -144,3 +144,42 @@ func TestLabelGuardStartsOverEachDay(t *testing.T) {
 		t.Errorf("document holds %v, want only the new day's 10 values", got)
 	}
 }
+
+// A guarded label mostly takes the same values every day (the same users, the same event
+// types). The next UTC day, a value seen yesterday is admitted again under the same counter
+// name: the commit sets that counter with today's window instead of also deleting it, so the
+// day's commits land and the cursor advances.
+func TestLabelGuardAdmitsYesterdaysValuesAgain(t *testing.T) {
+	coord := jobtest.New()
+	srv := simloki.New(simloki.Options{})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
+		Labels: loki.LabelOptions{ExtraAllowed: []string{"user_id"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &sourcetest.Numbered{Totals: map[string]int{"Login": 30}, Base: time.Now().Add(-time.Hour),
+		Labels: func(_ string, n int) []loki.Label { return []loki.Label{{Name: "user_id", Value: strconv.Itoa(n % 3)}} }}
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}
+	now := time.Now().UTC()
+	opts := baseOptions()
+	opts.Now = func() time.Time { return now }
+	opts.LabelGuard = job.LabelGuardOptions{Labels: []string{"user_id"}, MaxValuesPerDay: 10}
+	if rep := job.Run(context.Background(), deps, opts); rep.Outcome != job.OutcomeOK || rep.Records != 30 {
+		t.Fatalf("first day: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
+	}
+	now = now.Add(24 * time.Hour)
+	for i, total := range []int{45, 60} { // the run that sees the new day, then one that reads its counters
+		src.SetTotal("Login", total)
+		rep := job.Run(context.Background(), deps, opts)
+		if rep.Outcome != job.OutcomeOK || rep.Records != 15 || rep.Commits == 0 {
+			t.Fatalf("next day, run %d: outcome %s, %d records, %d commits, error %q; want ok with 15 records committed",
+				i+1, rep.Outcome, rep.Records, rep.Commits, rep.Error)
+		}
+	}
+	if cp := checkpoints(t, coord); cp["Login"] != 60 {
+		t.Errorf("stored cursor %d, want 60", cp["Login"])
+	}
+	if got := labelValues(t, coord); len(got) != 1 || got["user_id@"+now.Format(time.DateOnly)] != 3 {
+		t.Errorf("document holds label values %v, want the 3 values under today's day only", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sf2loki/sf2loki/internal/human"
 )
@@ -112,8 +113,13 @@ func Compact(raw json.RawMessage) string {
 
 // ParseValue reads a checkpoint value given by an operator: valid JSON as it is, anything else
 // as a JSON string (the Python original's cursors are strings). Text that looks like JSON but
-// does not parse is refused rather than silently stored as a string.
+// does not parse is refused rather than silently stored as a string, and so is text that is not
+// valid UTF-8 (the document is UTF-8 JSON: it could hold such a value neither as given nor
+// unchanged).
 func ParseValue(arg string) (json.RawMessage, error) {
+	if !utf8.ValidString(arg) {
+		return nil, fmt.Errorf("%q is not valid UTF-8", human.Clip(arg, 80))
+	}
 	trimmed := strings.TrimSpace(arg)
 	if json.Valid([]byte(trimmed)) {
 		return json.RawMessage(trimmed), nil

@@ -24,6 +24,16 @@ func TestParseValue(t *testing.T) {
 	}
 }
 
+// A value that is not valid UTF-8 is refused: JSON would store it byte for byte and leave a
+// document no read accepts, and as a string it would be stored with U+FFFD, not as given.
+func TestParseValueRefusesInvalidUTF8(t *testing.T) {
+	for _, bad := range []string{"{\"cursor\":\"\xff\"}", "\"\xfe\"", "2026-11-01\xff"} {
+		if v, err := ParseValue(bad); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("ParseValue(%q) = %s, %v; want a refusal naming invalid UTF-8", bad, v, err)
+		}
+	}
+}
+
 func TestViewFiltersCheckpointsAndMissingEmpty(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	doc := &Document{Schema: 2, Fence: &Fence{Epoch: 7, Holder: "h", ClaimedAt: now.Add(-time.Minute)}, Checkpoints: map[string]Checkpoint{

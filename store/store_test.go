@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sf2loki/sf2loki/store"
@@ -314,5 +315,47 @@ func TestContendedClaimIsRetriedAndCounted(t *testing.T) {
 	}
 	if err := old.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(8)}}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("old holder's commit after the claim: %v, want ErrFenced", err)
+	}
+}
+
+// Invariant I7, the document always parses: a commit the Writer accepts must leave a document
+// the Store reads back. json.Valid does not look inside strings and values are stored byte for
+// byte, so a value (or a key, or a counter) that is not valid UTF-8 is refused before anything
+// is written, with an error naming it; otherwise the next Read finds the document corrupt and
+// every later run stops until a human repairs it.
+func TestCommitRefusesInvalidUTF8(t *testing.T) {
+	bad := "\xff\xfe"
+	cases := []struct {
+		name, key string
+		change    store.Change
+	}{
+		{"checkpoint value", "soql:Account", store.Change{Set: map[string]json.RawMessage{"soql:Account": json.RawMessage(`{"cursor":"` + bad + `"}`)}}},
+		{"checkpoint key", "soql:" + bad, store.Change{Set: map[string]json.RawMessage{"soql:" + bad: storetest.Int(1)}}},
+		{"counter window", "egress", store.Change{Counters: map[string]store.Counter{"egress": {Value: 1, Window: bad}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := storetest.NewStore(storetest.NewMemory())
+			w := claimed(t, st, 1, "a")
+			if err := w.Commit(ctx, set("good", 7)); err != nil {
+				t.Fatal(err)
+			}
+			before := w.Version()
+			err := w.Commit(ctx, tc.change)
+			if err == nil || !strings.Contains(err.Error(), "not valid UTF-8") || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.key)) {
+				t.Fatalf("commit: %v; want a refusal naming %q as not valid UTF-8", err, tc.key)
+			}
+			if w.Version() != before {
+				t.Fatalf("the refused commit was written: version %q, was %q", w.Version(), before)
+			}
+			snap, err := st.Read(ctx)
+			if err != nil {
+				t.Fatalf("the document no longer reads: %v", err)
+			}
+			if got := storetest.IntValue(snap.Doc.Checkpoints, "good"); got != 7 || len(snap.Doc.Checkpoints) != 1 {
+				t.Fatalf("checkpoints after the refused commit: %v", snap.Doc.Checkpoints)
+			}
+		})
 	}
 }

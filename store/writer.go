@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"unicode/utf8"
 )
 
 // Change is one commit: checkpoint values to set and delete, counters to set and delete, and
@@ -26,13 +27,28 @@ func (c Change) empty() bool {
 	return len(c.Set) == 0 && len(c.Delete) == 0 && len(c.Counters) == 0 && len(c.DeleteCounters) == 0
 }
 
+// validate refuses a change the document could not hold as given. Names and values must be
+// valid UTF-8: json.Valid does not look inside strings, a value is stored byte for byte, and a
+// document holding invalid UTF-8 is refused as corrupt by every later read (while a name with
+// it would be stored under U+FFFD, another name than the one given).
 func (c Change) validate() error {
 	for k, v := range c.Set {
 		if k == "" {
 			return errors.New("commit: empty checkpoint key")
 		}
+		if !utf8.ValidString(k) {
+			return fmt.Errorf("commit: checkpoint %q: the key is not valid UTF-8", k)
+		}
 		if !json.Valid(v) {
 			return fmt.Errorf("commit: checkpoint %q: value is not valid JSON", k)
+		}
+		if !utf8.Valid(v) {
+			return fmt.Errorf("commit: checkpoint %q: value is not valid UTF-8", k)
+		}
+	}
+	for k, v := range c.Counters {
+		if !utf8.ValidString(k) || !utf8.ValidString(v.Window) {
+			return fmt.Errorf("commit: counter %q: name or window is not valid UTF-8", k)
 		}
 	}
 	for _, k := range c.Delete {
@@ -118,7 +134,9 @@ func (w *Writer) Err() error {
 // newer epoch owns the document, or it was deleted: stop, nothing more will be written);
 // ErrIntegrity (a foreign stamp under our epoch, or a fence below ours: the store ignored a
 // precondition or someone edited by hand); ErrUnavailable (the outcome is unknown: the next
-// Commit first settles it, and carries its changes forward); ErrTooLarge (nothing written).
+// Commit first settles it, and carries its changes forward); ErrTooLarge (nothing written); an
+// error naming the key of a change the document cannot hold, such as a value that is not valid
+// UTF-8 (nothing written).
 func (w *Writer) Commit(ctx context.Context, c Change) error {
 	if err := c.validate(); err != nil {
 		return err

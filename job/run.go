@@ -27,13 +27,8 @@ var (
 	errLeaseLost      = fmt.Errorf("the run's %w", lease.ErrLost)
 	errBudgetPaused   = errors.New("the daily egress budget is spent; the next UTC day continues where this run stopped")
 	errStopped        = errors.New("the run stopped")
+	errPushFailed     = errors.New("a push left entries not delivered")
 )
-
-// pushFailed stops intake: a push left entries not delivered.
-type pushFailed struct{ err error }
-
-func (p *pushFailed) Error() string { return p.err.Error() }
-func (p *pushFailed) Unwrap() error { return p.err }
 
 // rateStopped stops intake: the egress rate caps left no time for the next push.
 type rateStopped struct{ err error }
@@ -73,6 +68,7 @@ type run struct {
 	// The facts the outcome is decided from, besides why intake stopped.
 	shipped      bool  // the receiver accepted at least one entry
 	commitErr    error // a commit failed: decides the outcome whatever else happened
+	pushErr      error // a push left entries not delivered (the first such failure)
 	sourceErrs   []error
 	policyFrozen bool // a key was frozen by on_permanent_reject: freeze
 	caughtUp     bool // every key reached its end
@@ -276,7 +272,12 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 	r.rep.Bytes += s.bytes
 	if sh.err != nil {
 		r.log.Warn("push failed: the affected keys are frozen for this run and intake stops", "err", sh.err)
-		stop = &pushFailed{err: sh.err}
+		// A fact of the run, not only why intake stopped: intake may already have stopped for
+		// its deadline while the push was retrying, and the first cause is the one kept.
+		if r.pushErr == nil {
+			r.pushErr = sh.err
+		}
+		stop = errPushFailed
 	}
 	if len(s.updates) > 0 && !r.commit(ctx, s.updates) {
 		return errStopped // the commit error decides the outcome
@@ -417,7 +418,6 @@ func (r *run) release(ctx context.Context) {
 // (interrupted: a signal cut the batch short; stop: the intake context's cause; aborted: the
 // pushes' context's cause).
 func (r *run) decide(interrupted bool, stop, aborted error) {
-	var pf *pushFailed
 	var rs *rateStopped
 	switch {
 	case r.commitErr != nil:
@@ -438,8 +438,8 @@ func (r *run) decide(interrupted bool, stop, aborted error) {
 		} else {
 			r.end(OutcomeOf(cause, false), cause) // fenced if taken over, unavailable if renewals failed
 		}
-	case errors.As(stop, &pf):
-		r.end(r.partialOr(OutcomeUnavailable), pf.err)
+	case r.pushErr != nil:
+		r.end(r.partialOr(OutcomeUnavailable), r.pushErr)
 	case r.needsHuman():
 		r.end(OutcomeIntegrity, errors.Join(r.sourceErrs...))
 	case len(r.sourceErrs) > 0:

@@ -120,6 +120,8 @@ func (s *Source) Plan(ctx context.Context, po PlanOptions) (*Plan, error) {
 			if !ok || !f.created.Before(w.StopAfter) {
 				break // the window's stream ends there too
 			}
+			// Past the file, as shipping it would be: the next page is listed from there.
+			st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Done: true, created: f.created}
 			key := [2]string{st.typ, f.logDate.UTC().Format(time.DateOnly)}
 			d := days[key]
 			if d == nil {

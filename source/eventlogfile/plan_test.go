@@ -1,6 +1,7 @@
 package eventlogfile
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,33 @@ func TestPlanListsTheWindowWithoutDownloading(t *testing.T) {
 	}
 	if p.RowBytes["API"] != 250 || p.RowBytes["Login"] != 1000 {
 		t.Errorf("row sizes %v; want API 250 (any type), Login 1000 (its own)", p.RowBytes)
+	}
+}
+
+// A window holding more files than one listing page: the plan lists page after page, each from
+// after the last file of the one before, as the backfill would, and counts every file once.
+func TestPlanListsPastTheFirstPage(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	since := epoch.Add(-48 * time.Hour).Truncate(24 * time.Hour)
+	until := since.Add(24 * time.Hour)
+	for h := range 5 {
+		logDate := since.Add(time.Duration(h) * time.Hour)
+		e.addFile(simsf.EventLogFileSpec{EventType: "Login", Interval: simsf.IntervalHourly, LogDate: logDate,
+			CreatedDate: logDate.Add(70 * time.Minute), Rows: 10})
+	}
+	opts := Options{Interval: IntervalHourly, EventTypes: []string{"Login"}, PageSize: 2}
+	opts.ForWindow(&Window{Since: since, Until: until, StopAfter: WindowStopAfter(IntervalHourly, until), KeyPrefix: "backfill:"}, epoch)
+	src := e.source(opts)
+	// Listing the first page again and again never ends: the deadline stops it.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	p, err := src.Plan(ctx, PlanOptions{Throughput: 1 << 20})
+	if err != nil {
+		t.Fatalf("Plan: %v (calls so far: %v)", err, src.Calls())
+	}
+	// Pages of 2, 2 and 1 files: the short page ends the listing.
+	if p.Files != 5 || p.APICalls["query"] != 3 {
+		t.Errorf("plan counts %d files in %d listing queries, want 5 files in 3 (calls %v)", p.Files, p.APICalls["query"], p.APICalls)
 	}
 }
 

@@ -61,7 +61,10 @@ type TLSOptions struct {
 type Options struct {
 	// URL is the full push endpoint, e.g. https://loki:3100/loki/api/v1/push
 	// (VictoriaLogs: /insert/loki/api/v1/push). Required. Userinfo in the URL
-	// is used as basic auth when Username is empty, and never logged.
+	// is used as basic auth when Username is empty, and never logged. A
+	// redirect is not followed (net/http would re-issue the push as a GET and
+	// read the page it lands on as the answer): it holds the entries with
+	// ErrUnexpectedStatus.
 	URL string
 	// TenantID is sent as X-Scope-OrgID when set.
 	TenantID string
@@ -209,7 +212,7 @@ func New(opts Options) (*Client, error) {
 		tr.DialContext = wholeBodies(tr.DialContext)
 		rt = tr
 	}
-	c.http = &http.Client{Transport: rt, Timeout: o.Timeout}
+	c.http = &http.Client{Transport: rt, Timeout: o.Timeout, CheckRedirect: keepRedirect}
 	c.policy = retryPolicy{
 		maxRetries:    o.MaxAttempts - 1,
 		minBackoff:    o.MinBackoff,
@@ -223,6 +226,11 @@ func New(opts Options) (*Client, error) {
 	c.storeRatio(0.5)
 	return c, nil
 }
+
+// keepRedirect makes a redirect the answer to the push. Followed, a 301, 302 or 303 turns the
+// POST into a GET without a body, and the 200 of the page it lands on (an auth proxy's login
+// page) would read as an acceptance of entries that were never stored.
+func keepRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func (o Options) resolve() (Options, error) {
 	if o.URL == "" {

@@ -188,9 +188,23 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w (%s after %d attempts): %w", ErrUnavailable, why, att.attempts, se)}
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrAuth, se)}
+	case status >= 300 && status < 400:
+		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w: the receiver redirects the push%s; "+
+			"redirects are not followed: point sink.loki.url at the receiver's push endpoint itself", ErrUnexpectedStatus, se, redirectTarget(resp))}
 	default:
 		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrUnexpectedStatus, se)}
 	}
+}
+
+// redirectTarget names where a redirect points, without its query and user info (an auth
+// proxy's login URL may carry a state token), or "" when it names none.
+func redirectTarget(resp *http.Response) string {
+	loc, err := resp.Location()
+	if err != nil {
+		return ""
+	}
+	loc.User, loc.RawQuery, loc.Fragment = nil, "", ""
+	return " to " + loc.String()
 }
 
 func drain(body io.ReadCloser) {

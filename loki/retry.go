@@ -75,7 +75,7 @@ func (a *attempt) checkRetry(ctx context.Context, resp *http.Response, err error
 	if err != nil {
 		a.consecutive429 = 0
 		// retryablehttp knows the transport errors that never heal
-		// (bad scheme, untrusted certificate, too many redirects).
+		// (bad scheme, untrusted certificate).
 		if ok, perr := retryablehttp.ErrorPropagatedRetryPolicy(ctx, nil, err); !ok {
 			return false, perr
 		}

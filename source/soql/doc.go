@@ -55,7 +55,12 @@
 // Salesforce allocates ids in increasing order, so a row inserted after everything read so far
 // has a higher Id whatever its timestamp. Such a row is reported as late: counted as
 // "late_rows", logged as a warning with its Id and timestamp, and still delivered (its
-// timestamp may be older than Loki accepts; the job's rejection policy then applies). This
+// timestamp may be older than Loki accepts; the job's rejection policy then applies). Probe rows
+// are delivered in Id order, never in the timestamp order of the query that finds them: when its
+// first row is one, they are read again with (before the window) AND Id > max_id ORDER BY Id
+// ASC, max_id following each row delivered, and then the query is sent again. A run may thus end
+// after any probe row without its cursor's max_id passing one not yet delivered; a run without
+// late rows costs no further query. This
 // relies on ids increasing with insertion, which holds for the ids of one org but is not a
 // documented guarantee; a late row with a lower id is missed. Big Objects cannot be filtered on
 // Id, so for them a row older than the window is lost by design: size the window (or use

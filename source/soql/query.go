@@ -149,27 +149,42 @@ func isText(k salesforce.ValueKind) bool {
 // with an explicit field list). A LIMIT is set only when the run can take fewer rows than a
 // page; a query that returned its full LIMIT, or whose locator was lost, is continued by a new
 // keyset query after the last row read.
+//
+// The probe arm's rows, when there are any, come first in that order, which is not Id order: a
+// run cut after one of them would leave others with a lower Id unread, behind the max_id its
+// cursor carries. So they are never delivered from that query. When its first row is a probe
+// row, the reader reads the probe instead in Id order,
+//
+//	WHERE [(where) AND] Id > probeMax AND before start [AND ts < top] ORDER BY Id ASC [LIMIT n]
+//
+// raising probeMax with every row, so that every probe row up to the one last delivered (the
+// max_id of its cursor) is delivered wherever the run ends; then it sends the first query again
+// (whose probe arm now starts at the raised probeMax). A run without late rows costs no
+// further call.
 type keysetReader struct {
 	q     *querier
 	where string
 	// start is the window start (inclusive) or the position (exclusive).
 	start     position
 	startIncl bool
-	// probeMax, when set, adds the arm (before start AND Id > probeMax).
+	// probeMax, when set, adds the arm (before start AND Id > probeMax); it is the Id of the
+	// last probe row read.
 	probeMax string
 	// top, when set, is an exclusive upper bound (settle).
 	top time.Time
 	// limit returns the LIMIT of the next query: 0 to stop, negative for none.
 	limit func() int
 
-	last   *position // nil, or &lastAt
-	lastAt position
-	page   *salesforce.RowPage
-	buf    []salesforce.Row
-	open   bool // a query's pages are being read
-	got    int  // rows received by the open query
-	asked  int  // its LIMIT, negative for none
-	done   bool
+	last    *position // nil, or &lastAt
+	lastAt  position
+	page    *salesforce.RowPage
+	buf     []salesforce.Row
+	open    bool // a query's pages are being read
+	got     int  // rows received by the open query
+	asked   int  // its LIMIT, negative for none
+	probing bool // the open query is the probe in Id order
+	first   bool // the next row is the first of a query with a probe arm
+	done    bool
 }
 
 func (k *keysetReader) next(ctx context.Context) (row, error) {
@@ -179,6 +194,20 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 			k.buf = k.buf[1:]
 			if err != nil {
 				return row{}, err
+			}
+			if k.probing {
+				if strings.Compare(byID.norm(r.pos.key), byID.norm(k.probeMax)) <= 0 {
+					return row{}, fmt.Errorf("soql: %s: the late-row probe returned row %s, not after %s; the Id condition is not applied", k.q.object, r.pos.key, k.probeMax)
+				}
+				k.probeMax = r.pos.key
+				return r, nil
+			}
+			if k.first {
+				k.first = false
+				if k.beforeStart(r.pos) {
+					k.buf, k.open, k.probing = nil, false, true
+					continue
+				}
 			}
 			if k.last != nil && r.pos.key == k.last.key {
 				// A keyset query returned the row it starts after: reading on would loop.
@@ -212,7 +241,11 @@ func (k *keysetReader) next(ctx context.Context) (row, error) {
 			}
 			k.open = false
 			if k.asked < 0 || k.got < k.asked {
-				k.done = true
+				// The probe is drained: back to the query it interrupted.
+				if !k.probing {
+					k.done = true
+				}
+				k.probing = false
 				continue
 			}
 		}
@@ -232,7 +265,11 @@ func (k *keysetReader) query(ctx context.Context) error {
 		// FIELDS(ALL) needs LIMIT 200 or less.
 		n = salesforce.MinBatchSize
 	}
-	soql, err := k.build(n)
+	build := k.build
+	if k.probing {
+		build = k.buildProbe
+	}
+	soql, err := build(n)
 	if err != nil {
 		return err
 	}
@@ -242,7 +279,14 @@ func (k *keysetReader) query(ctx context.Context) error {
 		return err
 	}
 	k.page, k.buf, k.got, k.asked, k.open = p, p.Rows, len(p.Rows), n, true
+	k.first = !k.probing && k.probeMax != "" && k.last == nil
 	return nil
+}
+
+// beforeStart reports whether p lies before start: a row only the probe arm asks for.
+func (k *keysetReader) beforeStart(p position) bool {
+	c := k.q.kind.cmp(p, k.start)
+	return c < 0 || c == 0 && !k.startIncl
 }
 
 // build returns the SOQL text of the next query with LIMIT n.
@@ -279,6 +323,31 @@ func (k *keysetReader) build(n int) (string, error) {
 	}
 	soql := "SELECT " + k.q.selectList + " FROM " + k.q.object + " WHERE " + strings.Join(conds, " AND ") +
 		" ORDER BY " + k.q.tsField + " ASC, Id ASC"
+	if n >= 0 {
+		soql += " LIMIT " + strconv.Itoa(n)
+	}
+	return soql, nil
+}
+
+// buildProbe returns the SOQL text of the next probe query, in Id order, with LIMIT n.
+func (k *keysetReader) buildProbe(n int) (string, error) {
+	var conds []string
+	if k.where != "" {
+		conds = append(conds, "("+k.where+")")
+	}
+	m, err := salesforce.QuoteID(k.probeMax)
+	if err != nil {
+		return "", err
+	}
+	below, err := k.q.before(k.start, k.startIncl)
+	if err != nil {
+		return "", err
+	}
+	conds = append(conds, "Id > "+m, below)
+	if !k.top.IsZero() {
+		conds = append(conds, k.q.tsField+" < "+lit(k.top))
+	}
+	soql := "SELECT " + k.q.selectList + " FROM " + k.q.object + " WHERE " + strings.Join(conds, " AND ") + " ORDER BY Id ASC"
 	if n >= 0 {
 		soql += " LIMIT " + strconv.Itoa(n)
 	}

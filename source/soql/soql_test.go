@@ -205,6 +205,68 @@ func TestLateRows(t *testing.T) {
 	}
 }
 
+// TestLateProbeCutAtAnyRow: rows that become visible after the position passed them, older than
+// the overlap window, are found only by the late-row probe ((before the window) AND
+// Id > max_id). Their timestamps run against their Ids (the oldest has the highest Id), and the
+// run that finds them ends after any one of them (batch.max_records, a deadline, a frozen key):
+// the cursor it commits must not carry a max_id past a late row it has not delivered. Every
+// row arrives exactly once over the following runs.
+func TestLateProbeCutAtAnyRow(t *testing.T) {
+	const late = 4
+	for cut := 1; cut <= late; cut++ {
+		t.Run(fmt.Sprint("cut after ", cut), func(t *testing.T) {
+			e := newEnv(t, simsf.Options{})
+			var rows []simsf.Record
+			for i := range 20 {
+				rows = append(rows, loginRow(epoch.Add(-40*time.Minute+time.Duration(i)*time.Minute), i))
+			}
+			if _, err := e.org.Insert("LoginHistory", rows...); err != nil {
+				t.Fatal(err)
+			}
+			opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory"}}} // default 5m window, probe on
+			first := e.run(t, opts, nil, 0)
+			noErrors(t, first)
+			if n := len(first.entries()); n != 20 {
+				t.Fatalf("first run delivered %d rows, want 20", n)
+			}
+			// Inserted after everything read, so with higher Ids, each older than the one
+			// before: the probe's timestamp order is the reverse of their Id order.
+			var lateIDs []string
+			for i := range late {
+				ids, err := e.org.Insert("LoginHistory", loginRow(epoch.Add(-30*time.Minute-time.Duration(i)*time.Minute), 100+i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				lateIDs = append(lateIDs, ids[0])
+			}
+			e.clock.Advance(time.Minute)
+			got := map[string]int{}
+			cursors := first.cursors
+			for run := range 4 {
+				budget := 0
+				if run == 0 {
+					budget = cut
+				}
+				res := e.run(t, opts, cursors, budget)
+				noErrors(t, res)
+				for _, rec := range res.entries() {
+					got[lineField(t, rec, "Id")]++
+				}
+				cursors = res.cursors
+				e.clock.Advance(time.Minute)
+			}
+			for i, id := range lateIDs {
+				if got[id] != 1 {
+					t.Errorf("late row %d (%s, -%dm) delivered %d times, want once", i, id, 30+i, got[id])
+				}
+			}
+			if len(got) != late {
+				t.Errorf("delivered %v, want the %d late rows only", got, late)
+			}
+		})
+	}
+}
+
 // TestGarbageCursor: an unusable cursor falls back to the lookback with a warning counted as
 // cursor_reset, and the next run proceeds from the cursor the first one wrote.
 func TestGarbageCursor(t *testing.T) {

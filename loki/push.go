@@ -26,14 +26,21 @@ const (
 type answer struct {
 	verdict verdict
 	status  int
-	body    string
+	body    string // the body as read, at most maxBodyBytes
 	err     error
 	// inDoubt: the request was written to the receiver but no answer came (a timeout, a lost
 	// connection, the push's context ended): the receiver may have stored its entries.
 	inDoubt bool
 }
 
-const bodyExcerptBytes = 1024
+// Bounds on a failed answer's body. A refused entry's reason (and the cutoff Loki states for a
+// timestamp) is read from up to maxBodyBytes: Loki names the stream before the reason, and a
+// stream's labels take up to about 46 KiB at its default limits (15 names of up to 1 KiB,
+// values of up to 2 KiB). Error messages quote the first bodyExcerptBytes.
+const (
+	maxBodyBytes     = 64 << 10
+	bodyExcerptBytes = 1024
+)
 
 // encode builds the wire body for items[lo:hi]. The encoding is compressed (or, for plain
 // JSON, written to the body) a piece at a time as it is produced, so a push holds its
@@ -105,11 +112,15 @@ func (p *push) send(ctx context.Context, lo, hi int) error {
 		return nil
 	case vSplit:
 		if hi-lo == 1 {
-			reason := ReasonTooLarge
+			reason, detail := ReasonTooLarge, excerpt(a.body)
 			if a.status == http.StatusBadRequest {
-				reason = ClassifyRejection(a.body)
+				// A body naming one of Loki's reasons is its message about this entry, kept
+				// whole for the cutoff it states; any other is quoted like an error.
+				if reason = ClassifyRejection(a.body); reason != ReasonBadRequest {
+					detail = a.body
+				}
 			}
-			p.reject(int(p.s.items[lo].idx), reason, a.status, a.body)
+			p.reject(int(p.s.items[lo].idx), reason, a.status, detail)
 			return nil
 		}
 		p.res.Splits++
@@ -152,7 +163,7 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 	req.ContentLength = int64(len(w.b))
 	resp, err := att.client(c.http).Do(req)
 	if resp != nil {
-		defer resp.Body.Close() // after drain or excerpt read it, for connection reuse
+		defer resp.Body.Close() // after drain or readBody read it, for connection reuse
 	}
 	res.Requests += att.attempts
 	res.Retries += att.retries
@@ -171,8 +182,8 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 		drain(resp.Body)
 		return answer{verdict: vAccepted, status: status}
 	}
-	body := excerpt(resp.Body)
-	se := &StatusError{StatusCode: status, Body: body}
+	body := readBody(resp.Body)
+	se := &StatusError{StatusCode: status, Body: excerpt(body)}
 	switch {
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
 		return answer{verdict: vSplit, status: status, body: body}
@@ -212,11 +223,17 @@ func drain(body io.ReadCloser) {
 	_ = body.Close()
 }
 
-func excerpt(body io.ReadCloser) string {
-	buf := make([]byte, bodyExcerptBytes)
-	n, _ := io.ReadFull(body, buf)
+// readBody reads at most maxBodyBytes of a failed answer's body, as valid UTF-8.
+func readBody(body io.ReadCloser) string {
+	b, _ := io.ReadAll(io.LimitReader(body, maxBodyBytes))
 	drain(body)
-	return strings.TrimSpace(strings.ToValidUTF8(string(buf[:n]), "\uFFFD"))
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
+// excerpt is the start of a body for an error message.
+func excerpt(body string) string {
+	s, _ := CapLine(body, bodyExcerptBytes)
+	return strings.TrimSpace(s)
 }
 
 func (p *push) reject(idx int, reason Reason, status int, detail string) {

@@ -69,7 +69,9 @@ type Rejection struct {
 	// Status is the HTTP status of the rejecting answer, 0 when the client
 	// refused the entry itself.
 	Status int
-	// Detail is the guard's error text or an excerpt of the response body.
+	// Detail is the guard's error text, or the receiver's answer: whole (up to
+	// 64 KiB) when it names one of Loki's reasons, so that the cutoff it
+	// states is kept (OldestAcceptable), else an excerpt.
 	Detail string
 }
 

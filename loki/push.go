@@ -182,9 +182,14 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 		drain(resp.Body)
 		return answer{verdict: vAccepted, status: status}
 	}
-	body := readBody(resp.Body)
+	body, berr := readBody(resp.Body)
 	se := &StatusError{StatusCode: status, Body: excerpt(body)}
 	switch {
+	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && berr != nil:
+		// A refusal's body names the reason of an entry refused alone; read in part (the
+		// context ended or the connection broke while it came), it could name a wrong one,
+		// and a too-old entry taken for a bad request is dropped instead of re-stamped.
+		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w (reading the rest of the answer: %w)", ErrUnavailable, se, berr)}
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
 		return answer{verdict: vSplit, status: status, body: body}
 	case status == http.StatusTooManyRequests && att.split:
@@ -192,6 +197,9 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 	case status >= 200 && status < 300:
 		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrNotIngested, se)}
 	case status == http.StatusTooManyRequests || status >= 500:
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w (%w after %d attempts): %w", ErrUnavailable, ctxErr, att.attempts, se)}
+		}
 		why := "retries exhausted"
 		if att.outOfTime {
 			why = "no time left for another retry"
@@ -223,11 +231,12 @@ func drain(body io.ReadCloser) {
 	_ = body.Close()
 }
 
-// readBody reads at most maxBodyBytes of a failed answer's body, as valid UTF-8.
-func readBody(body io.ReadCloser) string {
-	b, _ := io.ReadAll(io.LimitReader(body, maxBodyBytes))
+// readBody reads at most maxBodyBytes of a failed answer's body, as valid UTF-8, and the error
+// that stopped it short of its end or of the bound.
+func readBody(body io.ReadCloser) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(body, maxBodyBytes))
 	drain(body)
-	return strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD"))
+	return strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD")), err
 }
 
 // excerpt is the start of a body for an error message.

@@ -25,8 +25,11 @@ import (
 //     larger than the receiver's burst is refused forever;
 //   - anything else (2xx, 400, 401, 403, 404, 413, …): not retried here; the
 //     caller classifies it;
-//   - no retry is started when its wait would pass the context deadline, and
-//     never more than maxRetries per request.
+//   - no retry is started when its wait would pass the context deadline, or
+//     once the context has ended, and never more than maxRetries per request;
+//   - an answer is never discarded: the context ending after it arrived only
+//     stops further attempts, and the caller classifies the answer (a 204
+//     that arrived is an acceptance).
 type retryPolicy struct {
 	maxRetries    int
 	minBackoff    time.Duration
@@ -45,7 +48,7 @@ type attempt struct {
 	retries        int
 	consecutive429 int
 	split          bool // stopped after repeated 429s so the caller splits
-	outOfTime      bool // stopped because the next wait passes the deadline
+	outOfTime      bool // stopped because the next wait passes the deadline, or the context ended
 	wait           time.Duration
 }
 
@@ -68,12 +71,12 @@ func (a *attempt) client(hc *http.Client) *retryablehttp.Client {
 
 func (a *attempt) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	a.attempts++
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
 	status := 0
 	if err != nil {
 		a.consecutive429 = 0
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
 		// retryablehttp knows the transport errors that never heal
 		// (bad scheme, untrusted certificate).
 		if ok, perr := retryablehttp.ErrorPropagatedRetryPolicy(ctx, nil, err); !ok {
@@ -95,6 +98,10 @@ func (a *attempt) checkRetry(ctx context.Context, resp *http.Response, err error
 		}
 	}
 	if a.retries >= a.p.maxRetries {
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		a.outOfTime = true
 		return false, nil
 	}
 	a.wait = a.p.backoff(a.retries, resp)

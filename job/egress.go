@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -110,29 +111,79 @@ func (e *egress) admit(items []item) int {
 	return len(items)
 }
 
-// wait blocks until the rate caps allow n entries of b bytes, or ctx ends.
-func (e *egress) wait(ctx context.Context, n int, b int64) error {
-	if e.lines != nil {
-		if err := waitN(ctx, e.lines, n); err != nil {
-			return err
-		}
+// grant lets through the longest prefix of entries that the rate caps allow within d, and
+// never past end: it takes their tokens, waits until the caps allow them (or ctx ends) and
+// returns the prefix's length, 0 when not even the first entry gets through in time. A cap
+// allows within d what it holds now plus its rate times d: the tokens are taken as they come,
+// in chunks of at most its burst.
+func (e *egress) grant(ctx context.Context, entries []loki.Entry, d time.Duration, end time.Time) (int, error) {
+	now := time.Now()
+	within := min(d, end.Sub(now))
+	if within <= 0 {
+		return 0, nil
 	}
-	if e.bytes != nil {
-		if err := waitN(ctx, e.bytes, int(min(b, int64(^uint(0)>>1)))); err != nil {
-			return err
+	lines, bytes := allowance(e.lines, now, within), allowance(e.bytes, now, within)
+	n := 0
+	var b int64
+	for n < len(entries) {
+		eb := entryBytes(&entries[n])
+		if float64(n+1) > lines || float64(b+eb) > bytes {
+			break
 		}
+		n++
+		b += eb
 	}
-	return nil
+	if n == 0 {
+		return 0, nil
+	}
+	wait := max(reserve(e.lines, now, int64(n)), reserve(e.bytes, now, b))
+	if wait <= 0 {
+		return n, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return n, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("waiting for the egress rate caps: %w", context.Cause(ctx))
+	}
 }
 
-// waitN waits for n tokens in chunks no larger than the limiter's burst.
-func waitN(ctx context.Context, l *rate.Limiter, n int) error {
-	for n > 0 {
-		k := min(n, l.Burst())
-		if err := l.WaitN(ctx, k); err != nil {
-			return fmt.Errorf("egress rate cap: %w", err)
-		}
+// allowance is how many tokens l allows within d of now (no cap: unbounded).
+func allowance(l *rate.Limiter, now time.Time, d time.Duration) float64 {
+	if l == nil {
+		return math.Inf(1)
+	}
+	return l.TokensAt(now) + float64(l.Limit())*d.Seconds()
+}
+
+// reserve takes n tokens of l at now, in chunks of at most its burst, and returns how long
+// after now the last chunk may be used.
+func reserve(l *rate.Limiter, now time.Time, n int64) time.Duration {
+	var wait time.Duration
+	for l != nil && n > 0 {
+		k := min(n, int64(l.Burst()))
+		wait = l.ReserveN(now, int(k)).DelayFrom(now)
 		n -= k
+	}
+	return wait
+}
+
+// refuses returns why the rate caps can never let an entry of b bytes through within d (one
+// push reserve), or nil. An entry that the caps let through within d even when they have
+// nothing left gets through in every push reserve the end of the run does not cut short (a
+// millisecond is kept for the rounding of the waits); any other entry would hold its key back
+// run after run.
+func (e *egress) refuses(b int64, d time.Duration) error {
+	s := (d - time.Millisecond).Seconds()
+	if e.lines != nil && float64(e.lines.Limit())*s < 1 {
+		return fmt.Errorf("egress.lines_per_second %v lets less than one entry through in run.push_timeout %s: raise either",
+			e.o.LinesPerSecond, d)
+	}
+	if e.bytes != nil && float64(e.bytes.Limit())*s < float64(b) {
+		return fmt.Errorf("egress.bytes_per_second %v lets fewer bytes through in run.push_timeout %s than an entry of %d bytes "+
+			"(line and structured metadata) holds: raise either", e.o.BytesPerSecond, d, b)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package job_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -10,6 +11,7 @@ import (
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
+	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
 // lineBytes is the budget size of one numbered entry of key k with number n.
@@ -189,4 +191,95 @@ func TestBudgetCounterUnderTakeoverIsNeverDoubleCounted(t *testing.T) {
 	if got := receivedBytes(srv); got > budget+maxPush {
 		t.Errorf("receiver holds %d bytes: more than one push (%d) beyond the budget %d", got, maxPush, budget)
 	}
+}
+
+// A rate cap that lets fewer entries through in one push reserve than a batch holds (100
+// lines/s, a 5 s push reserve, batches of 1 000 entries) ships each batch in smaller pushes of
+// what the cap allows, and commits it: one run ships the 2 000 entries, each once.
+func TestRateCapBelowOneBatchShipsItInSmallerPushes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		coord := jobtest.New()
+		srv, sink := receiver(t, simloki.Options{})
+		opts := baseOptions() // push reserve 5 s
+		opts.PushEntries = 1000
+		opts.Egress = job.EgressOptions{LinesPerSecond: 100}
+		totals := map[string]int{"a": 2000}
+		deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(totals)}}, Sink: sink}
+		rep := job.Run(context.Background(), deps, opts)
+		if rep.Outcome != job.OutcomeOK || !rep.CaughtUp || rep.Records != 2000 {
+			t.Fatalf("outcome %s, caught up %v, %d records (%s, notes %q); want ok, caught up, 2000", rep.Outcome, rep.CaughtUp,
+				rep.Records, rep.Error, rep.Notes)
+		}
+		// 100 at once and 100 a second: at most 600 entries in the first push of a batch.
+		if rep.Pushes < 4 {
+			t.Errorf("%d pushes for two batches of 1000 at 100 lines/s within 5 s each; want at least 4", rep.Pushes)
+		}
+		if cp := checkpoints(t, coord); cp["a"] != 2000 {
+			t.Errorf("stored cursor %d, want 2000", cp["a"])
+		}
+		assertExactlyOnce(t, delivered(t, srv), totals)
+	})
+}
+
+// A batch the rate cap cannot let through before the run's pushes must end is shipped in part:
+// the pushed prefix is committed, the run is ok but not caught up and says what held the rest
+// back, and the next run ships the rest.
+func TestRateCapHoldsWhatTheRunHasNoTimeForUntilTheNextRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		coord := jobtest.New()
+		srv, sink := receiver(t, simloki.Options{})
+		opts := baseOptions()
+		opts.MaxDuration = 30 * time.Second // pushes end 24 s in: about 2 500 entries at 100 lines/s
+		opts.PushEntries = 5000
+		opts.Egress = job.EgressOptions{LinesPerSecond: 100}
+		totals := map[string]int{"a": 5000}
+		deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(totals)}}, Sink: sink}
+		rep := job.Run(context.Background(), deps, opts)
+		cp := checkpoints(t, coord)
+		if rep.Outcome != job.OutcomeOK || rep.CaughtUp || rep.Records == 0 || rep.Records == 5000 || int64(cp["a"]) != rep.Records {
+			t.Fatalf("first run: outcome %s, caught up %v, %d records, stored cursor %d (%s); want ok, not caught up, part of the "+
+				"batch shipped and committed", rep.Outcome, rep.CaughtUp, rep.Records, cp["a"], rep.Error)
+		}
+		if len(rep.Notes) == 0 || !strings.Contains(rep.Notes[len(rep.Notes)-1], "egress.lines_per_second") {
+			t.Errorf("first run notes %q; want one naming the rate caps", rep.Notes)
+		}
+		if len(rep.Frozen) != 0 {
+			t.Errorf("first run froze %+v; held entries are no failure", rep.Frozen)
+		}
+		rep = job.Run(context.Background(), deps, opts)
+		if rep.Outcome != job.OutcomeOK || !rep.CaughtUp {
+			t.Fatalf("second run: outcome %s, caught up %v, %d records (%s)", rep.Outcome, rep.CaughtUp, rep.Records, rep.Error)
+		}
+		assertExactlyOnce(t, delivered(t, srv), totals)
+	})
+}
+
+// An entry the byte rate cap cannot let through within one push reserve (20 bytes/s, 5 s, an
+// entry of 200 bytes) would hold its key back run after run: the key is frozen at it, the run
+// is a configuration error naming the settings to change, and the other keys ship.
+func TestEntryLargerThanTheRateCapAllowsIsAConfigError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		coord := jobtest.New()
+		srv, sink := receiver(t, simloki.Options{})
+		opts := baseOptions()
+		opts.Egress = job.EgressOptions{BytesPerSecond: 20}
+		small := &sourcetest.Numbered{SourceName: "small", Totals: map[string]int{"a": 5}, Base: time.Now().Add(-time.Hour)}
+		big := &sourcetest.Numbered{SourceName: "big", Totals: map[string]int{"b": 5}, Base: time.Now().Add(-time.Hour), LineBytes: 200}
+		deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: small}, {Source: big}}, Sink: sink}
+		rep := job.Run(context.Background(), deps, opts)
+		if rep.Outcome != job.OutcomeConfig || rep.CaughtUp ||
+			!strings.Contains(rep.Error, "egress.bytes_per_second") || !strings.Contains(rep.Error, "run.push_timeout") {
+			t.Fatalf("outcome %s, caught up %v, error %q; want config_error naming egress.bytes_per_second and run.push_timeout",
+				rep.Outcome, rep.CaughtUp, rep.Error)
+		}
+		if len(rep.Frozen) != 1 || rep.Frozen[0].Key != "b" || !strings.Contains(rep.Frozen[0].Reason, "egress.bytes_per_second") {
+			t.Errorf("frozen %+v; want b, naming egress.bytes_per_second", rep.Frozen)
+		}
+		if cp := checkpoints(t, coord); cp["a"] != 5 || cp["b"] != 0 {
+			t.Errorf("stored cursors %v; want a at 5, b not moved", cp)
+		}
+		if got := delivered(t, srv); len(got["a"]) != 5 || len(got["b"]) != 0 {
+			t.Errorf("the receiver holds %v; want a 1..5 and nothing of b", got)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -25,7 +26,7 @@ type keyState struct {
 	dirty     bool
 	// pendingAccepted counts accepted entries whose cursor is not committed yet.
 	pendingAccepted int64
-	frozen          bool
+	frozen          bool // frozen or held: nothing more of the key is pushed or committed in this run
 }
 
 // item is one pulled record on its way through a push and a commit.
@@ -71,7 +72,8 @@ type settled struct {
 
 // settle walks the batch in pull order and advances each key's candidate cursor over records
 // that are done (accepted, skipped, or dropped under RejectDrop). The first record that is not
-// done freezes its key: nothing after it on that key is ever committed in this run.
+// done freezes its key (or holds it, when the rate caps left no time to push the record):
+// nothing after it on that key is ever committed in this run.
 // outcomes[i] is the push outcome of the i-th non-skip item; dropped reports whether a rejected
 // entry was disposed of (counted and dead-lettered) and may be passed.
 func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.Rejection) bool) settled {
@@ -116,7 +118,17 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 			}
 			r.freeze(ks, *it, "rejected "+by+" ("+string(rej.Reason)+"): "+rej.Detail)
 		default:
-			r.freeze(ks, *it, "not delivered")
+			if sh.held[idx] {
+				r.hold(ks)
+			} else if err := sh.refused[idx]; err != nil {
+				r.log.Error("the egress rate caps can never let this entry through: its key is frozen", "key", ks.key, "err", err)
+				r.freeze(ks, *it, err.Error())
+				if r.capErr == nil {
+					r.capErr = fmt.Errorf("%w: key %s: %w", ErrConfig, ks.key, err)
+				}
+			} else {
+				r.freeze(ks, *it, "not delivered")
+			}
 		}
 	}
 	for _, ks := range r.keysInOrder {
@@ -152,9 +164,18 @@ func (r *run) committedAll() {
 	}
 }
 
-func (r *run) freeze(ks *keyState, it item, reason string) {
+// hold stops ks for the rest of the run at an entry the egress rate caps left no time for:
+// nothing after it is pushed or committed, and the next run starts with it. Unlike a frozen
+// key, a held one is no failure.
+func (r *run) hold(ks *keyState) {
 	ks.frozen = true
 	r.frozen.add(ks.key)
+}
+
+// freeze stops ks for the rest of the run at an entry that could not be shipped, and reports
+// it with reason.
+func (r *run) freeze(ks *keyState, it item, reason string) {
+	r.hold(ks)
 	// A copy: the entry's memory is reused once its push is settled.
 	line := it.rec.Entry.Line
 	if len(line) > 200 {

@@ -28,15 +28,8 @@ var (
 	errBudgetPaused   = errors.New("the daily egress budget is spent; the next UTC day continues where this run stopped")
 	errStopped        = errors.New("the run stopped")
 	errPushFailed     = errors.New("a push left entries not delivered")
+	errRateHeld       = errors.New("the egress rate caps left no time for more pushes in this run")
 )
-
-// rateStopped stops intake: the egress rate caps left no time for the next push.
-type rateStopped struct{ err error }
-
-func (p *rateStopped) Error() string {
-	return "the egress rate caps left no time for more pushes in this run: " + p.err.Error()
-}
-func (p *rateStopped) Unwrap() error { return p.err }
 
 // run is the state of one invocation. Everything in it is per invocation.
 type run struct {
@@ -69,6 +62,8 @@ type run struct {
 	shipped      bool  // the receiver accepted at least one entry
 	commitErr    error // a commit failed: decides the outcome whatever else happened
 	pushErr      error // a push left entries not delivered (the first such failure)
+	capErr       error // the egress rate caps can never let an entry through: a key is frozen
+	held         int64 // entries the egress rate caps left no time for: the next run ships them
 	sourceErrs   []error
 	policyFrozen bool // a key was frozen by on_permanent_reject: freeze
 	caughtUp     bool // every key reached its end
@@ -252,10 +247,7 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 			items, stop = r.overBudget(items, cut)
 		}
 	}
-	sh, err := r.ship(pushBase, items, plan)
-	if err != nil {
-		return err // the rate caps left no time: nothing was pushed, nothing settles
-	}
+	sh := r.ship(pushBase, items, plan)
 	s := r.settle(items, &sh, r.dispose)
 	// Settled: the receiver has what it accepted, and the dead letter and the report keep
 	// copies of what they name, so nothing refers to these lines any more: the next rows are
@@ -278,6 +270,11 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 			r.pushErr = sh.err
 		}
 		stop = errPushFailed
+	} else if len(sh.held) > 0 {
+		r.held += int64(len(sh.held))
+		if stop == nil { // a spent budget says more
+			stop = errRateHeld
+		}
 	}
 	if len(s.updates) > 0 && !r.commit(ctx, s.updates) {
 		return errStopped // the commit error decides the outcome
@@ -418,7 +415,6 @@ func (r *run) release(ctx context.Context) {
 // (interrupted: a signal cut the batch short; stop: the intake context's cause; aborted: the
 // pushes' context's cause).
 func (r *run) decide(interrupted bool, stop, aborted error) {
-	var rs *rateStopped
 	switch {
 	case r.commitErr != nil:
 		r.end(commitOutcome(r.commitErr, r.shipped), r.commitErr)
@@ -442,6 +438,8 @@ func (r *run) decide(interrupted bool, stop, aborted error) {
 		r.end(r.partialOr(OutcomeUnavailable), r.pushErr)
 	case r.needsHuman():
 		r.end(OutcomeIntegrity, errors.Join(r.sourceErrs...))
+	case r.capErr != nil:
+		r.end(OutcomeOf(r.capErr, r.shipped), r.capErr)
 	case len(r.sourceErrs) > 0:
 		r.end(r.partialOr(OutcomeUnavailable), errors.Join(r.sourceErrs...))
 	case errors.Is(stop, errBudgetPaused):
@@ -449,10 +447,11 @@ func (r *run) decide(interrupted bool, stop, aborted error) {
 	case r.policyFrozen:
 		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))
 	default:
-		if errors.As(stop, &rs) {
-			r.note(rs.Error())
+		if r.held > 0 {
+			r.note(fmt.Sprintf("the egress rate caps (egress.lines_per_second, egress.bytes_per_second) left no time in this run "+
+				"for %d entries; the next run ships them", r.held))
 		}
-		r.rep.CaughtUp = r.caughtUp
+		r.rep.CaughtUp = r.caughtUp && r.held == 0
 		r.end(OutcomeOK, nil)
 	}
 	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {

@@ -15,6 +15,20 @@ type shipment struct {
 	sent     map[int]int // line bytes as sent, for lines the line cap cut
 	accepted int
 	err      error // why entries were not delivered
+	// held are the slots the egress rate caps left no time for in this run: their keys wait
+	// for the next run. refused are the slots the caps can never let through, with why.
+	held    map[int]bool
+	refused map[int]error
+}
+
+// hold marks slots as held by the rate caps.
+func (sh *shipment) hold(slots []int) {
+	for _, n := range slots {
+		if sh.held == nil {
+			sh.held = map[int]bool{}
+		}
+		sh.held[n] = true
+	}
 }
 
 // lineBytes is the length of the slot's line as the receiver got it.
@@ -33,10 +47,10 @@ type pushGroup struct {
 }
 
 // ship pushes the entries of items as the orderer planned them (plan is parallel to items, or
-// nil), one push per destination, raises the stream heads, and pushes again, re-stamped, the
-// entries a receiver refused for a timestamp the job did not predict. It returns a
-// *rateStopped, and pushes nothing, when the egress rate caps left no time for the pushes.
-func (r *run) ship(pushBase context.Context, items []item, plan []planned) (shipment, error) {
+// nil), one push per destination (several when the egress rate caps let only part of them
+// through in one push reserve), raises the stream heads, and pushes again, re-stamped, the
+// entries a receiver refused for a timestamp the job did not predict.
+func (r *run) ship(pushBase context.Context, items []item, plan []planned) shipment {
 	// Sized once (appending entry by entry regrew these several times a batch) and reused
 	// from batch to batch (r.mem); the entries are cleared once pushed.
 	m := &r.mem
@@ -59,6 +73,7 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 		}
 		m.ptrs, m.outcomes = ptrs[:0], sh.outcomes[:0]
 	}()
+	var refusedKeys map[*keyState]bool
 	for i := range items {
 		if items[i].rec.Skip {
 			continue
@@ -66,6 +81,10 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 		n := len(ptrs)
 		ptrs = append(ptrs, &items[i].rec.Entry)
 		sh.outcomes = append(sh.outcomes, loki.NotDelivered)
+		ks := items[i].ks
+		if refusedKeys[ks] {
+			continue // behind an entry of its key that the caps refuse: it could not be committed
+		}
 		if plan != nil {
 			switch p := plan[i]; {
 			case p.rejected != nil:
@@ -77,39 +96,73 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) (ship
 				r.restamped(p.moved)
 			}
 		}
-		g := &groups[items[i].ks.dest]
+		if r.egress != nil {
+			if err := r.egress.refuses(entryBytes(&items[i].rec.Entry), r.opts.PushReserve); err != nil {
+				if refusedKeys == nil {
+					refusedKeys, sh.refused = map[*keyState]bool{}, map[int]error{}
+				}
+				refusedKeys[ks], sh.refused[n] = true, err
+				continue
+			}
+		}
+		g := &groups[ks.dest]
 		en := items[i].rec.Entry
 		en.Ref = uint64(len(g.entries))
 		g.entries = append(g.entries, en)
 		g.slots = append(g.slots, n)
 	}
-	// One wait for every push of the batch: once one destination has its push, the others
-	// must not be stopped by the caps (the batch settles as a whole).
-	if r.egress != nil {
-		var all []loki.Entry
-		if len(groups) == 1 {
-			all = groups[0].entries
-		} else {
-			for d := range groups {
-				all = append(all, groups[d].entries...)
-			}
-		}
-		if len(all) > 0 {
-			if err := r.waitEgress(pushBase, all); err != nil {
-				return sh, err
-			}
-		}
-	}
 	for d := range groups {
-		g := &groups[d]
-		if len(g.entries) == 0 {
+		r.pushPaced(pushBase, d, groups[d].entries, groups[d].slots, ptrs, &sh)
+	}
+	return sh
+}
+
+// paced is how pushPaced ended.
+type paced int
+
+const (
+	pacedAll    paced = iota // every entry was pushed
+	pacedHeld                // the rate caps left no time for the rest in this run: held
+	pacedFailed              // a push left entries not delivered, or the run aborted the wait
+)
+
+// pushPaced pushes entries (slots[i] is entry i's item slot) to destination d, in as many
+// pushes as the egress rate caps need: each holds what they let through in one push reserve.
+// What they leave no time for in this run is held. It stops at a push that leaves entries not
+// delivered: their keys freeze, and what follows could not be committed. ptrs gives the
+// re-stamped retries their entries (nil: no retries).
+func (r *run) pushPaced(pushBase context.Context, d int, entries []loki.Entry, slots []int, ptrs []*loki.Entry, sh *shipment) paced {
+	for off := 0; off < len(entries); {
+		n := len(entries) - off
+		if r.egress != nil {
+			var err error
+			if n, err = r.egress.grant(pushBase, entries[off:], r.opts.PushReserve, r.pushEnd()); err != nil {
+				sh.err = err // the rest is not delivered
+				return pacedFailed
+			}
+			if n == 0 {
+				sh.hold(slots[off:])
+				return pacedHeld
+			}
+		}
+		res := r.push(pushBase, d, entries[off:off+n])
+		sh.merge(&res, slots[off:off+n])
+		if len(res.NotDelivered) > 0 {
+			return pacedFailed
+		}
+		off += n
+		if ptrs == nil {
 			continue
 		}
-		res := r.push(pushBase, d, g.entries)
-		sh.merge(&res, g.slots)
-		r.pushRefusedAgain(pushBase, d, &res, g.slots, ptrs, &sh)
+		switch r.pushRefusedAgain(pushBase, d, &res, slots[off-n:off], ptrs, sh) {
+		case pacedHeld:
+			sh.hold(slots[off:])
+			return pacedHeld
+		case pacedFailed:
+			return pacedFailed
+		}
 	}
-	return sh, nil
+	return pacedAll
 }
 
 // grown returns s emptied, with room for n elements.
@@ -124,7 +177,7 @@ func grown[T any](s []T, n int) []T {
 // receiver holds a newer entry than was committed, or its limits are stricter than
 // configured): the entry was not stored, so it is pushed again, to the same destination, with
 // a timestamp the receiver accepts.
-func (r *run) pushRefusedAgain(pushBase context.Context, d int, res *loki.Result, slots []int, ptrs []*loki.Entry, sh *shipment) {
+func (r *run) pushRefusedAgain(pushBase context.Context, d int, res *loki.Result, slots []int, ptrs []*loki.Entry, sh *shipment) paced {
 	var again []loki.Entry
 	var againSlots []int
 	for _, rej := range res.Rejected {
@@ -134,27 +187,28 @@ func (r *run) pushRefusedAgain(pushBase context.Context, d int, res *loki.Result
 		n := slots[rej.Index]
 		restamp(ptrs[n], r.order.retryStamp(r.opts.Now(), rej))
 		r.restamped(rej.Reason)
+		delete(sh.rejected, n)
+		sh.outcomes[n] = loki.NotDelivered // until pushed again
+		if r.egress != nil {
+			if err := r.egress.refuses(entryBytes(ptrs[n]), r.opts.PushReserve); err != nil {
+				if sh.refused == nil {
+					sh.refused = map[int]error{}
+				}
+				sh.refused[n] = err // the re-stamp made it larger
+				continue
+			}
+		}
 		en := *ptrs[n]
 		en.Ref = uint64(len(again))
 		again = append(again, en)
 		againSlots = append(againSlots, n)
-		delete(sh.rejected, n)
 	}
 	if len(again) == 0 {
-		return
+		return pacedAll
 	}
 	r.log.Warn("the receiver refused entries for their timestamp although the stream heads predicted none: pushing them again, re-stamped",
 		"entries", len(again), "reason", res.Rejected[0].Reason, "destination", DestinationLabel(r.dests[d].name))
-	if err := r.waitEgress(pushBase, again); err != nil {
-		// The first push is settled all the same; these entries wait for the next run.
-		for _, n := range againSlots {
-			sh.outcomes[n] = loki.NotDelivered
-		}
-		sh.err = err
-		return
-	}
-	res2 := r.push(pushBase, d, again)
-	sh.merge(&res2, againSlots)
+	return r.pushPaced(pushBase, d, again, againSlots, nil, sh)
 }
 
 // merge records a push's result for the items at slots (slots[i] is entry i's item slot).
@@ -177,29 +231,15 @@ func (sh *shipment) merge(res *loki.Result, slots []int) {
 	}
 }
 
-// waitEgress waits until the egress rate caps allow entries, within the push reserve. It
-// returns a *rateStopped when the caps left no time.
-func (r *run) waitEgress(pushBase context.Context, entries []loki.Entry) error {
-	if r.egress == nil {
-		return nil
-	}
-	ctx, cancel := r.pushContext(pushBase)
-	defer cancel()
-	var n int64
-	for i := range entries {
-		n += entryBytes(&entries[i])
-	}
-	if err := r.egress.wait(ctx, len(entries), n); err != nil {
-		return &rateStopped{err: err}
-	}
-	return nil
-}
-
 // pushContext bounds one push: the push reserve, and never into the commit and release
 // reserves at the end of the run.
 func (r *run) pushContext(pushBase context.Context) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve),
-		r.deadline.Add(-(r.opts.CommitReserve+r.opts.ReleaseReserve))))
+	return context.WithDeadline(pushBase, minTime(time.Now().Add(r.opts.PushReserve), r.pushEnd()))
+}
+
+// pushEnd is when the run's pushes must be over: the commit and release reserves follow.
+func (r *run) pushEnd() time.Time {
+	return r.deadline.Add(-(r.opts.CommitReserve + r.opts.ReleaseReserve))
 }
 
 // push sends entries (Ref = index) to destination d, reports the push to the observer and the

@@ -117,7 +117,9 @@ type Options struct {
 	// DefaultSplitAfter429.
 	SplitAfter429 int
 	// MaxLineBytes caps a line's length in bytes; longer lines are cut on a
-	// UTF-8 boundary and marked with TruncatedMetadataName. Default
+	// UTF-8 boundary and marked with TruncatedMetadataName, unless the marker
+	// breaks Limits (structured metadata disallowed, or the entry's own at the
+	// receiver's limit): the line is then sent cut without it. Default
 	// DefaultMaxLineBytes (256 KiB); negative disables the cap.
 	MaxLineBytes int
 	// Labels configures the label guard applied to every entry's labels.
@@ -468,14 +470,15 @@ func (p *push) prepare() {
 			continue
 		}
 		line, cut := CapLine(e.Line, o.MaxLineBytes)
+		it := item{ns: ns, idx: int32(i), stream: sid, line: len(line)}
+		mark := p.marked(e, &it)
 		if cut {
 			p.res.Truncated++
-			p.res.Truncations = append(p.res.Truncations, Truncation{Index: i, Bytes: len(line)})
+			p.res.Truncations = append(p.res.Truncations, Truncation{Index: i, Bytes: len(line), Marked: mark})
 		}
-		it := item{ns: ns, idx: int32(i), stream: sid, line: len(line)}
-		it.body = entryBodySize(e, it.ns, it.line)
+		it.body = entryBodySize(e, it.ns, it.line, mark)
 		if o.Encoding == EncodingJSON {
-			it.size = jsonEntrySize(e, it.ns, it.line)
+			it.size = jsonEntrySize(e, it.ns, it.line, mark)
 		} else {
 			it.size = protowire.SizeTag(fieldStreamEntries) + protowire.SizeBytes(it.body)
 		}
@@ -530,6 +533,24 @@ func (p *push) prepare() {
 		}
 		lo = hi
 	}
+}
+
+// marked reports whether the entry of it, its line cut, carries the truncation marker: only
+// when the receiver takes structured metadata and the marker keeps the entry's within the
+// receiver's limits. The receiver refuses an entry over them whole; cut and shipped without the
+// marker, the line is kept, and Result.Truncations still reports the cut.
+func (p *push) marked(e *Entry, it *item) bool {
+	if it.line == len(e.Line) {
+		return false
+	}
+	l := &p.c.opts.Limits
+	if l.DisallowStructuredMetadata {
+		return false
+	}
+	if l.MaxMetadataEntries > 0 && len(e.Metadata)+1 > l.MaxMetadataEntries {
+		return false
+	}
+	return l.MaxMetadataBytes <= 0 || MetadataBytes(e.Metadata)+len(TruncatedMetadataName)+decimalLen(len(e.Line)) <= l.MaxMetadataBytes
 }
 
 // labels returns the label set of the stream ranked r.

@@ -155,8 +155,8 @@ func decimalLen(n int) int {
 }
 
 // entryBodySize returns the length of e's EntryAdapter message with its line
-// cut to lineLen bytes.
-func entryBodySize(e *Entry, ns int64, lineLen int) int {
+// cut to lineLen bytes, with the truncation marker when mark is set.
+func entryBodySize(e *Entry, ns int64, lineLen int, mark bool) int {
 	n := protowire.SizeTag(fieldEntryTime) + protowire.SizeBytes(timestampBodySize(ns))
 	if lineLen > 0 {
 		n += protowire.SizeTag(fieldEntryLine) + protowire.SizeBytes(lineLen)
@@ -164,7 +164,7 @@ func entryBodySize(e *Entry, ns int64, lineLen int) int {
 	for _, p := range e.Metadata {
 		n += protowire.SizeTag(fieldEntryMetadata) + protowire.SizeBytes(pairBodySize(p.Name, p.Value))
 	}
-	if lineLen < len(e.Line) {
+	if mark {
 		vl := decimalLen(len(e.Line))
 		pb := protowire.SizeTag(fieldPairName) + protowire.SizeBytes(len(TruncatedMetadataName)) +
 			protowire.SizeTag(fieldPairValue) + protowire.SizeBytes(vl)
@@ -173,8 +173,9 @@ func entryBodySize(e *Entry, ns int64, lineLen int) int {
 	return n
 }
 
-// jsonEntrySize returns the length of e's JSON value array plus a separator.
-func jsonEntrySize(e *Entry, ns int64, lineLen int) int {
+// jsonEntrySize returns the length of e's JSON value array plus a separator, with the
+// truncation marker when mark is set.
+func jsonEntrySize(e *Entry, ns int64, lineLen int, mark bool) int {
 	n := len(`["",,{}],`) + decimalLenSigned(ns)
 	n += jsonenc.StringLen(e.Line[:lineLen], jsonenc.EscapedFFFD)
 	for i, p := range e.Metadata {
@@ -183,7 +184,7 @@ func jsonEntrySize(e *Entry, ns int64, lineLen int) int {
 		}
 		n += jsonenc.StringLen(p.Name, jsonenc.EscapedFFFD) + 1 + jsonenc.StringLen(p.Value, jsonenc.EscapedFFFD)
 	}
-	if lineLen < len(e.Line) {
+	if mark {
 		if len(e.Metadata) > 0 {
 			n++
 		}
@@ -317,7 +318,7 @@ func (p *push) appendProtoEntry(dst []byte, it *item) []byte {
 	for _, m := range e.Metadata {
 		dst = appendProtoPair(dst, m.Name, m.Value)
 	}
-	if it.line < len(e.Line) {
+	if p.marked(e, it) {
 		var num [20]byte
 		v := strconv.AppendInt(num[:0], int64(len(e.Line)), 10)
 		dst = appendTag(dst, fieldEntryMetadata, protowire.BytesType)
@@ -391,7 +392,7 @@ func (p *push) appendJSONEntry(dst []byte, it *item) []byte {
 		dst = append(dst, ':')
 		dst = jsonenc.AppendString(dst, m.Value, jsonenc.EscapedFFFD)
 	}
-	if it.line < len(e.Line) {
+	if p.marked(e, it) {
 		if len(e.Metadata) > 0 {
 			dst = append(dst, ',')
 		}

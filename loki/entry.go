@@ -27,7 +27,8 @@ type Entry struct {
 
 // TruncatedMetadataName is the structured-metadata field added to an entry
 // whose line was cut by the line cap; its value is the original line length in
-// bytes.
+// bytes. It is left off (Truncation.Marked) where it would break the
+// receiver's structured-metadata Limits, which would refuse the entry whole.
 const TruncatedMetadataName = "sf2loki_truncated"
 
 // EventTimeMetadata is the structured-metadata field that keeps an entry's own time (RFC 3339

@@ -105,8 +105,8 @@ type Result struct {
 	WireBytes int64
 	// EncodedBytes sums the uncompressed encoded size of the requests built.
 	EncodedBytes int64
-	// Truncated counts lines cut by the line cap; Truncations says which, and how many line
-	// bytes each was sent with.
+	// Truncated counts lines cut by the line cap; Truncations says which, how many line
+	// bytes each was sent with, and whether each carries the truncation marker.
 	Truncated   int
 	Truncations []Truncation
 	// InDoubt counts NotDelivered entries of requests that were written to the receiver but
@@ -119,8 +119,13 @@ type Result struct {
 type Truncation struct {
 	// Index is the entry's position in the slice given to Push.
 	Index int
-	// Bytes is the length of the line as sent, marker included.
+	// Bytes is the length of the line as sent.
 	Bytes int
+	// Marked reports that the entry carries the TruncatedMetadataName marker.
+	// It does not when the marker would break the receiver's Limits: the
+	// receiver takes no structured metadata, or the entry's own is at its
+	// count or byte limit. The line is sent cut all the same.
+	Marked bool
 }
 
 // OK reports whether every entry was accepted.

@@ -97,13 +97,8 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 			s.close()
 		}
 	}()
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("internal error in a source", "panic", p, "stack", string(debug.Stack()))
-			r.addErr(fmt.Errorf("internal error in a source: %v", p))
-		}
-	}()
 	cur := &batch{}
+	reading := false // cur's last item is the record a stream's Next is reading
 	// send hands the batch to the pusher; once intake is canceled the batch is dropped (its
 	// records were never pushed, so their cursors are never committed and the next run re-reads
 	// them), so the puller never blocks on a pusher that has stopped reading.
@@ -119,6 +114,18 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		cur = &batch{items: r.mem.nextItems(n)} // batches are alike: no regrowing per batch
 	}
 	defer send()
+	// Runs before send: the record a panicking Next left half read is not part of the batch
+	// (zero, it would be pushed without labels and committed as an empty cursor).
+	defer func() {
+		if p := recover(); p != nil {
+			if reading {
+				cur.items[len(cur.items)-1] = item{}
+				cur.items = cur.items[:len(cur.items)-1]
+			}
+			r.log.Error("internal error in a source", "panic", p, "stack", string(debug.Stack()))
+			r.addErr(fmt.Errorf("internal error in a source: %v", p))
+		}
+	}()
 	var records int
 	var bytes int64
 	hooked := false
@@ -139,7 +146,9 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 				// The record is read straight into the batch's next item.
 				cur.items = append(cur.items, item{ks: ks.ks})
 				rec := &cur.items[len(cur.items)-1].rec
+				reading = true
 				err := ks.stream.Next(ctx, rec)
+				reading = false
 				if err != nil {
 					*rec = source.Record{} // nothing to keep alive
 					cur.items = cur.items[:len(cur.items)-1]

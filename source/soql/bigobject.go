@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sf2loki/sf2loki/source/keyset"
 )
 
 // ErrIndexOrder is returned when a Big Object tie group does not come back in EventIdentifier
@@ -56,18 +58,18 @@ type tiePager struct {
 }
 
 // newBigReader starts at start: inclusive (the window start) or exclusive (the position).
-func newBigReader(q *querier, start position, incl bool, top time.Time, pageSize, bufMax int) *bigReader {
+func newBigReader(q *querier, start keyset.Position, incl bool, top time.Time, pageSize, bufMax int) *bigReader {
 	r := &bigReader{q: q, pageSize: pageSize, bufMax: bufMax, top: top, span: DefaultBigObjectSpan}
-	if start.ts.After(top) {
+	if start.TS.After(top) {
 		r.finished = true
 		return r
 	}
-	if start.key == "" {
-		r.lo, r.loIncl = start.ts, true
+	if start.Key == "" {
+		r.lo, r.loIncl = start.TS, true
 		return r
 	}
-	r.startTie = &tiePager{ts: start.ts, after: start.key, incl: incl}
-	r.lo, r.loIncl = start.ts, false
+	r.startTie = &tiePager{ts: start.TS, after: start.Key, incl: incl}
+	r.lo, r.loIncl = start.TS, false
 	return r
 }
 
@@ -92,7 +94,7 @@ func (r *bigReader) next(ctx context.Context) (row, error) {
 			r.tie, r.startTie = r.startTie, nil
 			continue
 		}
-		if len(r.ties) > 0 && (len(r.pending) == 0 || r.ties[0].Before(r.pending[0].pos.ts)) {
+		if len(r.ties) > 0 && (len(r.pending) == 0 || r.ties[0].Before(r.pending[0].pos.TS)) {
 			r.tie = &tiePager{ts: r.ties[0]}
 			r.ties = r.ties[1:]
 			continue
@@ -148,13 +150,13 @@ func (r *bigReader) drain(ctx context.Context) error {
 			complete = append(complete, rows...)
 			break
 		}
-		m, mx := rows[0].pos.ts, rows[0].pos.ts
+		m, mx := rows[0].pos.TS, rows[0].pos.TS
 		for _, x := range rows {
-			if x.pos.ts.Before(m) {
-				m = x.pos.ts
+			if x.pos.TS.Before(m) {
+				m = x.pos.TS
 			}
-			if x.pos.ts.After(mx) {
-				mx = x.pos.ts
+			if x.pos.TS.After(mx) {
+				mx = x.pos.TS
 			}
 		}
 		if m.Equal(mx) {
@@ -180,7 +182,7 @@ func (r *bigReader) drain(ctx context.Context) error {
 		}
 		sizing = false
 		for _, x := range rows {
-			if x.pos.ts.After(m) {
+			if x.pos.TS.After(m) {
 				complete = append(complete, x)
 			}
 		}
@@ -190,7 +192,7 @@ func (r *bigReader) drain(ctx context.Context) error {
 			evicted = true
 		}
 	}
-	slices.SortFunc(complete, func(a, b row) int { return r.q.kind.cmp(a.pos, b.pos) })
+	slices.SortFunc(complete, func(a, b row) int { return r.q.Kind.Cmp(a.pos, b.pos) })
 	slices.SortFunc(ties, func(a, b time.Time) int { return a.Compare(b) })
 	r.pending, r.ties, r.inWindow = complete, ties, true
 	// Aim at windows of about half the buffer: fewer rows cost more queries per row (the
@@ -207,18 +209,18 @@ func (r *bigReader) drain(ctx context.Context) error {
 // evict gives back the newest EventDates of complete (and the ties at or above them) until at
 // most bufMax rows are held; the window then ends before the oldest EventDate given back.
 func (r *bigReader) evict(complete []row, ties []time.Time) ([]row, []time.Time) {
-	slices.SortFunc(complete, func(a, b row) int { return b.pos.ts.Compare(a.pos.ts) })
+	slices.SortFunc(complete, func(a, b row) int { return b.pos.TS.Compare(a.pos.TS) })
 	cut := 0
 	for len(complete)-cut > r.bufMax {
-		ts := complete[cut].pos.ts
-		for cut < len(complete) && complete[cut].pos.ts.Equal(ts) {
+		ts := complete[cut].pos.TS
+		for cut < len(complete) && complete[cut].pos.TS.Equal(ts) {
 			cut++
 		}
 	}
 	if cut == 0 {
 		return complete, ties
 	}
-	edge := complete[cut-1].pos.ts
+	edge := complete[cut-1].pos.TS
 	r.hiEff, r.hiIncl = edge, false
 	kept := ties[:0]
 	for _, t := range ties {
@@ -238,19 +240,19 @@ func (r *bigReader) rangeQuery(ctx context.Context, lo time.Time, loIncl bool, h
 	if hiIncl {
 		le = " <= "
 	}
-	f := r.q.tsField
+	f := r.q.TSField
 	return r.run(ctx, f+ge+lit(lo)+" AND "+f+le+lit(hi))
 }
 
 // fetchTie reads the next page of a tie group.
 func (r *bigReader) fetchTie(ctx context.Context, t *tiePager) error {
-	cond := r.q.tsField + " = " + lit(t.ts)
+	cond := r.q.TSField + " = " + lit(t.ts)
 	if t.after != "" {
 		op := " > "
 		if t.incl {
 			op = " >= "
 		}
-		k, err := r.q.quoteKey(t.after)
+		k, err := r.q.Kind.Quote(t.after)
 		if err != nil {
 			return err
 		}
@@ -263,7 +265,7 @@ func (r *bigReader) fetchTie(ctx context.Context, t *tiePager) error {
 	full := len(rows) >= r.pageSize
 	if t.after != "" && !t.incl {
 		for _, x := range rows {
-			if x.pos.ts.Equal(t.ts) && r.q.kind.cmp(x.pos, position{ts: t.ts, key: t.after}) <= 0 {
+			if x.pos.TS.Equal(t.ts) && r.q.Kind.Cmp(x.pos, keyset.Position{TS: t.ts, Key: t.after}) <= 0 {
 				// The EventIdentifier filter was not applied: paging would loop.
 				return ErrIndexOrder
 			}
@@ -271,29 +273,29 @@ func (r *bigReader) fetchTie(ctx context.Context, t *tiePager) error {
 	}
 	if full {
 		for i := 1; i < len(rows); i++ {
-			if r.q.kind.cmp(rows[i-1].pos, rows[i].pos) >= 0 {
+			if r.q.Kind.Cmp(rows[i-1].pos, rows[i].pos) >= 0 {
 				return ErrIndexOrder
 			}
 		}
 	}
 	kept := rows[:0]
 	for _, x := range rows {
-		if x.pos.ts.Equal(t.ts) {
+		if x.pos.TS.Equal(t.ts) {
 			kept = append(kept, x)
 		}
 	}
-	slices.SortFunc(kept, func(a, b row) int { return r.q.kind.cmp(a.pos, b.pos) })
+	slices.SortFunc(kept, func(a, b row) int { return r.q.Kind.Cmp(a.pos, b.pos) })
 	t.buf, t.done = kept, !full
 	if len(kept) > 0 {
-		t.after, t.incl = kept[len(kept)-1].pos.key, false
+		t.after, t.incl = kept[len(kept)-1].pos.Key, false
 	}
 	return nil
 }
 
 // run sends one Big Object query with the condition and returns its parsed rows.
 func (r *bigReader) run(ctx context.Context, cond string) ([]row, error) {
-	soql := "SELECT " + r.q.selectList + " FROM " + r.q.object + " WHERE " + cond +
-		" ORDER BY " + r.q.tsField + " DESC LIMIT " + strconv.Itoa(r.pageSize)
+	soql := "SELECT " + r.q.Select + " FROM " + r.q.Object + " WHERE " + cond +
+		" ORDER BY " + r.q.TSField + " DESC LIMIT " + strconv.Itoa(r.pageSize)
 	p, err := r.q.client.QueryRows(ctx, soql)
 	if err != nil {
 		return nil, err

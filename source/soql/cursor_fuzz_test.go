@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/keyset"
 )
 
 // FuzzDecodeCursor feeds arbitrary stored values to the SOQL cursor decoder, for a standard
@@ -16,8 +17,8 @@ func FuzzDecodeCursor(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, tc := range []struct {
 			field string
-			kind  keyKind
-		}{{"LoginTime", byID}, {"EventDate", byEventIdentifier}} {
+			kind  keyset.Kind
+		}{{"LoginTime", keyset.ByID}, {"EventDate", keyset.ByEventIdentifier}} {
 			st, ok, err := decodeCursor(raw, tc.field, tc.kind)
 			if err != nil {
 				if !errors.Is(err, source.ErrCursor) {
@@ -28,17 +29,17 @@ func FuzzDecodeCursor(f *testing.F) {
 			if !ok {
 				continue
 			}
-			enc := encodeCursor(tc.field, tc.kind, st.pos, st.from, newWindow(st.seen), st.maxID)
+			enc := cursorLayout(tc.field, tc.kind).Encode(st)
 			back, ok, err := decodeCursor(enc, tc.field, tc.kind)
 			if err != nil || !ok {
 				t.Fatalf("%s: %q decoded, but its encoding %s does not (%v)", tc.field, raw, enc, err)
 			}
-			if !back.pos.ts.Equal(st.pos.ts) || back.pos.key != st.pos.key || back.maxID != st.maxID ||
-				(back.from == nil) != (st.from == nil) || (st.from != nil && (!back.from.ts.Equal(st.from.ts) || back.from.key != st.from.key)) {
+			if !back.Pos.TS.Equal(st.Pos.TS) || back.Pos.Key != st.Pos.Key || back.MaxID != st.MaxID ||
+				(back.From == nil) != (st.From == nil) || (st.From != nil && (!back.From.TS.Equal(st.From.TS) || back.From.Key != st.From.Key)) {
 				t.Fatalf("%s: %q decoded to %+v, its encoding %s to %+v", tc.field, raw, st, enc, back)
 			}
-			if want := dedup(st.seen); !slices.Equal(back.seen, want) {
-				t.Fatalf("%s: seen %x came back as %x", tc.field, want, back.seen)
+			if want := dedup(st.Seen); !slices.Equal(back.Seen, want) {
+				t.Fatalf("%s: seen %x came back as %x", tc.field, want, back.Seen)
 			}
 		}
 	})

@@ -11,15 +11,9 @@
 //	{"v":1,"field":"LoginTime","ts":"2026-06-30T01:00:00.000Z","last_id":"0Ya…",
 //	 "from_ts":"2026-06-30T00:55:00.000Z","from_id":"0Ya…","seen":"<base64url>","max_id":"0Ya…"}
 //
-// Its members:
-//
-//   - ts, last_id: the position, the last row delivered in (timestamp, key) order. The key is
-//     the row's Id, or its EventIdentifier for Big Objects ("by":"EventIdentifier").
-//   - from_ts, from_id: where the overlap window starts (inclusive; from_id empty means every
-//     row at from_ts). Absent when the window is off.
-//   - seen: 48-bit hashes (8 base64url characters each) of every row delivered or skipped whose
-//     (timestamp, key) lies in [from, position], oldest first.
-//   - max_id: the highest Id read so far (standard objects), for the late-row probe below.
+// ts and last_id are the position, the last row delivered in (timestamp, key) order. The key
+// is the row's Id, or its EventIdentifier for Big Objects ("by":"EventIdentifier"). The other
+// members are the overlap window's and the late-row probe's, described in package keyset.
 //
 // A missing cursor starts at now − lookback. A cursor that cannot be used (not JSON, another
 // version, another timestamp field or key field, an unparseable timestamp or id) is logged as a
@@ -38,31 +32,10 @@
 //
 // # Overlap window and late rows
 //
-// Rows can become visible after newer rows were already read (commit skew, asynchronous
-// persistence). With an overlap window W, each run starts reading not at the position but at
-// from = position.ts − W, and de-duplicates the re-read rows against the seen hashes. A row
-// whose (timestamp, key) is at or before the position but that is not in seen arrived late and
-// is delivered then (counted as "late_rows_recovered"); the position does not move for it.
-//
-// The seen set is bounded by MaxOverlapIDs. When more rows than that fall inside the window,
-// the oldest are dropped and the window start moves up to the oldest kept row (the window
-// shrinks for as long as the density lasts); this is logged once per run as a warning and
-// counted as "overlap_shrunk".
-//
-// A row that arrives later than the window reaches back cannot be found by re-reading. For
-// standard objects every query also carries a probe arm (unless Object.NoLateProbe),
-// (before the window) AND Id > max_id:
-// Salesforce allocates ids in increasing order, so a row inserted after everything read so far
-// has a higher Id whatever its timestamp. Such a row is reported as late: counted as
-// "late_rows", logged as a warning with its Id and timestamp, and still delivered (its
-// timestamp may be older than Loki accepts; the job's rejection policy then applies). Probe rows
-// are delivered in Id order, never in the timestamp order of the query that finds them: when its
-// first row is one, they are read again with (before the window) AND Id > max_id ORDER BY Id
-// ASC, max_id following each row delivered, and then the query is sent again. A run may thus end
-// after any probe row without its cursor's max_id passing one not yet delivered; a run without
-// late rows costs no further query. This
-// relies on ids increasing with insertion, which holds for the ids of one org but is not a
-// documented guarantee; a late row with a lower id is missed. Big Objects cannot be filtered on
+// Rows that become visible after newer rows were read are found again by the overlap window
+// (Object.Overlap, its memory bounded by MaxOverlapIDs) and, for standard objects, by the
+// late-row probe (unless Object.NoLateProbe), both described in package keyset: counted as
+// "late_rows_recovered", "late_rows" and "overlap_shrunk". Big Objects cannot be filtered on
 // Id, so for them a row older than the window is lost by design: size the window (or use
 // Settle) for the persistence lag.
 //

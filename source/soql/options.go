@@ -10,6 +10,7 @@ import (
 	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source/keyset"
 )
 
 // Defaults of Object fields left zero.
@@ -32,7 +33,7 @@ const (
 // Names of the index fields of Real-Time Event Monitoring Big Objects.
 const (
 	EventDate       = "EventDate"
-	EventIdentifier = "EventIdentifier"
+	EventIdentifier = keyset.EventIdentifier
 )
 
 // Options configures the SOQL source.
@@ -113,6 +114,14 @@ func DefaultTimestampField(object string, bigObject bool) string {
 		return "LoginTime"
 	}
 	return "CreatedDate"
+}
+
+// kind is what keys the object's rows: EventIdentifier for Big Objects, Id otherwise.
+func (o Object) kind() keyset.Kind {
+	if o.BigObject {
+		return keyset.ByEventIdentifier
+	}
+	return keyset.ByID
 }
 
 // withDefaults returns o with zero fields replaced by their defaults.

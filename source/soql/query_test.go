@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/sf2loki/sf2loki/salesforce"
+	"github.com/sf2loki/sf2loki/source/keyset"
 )
 
 // TestRowKeysOutliveTheirPage: a row's key is copied out of the page (into blocks shared by the
 // keys of consecutive rows), so the keys of thousands of rows, a key longer than a block among
 // them, read the same after the pages they came from were overwritten.
 func TestRowKeysOutliveTheirPage(t *testing.T) {
-	q := &querier{object: "LoginHistory", tsField: "LoginTime", kind: byID}
+	q := &querier{Query: keyset.Query{Object: "LoginHistory", TSField: "LoginTime", Kind: keyset.ByID}}
 	var keys, want []string
 	for page := range 4 {
 		var recs []string
@@ -34,7 +35,7 @@ func TestRowKeysOutliveTheirPage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			keys = append(keys, row.pos.key)
+			keys = append(keys, row.pos.Key)
 		}
 		for i := range body {
 			body[i] = 'x' // the page's memory, read over by the next page

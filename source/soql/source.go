@@ -14,6 +14,7 @@ import (
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/keyset"
 )
 
 // Name is the source's config name and its source label.
@@ -28,11 +29,11 @@ const (
 	EventCursorReset = "cursor_reset"
 	// EventLateRows: a row arrived later than the overlap window reaches back (delivered late,
 	// standard objects only).
-	EventLateRows = "late_rows"
+	EventLateRows = keyset.EventLateRows
 	// EventLateRecovered: a row arrived late but inside the overlap window and was delivered.
-	EventLateRecovered = "late_rows_recovered"
+	EventLateRecovered = keyset.EventLateRecovered
 	// EventOverlapShrunk: the window held more rows than MaxOverlapIDs and was shrunk.
-	EventOverlapShrunk = "overlap_shrunk"
+	EventOverlapShrunk = keyset.EventOverlapShrunk
 	// EventFieldsAll: the explicit field list was too long for a URL; FIELDS(ALL) is used.
 	EventFieldsAll = "fields_all_fallback"
 )
@@ -98,12 +99,8 @@ func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) 
 		if Key(o.Name) != key {
 			continue
 		}
-		kind := byID
-		if o.BigObject {
-			kind = byEventIdentifier
-		}
-		st, _, err := decodeCursor(raw, o.TimestampField, kind)
-		return st.pos.ts, err
+		st, _, err := decodeCursor(raw, o.TimestampField, o.kind())
+		return st.Pos.TS, err
 	}
 	return time.Time{}, fmt.Errorf("%w: %q names no configured object", source.ErrNotMyKey, key)
 }
@@ -130,10 +127,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 	out := make([]source.Stream, 0, len(s.objects))
 	for _, o := range s.objects {
 		key := Key(o.Name)
-		kind := byID
-		if o.BigObject {
-			kind = byEventIdentifier
-		}
+		kind := o.kind()
 		st := &stream{src: s, obj: o, key: key, kind: kind, log: log.With("key", key), count: count, budget: req.Budget, labels: labels}
 		cur, ok, err := decodeCursor(req.Cursors[key], o.TimestampField, kind)
 		if err != nil {
@@ -141,17 +135,12 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			count(EventCursorReset, 1)
 			ok = false
 		}
+		var resume *keyset.State
 		if ok {
-			p := cur.pos
-			st.pos, st.stored, st.from, st.maxID = &p, p, cur.from, cur.maxID
-			if o.Overlap > 0 {
-				st.win = newWindow(cur.seen)
-			} else {
-				st.from = nil
-			}
-		} else if o.Overlap > 0 {
-			st.win = newWindow(nil)
+			resume = &cur
 		}
+		st.tr = keyset.NewTracker(keyset.Options{Kind: kind, Layout: cursorLayout(o.TimestampField, kind), Overlap: o.Overlap,
+			MaxIDs: o.MaxOverlapIDs, Probe: !o.BigObject && !o.NoLateProbe, Log: st.log, Count: count}, resume)
 		out = append(out, st)
 	}
 	return out, nil
@@ -162,27 +151,14 @@ type stream struct {
 	src    *Source
 	obj    Object
 	key    string
-	kind   keyKind
+	kind   keyset.Kind
 	log    *slog.Logger
 	count  func(string, int64)
 	budget source.Budget
 	labels []loki.Label
 
-	// The cursor: pos is the last row delivered in order (nil before the first), from the
-	// window's start, win the rows remembered in [from, pos].
-	pos  *position
-	from *position
-	// posAt and fromAt are what pos and from point to once rows are read (setPos, setFrom): a
-	// new position per row would be an allocation per row.
-	posAt, fromAt position
-	ckey          *cursorKey             // the key of the cursors handed out
-	csh           *cursorShared          // what the cursors handed out share (see cursor)
-	cursors       []cursorState          // unused cursors of the current block (see cursor)
-	at            *salesforce.FieldIndex // finds st.fields in rows (made on first use)
-	win           *window
-	maxID         string
-	stored        position // the position the run started from
-	passed        bool     // a row after stored was read
+	tr *keyset.Tracker        // the cursor: position, overlap window, max_id
+	at *salesforce.FieldIndex // finds st.fields in rows (made on first use)
 
 	rd      reader
 	q       *querier
@@ -192,7 +168,6 @@ type stream struct {
 	ctxIn   context.Context // the last context Next was given
 	ctx     context.Context // ctxIn with the source's call counter
 	emitted int
-	shrunk  bool
 	err     error
 }
 
@@ -259,48 +234,36 @@ func (st *stream) init(ctx context.Context) error {
 	if tsf.Type != "datetime" {
 		return fmt.Errorf("timestamp field %s is a %s, not a datetime", o.TimestampField, tsf.Type)
 	}
-	if _, ok := d.Field(st.kind.field()); !ok {
-		return fmt.Errorf("the object has no %s field to key rows on", st.kind.field())
+	if _, ok := d.Field(st.kind.Field()); !ok {
+		return fmt.Errorf("the object has no %s field to key rows on", st.kind.Field())
 	}
 	fields := o.Fields
 	if len(fields) == 0 {
 		fields = d.SelectableFields()
 	}
-	st.fields = withFields(fields, st.kind.field(), o.TimestampField)
-	st.q = &querier{client: st.src.opts.Client, object: o.Name, tsField: tsf.Name, kind: st.kind,
-		selectList: strings.Join(st.fields, ", ")}
+	st.fields = withFields(fields, st.kind.Field(), o.TimestampField)
+	st.q = &querier{client: st.src.opts.Client, Query: keyset.Query{Object: o.Name, TSField: tsf.Name, Kind: st.kind,
+		Select: strings.Join(st.fields, ", "), Where: o.Where}}
 	st.plan = st.src.opts.Shaper.Plan(shape.Schema{Source: Name, Type: o.Name, Fields: st.fields, Labels: st.labels})
 
 	now := st.sfNow()
-	start, incl := position{ts: now.Add(-o.Lookback)}, true
+	def := now.Add(-o.Lookback)
 	if !o.Start.IsZero() {
-		start.ts = o.Start
+		def = o.Start
 	}
-	switch {
-	case st.pos == nil:
-		if st.win != nil {
-			f := start
-			st.from = &f
-		}
-	case st.from != nil:
-		start = *st.from
-	default:
-		start, incl = *st.pos, false
-	}
+	start, incl := st.tr.Start(def)
 	if o.BigObject {
 		top := now.Add(-o.Settle)
 		st.rd = newBigReader(st.q, start, incl, top, o.PageSize, o.BufferRows)
 		return nil
 	}
-	k := &keysetReader{q: st.q, where: o.Where, start: start, startIncl: incl, limit: st.limit}
-	if st.pos != nil && !o.NoLateProbe {
-		k.probeMax = st.maxID
-	}
+	k := &keysetReader{q: st.q, pager: keyset.Pager{Query: st.q.Query, Start: start, StartIncl: incl, ProbeMax: st.tr.ProbeMax()}, limit: st.limit}
 	if o.Settle > 0 {
-		k.top = now.Add(-o.Settle)
+		k.pager.Top = now.Add(-o.Settle)
 	}
 	if k.tooLong() {
-		st.q.selectList, st.q.fieldsAll = "FIELDS(ALL)", true
+		st.q.Select, st.q.fieldsAll = "FIELDS(ALL)", true
+		k.pager.Select = st.q.Select
 		st.log.Warn("the field list makes the query longer than a URL allows; using FIELDS(ALL), 200 rows per query", "fields", len(st.fields))
 		st.count(EventFieldsAll, 1)
 	}
@@ -339,124 +302,30 @@ func (st *stream) limit() int {
 	case left == 0:
 		return 0
 	}
-	if !st.passed && st.win != nil {
-		left += st.win.size()
-	}
+	left += st.tr.Remembered()
 	if left >= fullPage {
 		return -1
 	}
 	return left
 }
 
-// consider classifies a row read: late (before the window), already handled (in the window and
-// remembered), late but inside the window, or new. It reports whether the row is emitted, shaped
-// into out (which it leaves alone otherwise).
+// consider reports whether a row read is emitted (see keyset.Tracker.Consider), shaped into
+// out (which it leaves alone otherwise).
 func (st *stream) consider(r row, out *source.Record) bool {
-	k := st.kind
-	if st.pos != nil && st.beforeWindow(r.pos) {
-		st.bumpMax(r.pos.key)
-		st.count(EventLateRows, 1)
-		st.log.Warn("a row became visible later than the overlap window reaches back; delivering it late",
-			"id", r.pos.key, "timestamp", lit(r.pos.ts), "overlap", st.obj.Overlap)
-		st.emit(r, out)
-		return true
-	}
-	if st.pos != nil && k.cmp(r.pos, *st.pos) <= 0 {
-		st.bumpMax(r.pos.key)
-		if st.win == nil {
-			// Reading starts after the position when there is no window; only the
-			// probe reaches back, and it is handled above.
-			return false
-		}
-		h := k.hash48(r.pos.key)
-		if st.win.confirm(h, r.pos) {
-			return false
-		}
-		st.win.add(h, r.pos)
-		st.count(EventLateRecovered, 1)
-		st.log.Info("a row became visible late, inside the overlap window; delivering it", "id", r.pos.key, "timestamp", lit(r.pos.ts))
-		st.emit(r, out)
-		return true
-	}
-	if !st.passed {
-		st.passed = true
-		if st.win != nil {
-			st.win.forgetPending()
-		}
-	}
-	st.bumpMax(r.pos.key)
-	st.setPos(r.pos)
-	if st.win != nil {
-		st.win.add(k.hash48(r.pos.key), r.pos)
-		st.slide()
+	if !st.tr.Consider(r.pos) {
+		return false
 	}
 	st.emit(r, out)
 	return true
 }
-
-// beforeWindow reports whether p lies before what the window covers.
-func (st *stream) beforeWindow(p position) bool {
-	if st.from != nil {
-		return st.kind.cmp(p, *st.from) < 0
-	}
-	return st.kind.cmp(p, *st.pos) <= 0
-}
-
-// bumpMax raises max_id (standard objects).
-func (st *stream) bumpMax(id string) {
-	if st.kind != byID {
-		return
-	}
-	if st.maxID == "" || strings.Compare(byID.norm(id), byID.norm(st.maxID)) > 0 {
-		st.maxID = id
-	}
-}
-
-// slide moves the window after a new row: rows older than pos − Overlap are forgotten, and
-// past MaxOverlapIDs the oldest are, and the start moves up to the oldest kept row. The start
-// never moves back: every row handled at or after it is remembered.
-func (st *stream) slide() {
-	w, k := st.win, st.kind
-	if st.from == nil {
-		st.setFrom(w.list[len(w.list)-1].pos)
-	}
-	edge := position{ts: st.pos.ts.Add(-st.obj.Overlap)}
-	i := 0
-	for i < len(w.list) && w.list[i].pos.ts.Before(edge.ts) {
-		i++
-	}
-	w.dropFront(i)
-	if k.cmp(*st.from, edge) < 0 {
-		st.setFrom(edge)
-	}
-	if over := len(w.list) - st.obj.MaxOverlapIDs; over > 0 {
-		w.dropFront(over)
-		front := w.list[0].pos
-		if k.cmp(*st.from, front) < 0 {
-			st.setFrom(front)
-		}
-		if !st.shrunk {
-			st.shrunk = true
-			st.count(EventOverlapShrunk, 1)
-			st.log.Warn("more rows than max_overlap_ids fall inside the overlap window; the window is shrunk to the newest of them",
-				"max_overlap_ids", st.obj.MaxOverlapIDs, "window_start", lit(front.ts), "overlap", st.obj.Overlap)
-		}
-	}
-}
-
-// setPos moves the position to p.
-func (st *stream) setPos(p position) { st.posAt, st.pos = p, &st.posAt }
-
-// setFrom moves the window's start to p.
-func (st *stream) setFrom(p position) { st.fromAt, st.from = p, &st.fromAt }
 
 // emit shapes a row into out, a record carrying the current cursor, which it overwrites whole.
 func (st *stream) emit(r row, out *source.Record) {
 	rec := &st.rec
 	rec.Reset()
 	rec.Type = st.obj.Name
-	rec.ID = append(rec.ID, r.pos.key...)
-	rec.Time = r.pos.ts
+	rec.ID = append(rec.ID, r.pos.Key...)
+	rec.Time = r.pos.TS
 	if st.at == nil {
 		st.at = salesforce.NewFieldIndex(st.fields)
 	}
@@ -481,34 +350,7 @@ func (st *stream) emit(r row, out *source.Record) {
 		setValue(rec, k, kind, r.rec.Value(i))
 	}
 	out.Shape(st.plan, rec)
-	out.Cursor = st.cursor()
-}
-
-// cursorBlock is how many cursors are allocated at once: a block of 64 (4.5 KiB) stays in memory
-// as long as one of its cursors does, which the job holds for at most two batches.
-const cursorBlock = 64
-
-func (st *stream) cursor() source.Position {
-	var from *position
-	if st.win != nil {
-		from = st.from
-	}
-	if st.ckey == nil {
-		st.ckey = &cursorKey{field: st.obj.TimestampField, kind: st.kind}
-	}
-	if len(st.cursors) == 0 {
-		// The cursors of consecutive rows are allocated together: one allocation per
-		// cursorBlock rows instead of one per row.
-		st.cursors = make([]cursorState, cursorBlock)
-	}
-	shMax := sharedMaxID(*st.pos, st.maxID)
-	if st.csh == nil || !st.csh.fits(st.win, shMax) {
-		st.csh = newCursorShared(st.ckey, st.win, shMax)
-	}
-	c := &st.cursors[0]
-	st.cursors = st.cursors[1:]
-	fillCursorState(c, st.csh, *st.pos, from, st.win, st.maxID)
-	return source.LazyCursor(c)
+	out.Cursor = st.tr.Cursor()
 }
 
 // shapeKind is the shape kind a string, number or boolean is written as.

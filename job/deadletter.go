@@ -79,7 +79,8 @@ func (d *DeadLetter) Entry() (loki.Entry, error) {
 // one key, "deadletter:<id>", names the file by a hash of its first line, and its cursor is the
 // byte offset of the next line, so a replay interrupted anywhere resumes where it stopped and a
 // finished one ships nothing twice. Only the lines present when the replay opens the file are
-// read: entries refused again and appended to the same file wait for the next replay.
+// read: entries refused again and appended to the same file wait for the next replay, and so
+// does a last line still being written (the file ends without its line break).
 //
 // With several destinations, one source per destination replays the file: each replays only
 // the lines written for its destination, so an entry never reaches a tenant it was not
@@ -207,6 +208,7 @@ func (s *deadLetterStream) Close() error { return s.f.Close() }
 
 // Next fills rec with the next dead letter's entry. A line that is not a dead letter is skipped
 // (reason unreadable_dead_letter) with a warning, so one damaged line never blocks the rest.
+// The file's end is the end of its last line break: what follows is not a line yet.
 func (s *deadLetterStream) Next(ctx context.Context, rec *source.Record) error {
 	r, err := s.nextRecord(ctx)
 	return source.Fill(rec, r, err)
@@ -218,10 +220,15 @@ func (s *deadLetterStream) nextRecord(ctx context.Context) (source.Record, error
 		return source.Record{}, err
 	}
 	line, err := s.r.ReadBytes('\n')
-	if len(line) == 0 && errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) {
+		if len(line) > 0 {
+			// Not a line yet: another writer (a backfill, another job group sharing the file)
+			// may be appending it. The replay stops before it and the next one reads it whole.
+			s.log.Log.Info("the dead-letter file ends in part of a line: the replay stops before it", "offset", s.offset)
+		}
 		return source.Record{}, io.EOF
 	}
-	if err != nil && !errors.Is(err, io.EOF) {
+	if err != nil {
 		return source.Record{}, err
 	}
 	s.offset += int64(len(line))

@@ -65,3 +65,50 @@ func TestReplayBindingsOnePerDestination(t *testing.T) {
 		t.Fatalf("sources replay %v; want [default a b]", names)
 	}
 }
+
+// deadLetterLine is a dead letter of an entry at own with line.
+func deadLetterLine(own time.Time, line string) string {
+	return `{"time":"2026-06-30T12:00:00Z","key":"eventlogfile:Login","reason":"line_too_long","status":400,"timestamp":"` +
+		own.Format(time.RFC3339Nano) + `","labels":"{event_type=\"Login\", job=\"sf2loki\"}","line":"` + line + `"}`
+}
+
+// A replay opens the dead-letter file while another writer (a backfill, another job group
+// sharing sink.loki.dead_letter_path) is appending a dead letter: the file ends in half a
+// line. The replay stops before it, neither skipping it as unreadable nor moving its cursor
+// past its start, and once the line is complete the next replay ships it.
+func TestDeadLetterReplayStopsBeforeALineStillBeingWritten(t *testing.T) {
+	own := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
+	first, second := deadLetterLine(own, "one")+"\n", deadLetterLine(own.Add(time.Second), "two")+"\n"
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	half := len(second) / 2
+	if err := os.WriteFile(path, []byte(first+second[:half]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, sink := receiver(t, simloki.Options{})
+	coord := jobtest.New()
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}
+	rep := job.Run(context.Background(), deps, baseOptions())
+	if rep.Outcome != job.OutcomeOK || rep.Records != 1 || rep.Events["deadletter.unreadable_dead_letter"] != 0 {
+		t.Fatalf("first replay: %s %s, %d records, events %v; want ok, one record, nothing unreadable",
+			rep.Outcome, rep.Error, rep.Records, rep.Events)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(second[half:]); err != nil { // the writer completes its line
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep = job.Run(context.Background(), deps, baseOptions())
+	var lines []string
+	for _, e := range srv.Entries() {
+		lines = append(lines, e.Line)
+	}
+	if rep.Outcome != job.OutcomeOK || rep.Records != 1 || !slices.Equal(lines, []string{"one", "two"}) {
+		t.Fatalf("second replay: %s, %d records, events %v; the receiver holds %q, want one and two",
+			rep.Outcome, rep.Records, rep.Events, lines)
+	}
+}

@@ -48,8 +48,8 @@ type csvReader struct {
 	pairs   int
 
 	// How the current record ended: eol is false for a record ended by the end of the input
-	// (the last one, without a line break), open for one whose quoted field was still open there.
-	eol, open bool
+	// (the last one, without a line break).
+	eol bool
 }
 
 // csvField is where a field of the current record lies in its data, and whether it was quoted
@@ -68,10 +68,9 @@ func newCSVReader(r io.Reader, maxRow int) *csvReader {
 // BytesRead returns how many bytes were read from the underlying reader.
 func (c *csvReader) BytesRead() int64 { return c.n }
 
-// Unterminated reports whether the current record was ended by the end of the input instead of
-// a line break, and whether a quoted field of it was still open there: the two marks of a record
-// cut short.
-func (c *csvReader) Unterminated() (noEOL, openQuote bool) { return !c.eol, c.open }
+// Unterminated reports whether the current record (or the one over the cap just consumed) was
+// ended by the end of the input instead of a line break: the mark of a record cut short.
+func (c *csvReader) Unterminated() bool { return !c.eol }
 
 // NumFields returns the number of fields of the current record.
 func (c *csvReader) NumFields() int { return len(c.fields) }
@@ -211,7 +210,7 @@ const (
 
 func (c *csvReader) read() error {
 	c.row, c.fields, c.tooLarge = c.row[:0], c.fields[:0], false
-	c.eol, c.open = false, false
+	c.eol = false
 	if !c.skipBlank() {
 		return c.endErr()
 	}
@@ -484,7 +483,6 @@ func (c *csvReader) quoted() fieldEnd {
 			c.add(b)
 			c.pos = c.end
 			if !c.fill() {
-				c.open = true
 				return endInput // unterminated quote: the field runs to the end
 			}
 			continue

@@ -43,9 +43,11 @@
 // that moves the cursor past it. A throttled org (REQUEST_LIMIT_EXCEEDED) is never a reason to
 // abandon. LogFileLength is evidence, not a gate: a body that ends cleanly at a record boundary
 // before it completes the file (warning, file_short). Only a transfer that is cut keeps the file
-// open: a connection or gzip error, or a body shorter than LogFileLength that ends inside a row
-// (an open quote, or fewer fields than the header: counted file_incomplete). The whole rows
-// before the cut ship, and the next run resumes at the cut row.
+// open: a connection or gzip error, or a body shorter than LogFileLength that does not end with a
+// line break (counted file_incomplete). Whatever follows its last line break is then cut, however
+// many fields it holds and whatever its size — the header, a row cut right after a comma, a row
+// over max_row_bytes. The whole rows before the cut ship, and the next run resumes at the cut
+// row.
 //
 // # Rows
 //

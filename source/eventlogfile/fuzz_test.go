@@ -18,12 +18,12 @@ import (
 
 // csvOutcome is everything the reader says about one input.
 type csvOutcome struct {
-	Records     [][]string
-	TooLarge    []int // indexes of the records over the cap
-	Err         string
-	NoEOL, Open bool // how the last record ended
-	Bytes       int64
-	Plain       [][]bool // per record and field: marked plain (JSON carries it as it is)
+	Records  [][]string
+	TooLarge []int // indexes of the records over the cap
+	Err      string
+	NoEOL    bool // how the last record ended
+	Bytes    int64
+	Plain    [][]bool // per record and field: marked plain (JSON carries it as it is)
 }
 
 func readOutcome(r io.Reader, maxRow int) csvOutcome {
@@ -51,7 +51,7 @@ func readOutcome(r io.Reader, maxRow int) csvOutcome {
 		}
 		out.Records = append(out.Records, rec)
 		out.Plain = append(out.Plain, plain)
-		out.NoEOL, out.Open = c.Unterminated()
+		out.NoEOL = c.Unterminated()
 	}
 	out.Bytes = c.BytesRead()
 	return out

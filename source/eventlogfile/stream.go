@@ -346,7 +346,7 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	case err != nil:
 		return source.Record{}, false, fmt.Errorf("reading the header: %w", err)
 	}
-	if st.cut(of, true) {
+	if st.cut(of) {
 		return source.Record{}, false, nil
 	}
 	st.header(of)
@@ -395,19 +395,16 @@ func (st *stream) checkLength(of *openFile) {
 	}
 }
 
-// cut reports whether the record just read (the header when header is true) is a row cut short
-// by the end of a body shorter than LogFileLength: it ended without a line break and inside a
-// quoted field, or with fewer fields than the header. Such a file was listed before it was
-// completely written, or its transfer ended early without an error: the record is not shipped
-// and the type resumes at it on the next run — unless the file is already older than
-// DownloadMaxAge, when the body is taken as it is.
-func (st *stream) cut(of *openFile, header bool) bool {
+// cut reports whether the record just read (the header, a row, or a row over MaxRowBytes) is cut
+// short: it ended without a line break, at the end of a body shorter than LogFileLength. Such a
+// file was listed before it was completely written, or its transfer ended early without an
+// error. Whatever follows the last line break is then taken as cut, however many fields it
+// holds and whatever its size: a cut right after a comma, or inside the header, reads as a
+// record as whole as any. The record is not shipped and the type resumes at it on the next
+// run — unless the file is already older than DownloadMaxAge, when the body is taken as it is.
+func (st *stream) cut(of *openFile) bool {
 	f := of.info
-	noEOL, open := of.csv.Unterminated()
-	if !noEOL || f.length <= 0 || of.csv.BytesRead() >= f.length {
-		return false
-	}
-	if !open && (header || of.csv.NumFields() >= len(of.names)) {
+	if !of.csv.Unterminated() || f.length <= 0 || of.csv.BytesRead() >= f.length {
 		return false
 	}
 	if age := st.src.sfNow().Sub(f.created); age > st.src.opts.DownloadMaxAge {
@@ -487,6 +484,9 @@ func (st *stream) nextRow(rec *source.Record) (bool, error) {
 		*rec = done
 		return ok, err
 	case errors.Is(err, errRowTooLarge):
+		if st.cut(of) { // the rest of it, and the rows after it, come with the whole body
+			return false, nil
+		}
 		of.row++
 		st.count("row_too_large", 1)
 		st.log.Warn("CSV row larger than max_row_bytes skipped", "file_id", of.info.ID, "row", of.row-1, "max_row_bytes", st.src.opts.MaxRowBytes)
@@ -495,7 +495,7 @@ func (st *stream) nextRow(rec *source.Record) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	if st.cut(of, false) {
+	if st.cut(of) {
 		return false, nil
 	}
 	st.fill(r)

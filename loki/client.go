@@ -114,7 +114,8 @@ type Options struct {
 	MaxRetryAfter time.Duration
 	// SplitAfter429 is the number of consecutive 429 answers after which a
 	// request of several entries is split in halves; default
-	// DefaultSplitAfter429.
+	// DefaultSplitAfter429. A request refused with 429 that has no retry left,
+	// or no time for the next one, is split then.
 	SplitAfter429 int
 	// MaxLineBytes caps a line's length in bytes; longer lines are cut on a
 	// UTF-8 boundary and marked with TruncatedMetadataName, unless the marker

@@ -77,7 +77,7 @@ func TestFaultTable(t *testing.T) {
 		},
 		{
 			name: "Retry-After beyond the deadline is not waited for",
-			n:    5, timeout: 10 * time.Second,
+			n:    1, timeout: 10 * time.Second,
 			setup: func(srv *simloki.Server, _ []Entry) { srv.FailNext(1, http.StatusTooManyRequests, "30") },
 			check: func(t *testing.T, res Result, srv *simloki.Server, es []Entry, elapsed time.Duration) {
 				wantNoneDelivered(t, res, srv, es, ErrUnavailable)
@@ -86,6 +86,17 @@ func TestFaultTable(t *testing.T) {
 				}
 				if res.Requests != 1 {
 					t.Errorf("requests %d, want 1", res.Requests)
+				}
+			},
+		},
+		{
+			name: "a 429 with no time left to wait splits the request at once",
+			n:    5, timeout: 10 * time.Second,
+			setup: func(srv *simloki.Server, _ []Entry) { srv.FailNext(1, http.StatusTooManyRequests, "30") },
+			check: func(t *testing.T, res Result, srv *simloki.Server, es []Entry, elapsed time.Duration) {
+				wantAllAccepted(t, res, srv, es)
+				if elapsed != 0 || res.Splits != 1 || res.Requests != 3 {
+					t.Errorf("push took %s, %d splits, %d requests; want the halves sent at once: 0s, 1 split, 3 requests", elapsed, res.Splits, res.Requests)
 				}
 			},
 		},

@@ -94,7 +94,7 @@ type Result struct {
 	Requests int
 	// Retries counts attempts that repeated an earlier one.
 	Retries int
-	// Splits counts requests cut in halves after a 413, a 400 or repeated 429s.
+	// Splits counts requests cut in halves after a 413, a 400 or 429s (see Options.SplitAfter429).
 	Splits int
 	// Resent counts entries sent again after a 400 answered a request holding
 	// them. Loki stores the valid entries of such a request, so each may be

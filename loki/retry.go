@@ -20,9 +20,13 @@ import (
 //   - transport errors and 5xx (except 501): retried with capped exponential
 //     backoff and jitter;
 //   - 429: retried, waiting at least Retry-After (delta-seconds or HTTP date,
-//     capped by maxRetryAfter); after splitAfter429 consecutive 429s a request
-//     of more than one entry is handed back to be split, because a request
-//     larger than the receiver's burst is refused forever;
+//     capped by maxRetryAfter). A request of more than one entry refused with
+//     429 is handed back to be split, not tried again, once it has been
+//     refused splitAfter429 times in a row, and at once when it would not be
+//     tried again anyway (no retry left, or the wait passes the deadline): a
+//     request larger than the receiver's burst is refused forever, and ended
+//     unsplit it would be refused again on every push. The halves are new
+//     requests, sent at once, each with its own retries;
 //   - anything else (2xx, 400, 401, 403, 404, 413, …): not retried here; the
 //     caller classifies it;
 //   - no retry is started when its wait would pass the context deadline, or
@@ -47,7 +51,7 @@ type attempt struct {
 	attempts       int
 	retries        int
 	consecutive429 int
-	split          bool // stopped after repeated 429s so the caller splits
+	split          bool // stopped after 429s so the caller splits
 	outOfTime      bool // stopped because the next wait passes the deadline, or the context ended
 	wait           time.Duration
 }
@@ -87,26 +91,28 @@ func (a *attempt) checkRetry(ctx context.Context, resp *http.Response, err error
 		switch {
 		case status == http.StatusTooManyRequests:
 			a.consecutive429++
-			if a.splittable && a.consecutive429 >= a.p.splitAfter429 {
-				a.split = true
-				return false, nil
-			}
 		case status >= 500 && status != http.StatusNotImplemented:
 			a.consecutive429 = 0
 		default:
 			return false, nil
 		}
 	}
-	if a.retries >= a.p.maxRetries {
-		return false, nil
-	}
 	if ctx.Err() != nil {
-		a.outOfTime = true
+		a.outOfTime = true // answered, but the push is over: neither retried nor split
 		return false, nil
 	}
-	a.wait = a.p.backoff(a.retries, resp)
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < a.wait {
-		a.outOfTime = true
+	again := a.retries < a.p.maxRetries
+	if again {
+		a.wait = a.p.backoff(a.retries, resp)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < a.wait {
+			a.outOfTime, again = true, false
+		}
+	}
+	if status == http.StatusTooManyRequests && a.splittable && (!again || a.consecutive429 >= a.p.splitAfter429) {
+		a.split = true
+		return false, nil
+	}
+	if !again {
 		return false, nil
 	}
 	a.p.log.Debug("loki push: retrying", "status", status, "error", err, "wait", a.wait, "retry", a.retries+1)

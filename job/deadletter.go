@@ -35,7 +35,17 @@ type DeadLetter struct {
 	Line        string            `json:"line"`
 }
 
-func writeDeadLetter(w io.Writer, it item, rej loki.Rejection, dest string) error {
+// deadLetterWriter writes the dead letters of one run so that each begins a line of its own:
+// after a write that stopped part way (a full disk), or into a file that ends in part of a line
+// (such a write in an earlier run), the next dead letter begins with a line break. The fragment
+// is then one unreadable line that a replay skips, and never takes the next dead letter with it.
+type deadLetterWriter struct {
+	w       io.Writer
+	checked bool // the file's end was looked at
+	midLine bool // the last byte written is not a line break
+}
+
+func (d *deadLetterWriter) write(it item, rej loki.Rejection, dest string) error {
 	dl := DeadLetter{
 		Time: time.Now().UTC(), Key: it.ks.key, Destination: dest, Reason: rej.Reason, Status: rej.Status, Detail: rej.Detail,
 		Timestamp: it.rec.Entry.Timestamp, Labels: it.rec.Entry.Labels.String(), Line: it.rec.Entry.Line,
@@ -46,12 +56,50 @@ func writeDeadLetter(w io.Writer, it item, rej loki.Rejection, dest string) erro
 			dl.Metadata[m.Name] = m.Value
 		}
 	}
+	if !d.checked {
+		d.checked, d.midLine = true, endsMidLine(d.w)
+	}
 	b, err := json.Marshal(dl)
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append(b, '\n'))
+	b = append(b, '\n')
+	if d.midLine {
+		b = append([]byte{'\n'}, b...)
+	}
+	// One write: appends of whole writes do not interleave with another writer's.
+	n, err := d.w.Write(b)
+	if n > 0 {
+		d.midLine = b[n-1] != '\n'
+	}
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
 	return err
+}
+
+// endsMidLine reports whether w is a file whose last byte is not a line break. A file that
+// cannot be read back counts as one: a line break too many is an empty line, while one too
+// few glues the next dead letter to a fragment.
+func endsMidLine(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return false
+	}
+	r, err := os.Open(f.Name()) // the dead letter is open for writing only
+	if err != nil {
+		return true
+	}
+	defer r.Close()
+	var last [1]byte
+	if _, err := r.ReadAt(last[:], st.Size()-1); err != nil {
+		return true
+	}
+	return last[0] != '\n'
 }
 
 // Entry rebuilds the entry to ship again: at its own time when an earlier re-stamp kept it in

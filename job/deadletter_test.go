@@ -1,11 +1,13 @@
 package job_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,5 +112,98 @@ func TestDeadLetterReplayStopsBeforeALineStillBeingWritten(t *testing.T) {
 	if rep.Outcome != job.OutcomeOK || rep.Records != 1 || !slices.Equal(lines, []string{"one", "two"}) {
 		t.Fatalf("second replay: %s, %d records, events %v; the receiver holds %q, want one and two",
 			rep.Outcome, rep.Records, rep.Events, lines)
+	}
+}
+
+// fullOnceWriter is a dead-letter file on a full disk for its first write (a short write, as
+// os.File returns with ENOSPC), with space again afterwards.
+type fullOnceWriter struct {
+	buf   bytes.Buffer
+	wrote bool
+}
+
+func (w *fullOnceWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.wrote = true
+		n := len(p) / 2
+		w.buf.Write(p[:n])
+		return n, syscall.ENOSPC
+	}
+	return w.buf.Write(p)
+}
+
+// replayDeadLetters replays the dead letters in data to a new receiver and returns how often
+// it holds each numbered record, and the replay's report.
+func replayDeadLetters(t *testing.T, data []byte) (map[string]map[int]int, *job.Report) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, sink := receiver(t, simloki.Options{})
+	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(),
+		Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}, baseOptions())
+	return delivered(t, srv), rep
+}
+
+// The first dead letter of a run is written only in part (a full disk): its key is frozen.
+// The next one, of the other key, is written whole and its key advances past its entry, so it
+// must begin a line of its own: the replay skips the fragment and ships that entry.
+func TestDeadLetterAfterAShortWriteBeginsANewLine(t *testing.T) {
+	srv, sink := receiver(t, simloki.Options{})
+	srv.RejectEntries(func(e simloki.Entry) bool { return e.MetadataValue("n") == "5" }, "entry too old")
+	coord := jobtest.New()
+	w := &fullOnceWriter{}
+	opts := baseOptions()
+	opts.DeadLetter = w
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 10, "b": 10})}}, Sink: sink}
+	rep := job.Run(context.Background(), deps, opts)
+	cp := checkpoints(t, coord)
+	if rep.Dropped["bad_request"] != 1 || len(rep.Frozen) != 1 || cp["b"]+cp["a"] != 14 {
+		t.Fatalf("setup: dropped %v, frozen %+v, cursors %v", rep.Dropped, rep.Frozen, cp)
+	}
+	dropped := "b"
+	if cp["a"] == 10 {
+		dropped = "a"
+	}
+	got, rrep := replayDeadLetters(t, w.buf.Bytes())
+	if got[dropped][5] != 1 || rrep.Events["deadletter.unreadable_dead_letter"] != 1 {
+		t.Fatalf("%s #5 was dropped with its cursor committed past it; replaying the dead letter ships it %d times "+
+			"(replay %s, events %v); want once, the fragment skipped. Dead letter:\n%s",
+			dropped, got[dropped][5], rrep.Outcome, rrep.Events, w.buf.String())
+	}
+}
+
+// An earlier run left the dead-letter file ending in part of a line (its write stopped part
+// way, and its key froze). This run's dead letter begins a line of its own, so the replay
+// ships its entry.
+func TestDeadLetterIntoAFileEndingInAFragmentBeginsANewLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	whole := deadLetterLine(time.Now().Add(-10*time.Minute).UTC(), "earlier") + "\n"
+	if err := os.WriteFile(path, []byte(whole[:len(whole)/2]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600) // as the CLI opens it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	srv, sink := receiver(t, simloki.Options{})
+	srv.RejectEntries(func(e simloki.Entry) bool { return e.MetadataValue("n") == "5" }, "entry too old")
+	coord := jobtest.New()
+	opts := baseOptions()
+	opts.DeadLetter = f
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 10})}}, Sink: sink}
+	if rep := job.Run(context.Background(), deps, opts); rep.Dropped["bad_request"] != 1 || checkpoints(t, coord)["a"] != 10 {
+		t.Fatalf("setup: %s, dropped %v, cursors %v", rep.Outcome, rep.Dropped, checkpoints(t, coord))
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, rrep := replayDeadLetters(t, data)
+	if got["a"][5] != 1 || rrep.Events["deadletter.unreadable_dead_letter"] != 1 {
+		t.Fatalf("replaying the dead letter ships a #5 %d times (replay %s, events %v); want once, the fragment skipped. "+
+			"Dead letter:\n%s", got["a"][5], rrep.Outcome, rrep.Events, data)
 	}
 }

@@ -48,9 +48,10 @@ type run struct {
 	egress      *egress
 	guard       *labelGuard
 	order       *orderer
-	dests       []destination // [0] is Deps.Sink
-	bindingDest []int         // binding index -> dests index
-	perDest     bool          // the report breaks down by destination
+	dests       []destination     // [0] is Deps.Sink
+	bindingDest []int             // binding index -> dests index
+	perDest     bool              // the report breaks down by destination
+	deadLetter  *deadLetterWriter // Options.DeadLetter, each dead letter on a line of its own
 
 	// sourceReports holds each binding's entry of rep.Sources (sourceReportByBinding).
 	sourceReports []*SourceReport
@@ -90,6 +91,9 @@ func Run(ctx context.Context, deps Deps, opts Options) (rep *Report) {
 		start:         time.Now(),
 	}
 	r.deadline = r.start.Add(opts.MaxDuration)
+	if opts.DeadLetter != nil {
+		r.deadLetter = &deadLetterWriter{w: opts.DeadLetter}
+	}
 	r.resolveDestinations()
 	defer func() {
 		if p := recover(); p != nil {
@@ -326,8 +330,8 @@ func (r *run) dispose(it item, rej loki.Rejection) bool {
 		r.policyFrozen = true
 		return false
 	}
-	if r.opts.DeadLetter != nil {
-		if err := writeDeadLetter(r.opts.DeadLetter, it, rej, r.dests[it.ks.dest].name); err != nil {
+	if r.deadLetter != nil {
+		if err := r.deadLetter.write(it, rej, r.dests[it.ks.dest].name); err != nil {
 			r.log.Error("cannot write the dead letter: the key is frozen instead of dropping the entry", "key", it.ks.key, "err", err)
 			r.addErr(fmt.Errorf("dead letter: %w", err))
 			return false

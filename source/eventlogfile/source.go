@@ -243,7 +243,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			st.log.Warn("stored cursor is unusable; starting from the configured start or lookback", "start", s.opts.Start, "lookback", s.opts.Lookback, "err", err)
 			count("cursor_reset", 1)
 		case ok:
-			st.cur, st.has, st.skipIDs = c, true, skip
+			st.cur, st.has, st.skipIDs, st.skipAt = c, true, skip, c.Created
 		}
 		if !st.has {
 			since := now.Add(-s.opts.Lookback)

@@ -178,6 +178,40 @@ func TestLegacyCursorIsMigrated(t *testing.T) {
 	}
 }
 
+// TestLegacyCursorShipsARegeneratedFile: a Python cursor names Daily file F done at its
+// last_created. F is then regenerated in place (same Id, a newer CreatedDate, more rows), and
+// another file G shares that newer CreatedDate with an Id below F's, so G is shipped just before
+// F. The legacy ids are done at last_created only: F at its new CreatedDate is shipped again
+// whole, however far the cursor has moved, never skipped as legacy_done.
+func TestLegacyCursorShipsARegeneratedFile(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	lastCreated := epoch.Add(-10 * time.Hour)
+	regenerated := epoch.Add(-time.Hour)
+	g := e.addFile(simsf.EventLogFileSpec{ID: "0AT5g00000PyA0a", Interval: simsf.IntervalDaily, Rows: 4,
+		LogDate: epoch.Add(-48 * time.Hour).Truncate(24 * time.Hour), CreatedDate: regenerated})
+	f := e.addFile(simsf.EventLogFileSpec{ID: "0AT5g00000PyA1b", Interval: simsf.IntervalDaily, Rows: 10,
+		LogDate: epoch.Add(-24 * time.Hour).Truncate(24 * time.Hour), CreatedDate: lastCreated})
+	const sfTime = "2006-01-02T15:04:05.000+0000"
+	legacy := fmt.Sprintf(`{"ids":[["%s","%s"]],"last_created":"%s"}`, f, lastCreated.Format(sfTime), lastCreated.Format(sfTime))
+	if err := e.org.RegenerateEventLogFile(f, regenerated, 15); err != nil {
+		t.Fatal(err)
+	}
+	want := append(e.requestIDs(g), e.requestIDs(f)...)
+	cursors := map[string]json.RawMessage{Key("Login"): json.RawMessage(legacy)}
+	var got []string
+	res := e.run(e.source(Options{Interval: IntervalDaily}), cursors, 1000, func(_ string, rec source.Record) {
+		if !rec.Skip {
+			got = append(got, requestID(rec.Entry.Line))
+		}
+	})
+	if res.skips[SkipLegacyDone] != 0 || strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("shipped %d rows, skips %v; want G's 4 and the regenerated F's 15, in order", len(got), res.skips)
+	}
+	if c := decoded(t, cursors, Key("Login")); !c.Done || c.FileID != f {
+		t.Fatalf("cursor %+v, want F done", c)
+	}
+}
+
 // TestPythonStateDocumentContinues feeds the exact bytes the Python sf2loki's file store writes
 // (json.dump of its flat map of strings, each EventLogFile value itself the json.dumps of
 // {"ids", "last_created"} with sorted keys): through the store's legacy reading, the source's

@@ -48,7 +48,8 @@ type stream struct {
 
 	cur     Cursor          // position after the last record handed out (or the stored one)
 	has     bool            // cur came from the store (else it is the lookback start)
-	skipIDs map[string]bool // legacy: files at cur.Created already shipped
+	skipIDs map[string]bool // legacy: files at skipAt already shipped
+	skipAt  string          // legacy: the Python cursor's last_created (where cur started)
 
 	files    []fileInfo
 	next     int
@@ -161,7 +162,7 @@ func (st *stream) Next(ctx context.Context, rec *source.Record) error {
 			st.finished = true
 			return io.EOF
 		}
-		if st.skipIDs[f.ID] && f.Created == st.cur.Created {
+		if st.skipIDs[f.ID] && f.Created == st.skipAt { // not at a newer CreatedDate: regenerated
 			*rec = st.done(f, 0, SkipLegacyDone)
 			return nil
 		}

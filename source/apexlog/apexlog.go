@@ -2,15 +2,33 @@
 // shipped one Loki entry per log, the body as the line and the log's metadata (Id, LogUser,
 // Operation, Status, StartTime, …) as structured metadata.
 //
-// The key is "apexlog". Its cursor is versioned JSON, {"v":1,"start_time":"…","last_id":"07L…"}:
-// the last log shipped in (StartTime, Id) order. Logs are listed with the keyset condition
+// The key is "apexlog". Its cursor is versioned JSON,
 //
-//	WHERE (StartTime > X OR (StartTime = X AND Id > 'last')) [AND LogUser.Username IN (…)]
+//	{"v":1,"start_time":"…","last_id":"07L…","from_ts":"…","seen":"<base64url>","max_id":"07L…"}
+//
+// start_time and last_id are the last log shipped in (StartTime, Id) order; the other members
+// are the overlap window's and the late-row probe's (package keyset; a cursor without them, as
+// releases before them wrote it, resumes just after its position). Logs are listed with the
+// keyset condition
+//
+//	WHERE [(LogUser.Username IN (…)) AND] (StartTime > X OR (StartTime = X AND Id > 'last'))
 //	ORDER BY StartTime ASC, Id ASC
 //
 // so any number of logs sharing one StartTime is paged through exactly, and the user filter
 // stays a separate conjunct. A missing or unusable cursor starts at now − Lookback (an unusable
 // one is logged and counted as "cursor_reset").
+//
+// Salesforce writes a log when its transaction ends, but the listing follows StartTime, when
+// it began: a long transaction's log becomes visible after the logs of shorter ones that
+// started later were listed and shipped. Each run therefore lists again the logs of the last
+// Overlap (by StartTime), shipping those it has not shipped before (counted as
+// "late_rows_recovered"), and, unless NoLateProbe, probes for logs older than that with an Id
+// above every Id read: the Id is allocated when the log is written, so a log written after
+// everything listed has a higher one whatever its StartTime. Those are shipped too, counted as
+// "late_rows" and logged as a warning; keyset describes both mechanisms and their bounds
+// (MaxOverlapIDs, "overlap_shrunk"). The listing stays on StartTime rather than SystemModstamp
+// or LastModifiedDate: that those follow the write, and that the Tooling API filters and orders
+// ApexLog on them, is documented nowhere, and stored cursors hold a StartTime.
 //
 // Each log costs one body download. Bodies are fetched ahead of the job, in listing order, up to
 // DownloadConcurrency at a time (Salesforce answers each call in 50-200 ms; one at a time, a
@@ -43,6 +61,7 @@ import (
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source"
+	"github.com/sf2loki/sf2loki/source/keyset"
 )
 
 // Name is the source's config name, source label and checkpoint key.
@@ -54,6 +73,8 @@ const Key = "apexlog"
 // Defaults of Options fields left zero.
 const (
 	DefaultLookback       = time.Hour
+	DefaultOverlap        = 5 * time.Minute
+	DefaultMaxOverlapIDs  = 500
 	DefaultMaxBodyBytes   = 5 << 20
 	DefaultDownloadMaxAge = 2 * time.Hour
 	DefaultPageSize       = 200
@@ -71,6 +92,13 @@ const (
 	EventBodySkipped = "body_skipped"
 	EventBodyFailed  = "body_failed"
 	EventBodyMissing = "body_not_found"
+	// EventLateRows: a log became visible later than the overlap window reaches back; the
+	// late-row probe found it and it is shipped late.
+	EventLateRows = keyset.EventLateRows
+	// EventLateRecovered: a log became visible late, inside the overlap window, and is shipped.
+	EventLateRecovered = keyset.EventLateRecovered
+	// EventOverlapShrunk: more logs than MaxOverlapIDs fell inside the window; it was shrunk.
+	EventOverlapShrunk = keyset.EventOverlapShrunk
 )
 
 // Skip reasons in body_skip_reason.
@@ -99,6 +127,15 @@ type Options struct {
 	// Start, when set, is where (by StartTime) a key without a usable cursor starts, instead of
 	// now − Lookback. A stored cursor always wins.
 	Start time.Time
+	// Overlap is how far back (by StartTime) each run lists again the logs before the last one
+	// shipped, for logs written after it (0 = DefaultOverlap; negative = no window).
+	Overlap time.Duration
+	// MaxOverlapIDs caps the logs remembered in the window (0 = DefaultMaxOverlapIDs); past it
+	// the window shrinks, with a warning.
+	MaxOverlapIDs int
+	// NoLateProbe leaves out the probe for logs written later than the overlap window reaches
+	// back ((before the window) AND Id > max_id); such logs are then missed silently.
+	NoLateProbe bool
 	// MaxBodyBytes is the largest body downloaded (0 = DefaultMaxBodyBytes); larger logs are
 	// shipped as metadata only.
 	MaxBodyBytes int64
@@ -143,8 +180,8 @@ func (o Options) Validate() error {
 	if o.DownloadConcurrency < 0 || o.DownloadConcurrency > MaxDownloadConcurrency {
 		errs = append(errs, fmt.Errorf("apexlog: DownloadConcurrency %d is outside 1..%d", o.DownloadConcurrency, MaxDownloadConcurrency))
 	}
-	if o.Lookback < 0 || o.DownloadMaxAge < 0 || o.MaxRecordsPerRun < 0 {
-		errs = append(errs, errors.New("apexlog: Lookback, DownloadMaxAge and MaxRecordsPerRun must not be negative"))
+	if o.Lookback < 0 || o.DownloadMaxAge < 0 || o.MaxRecordsPerRun < 0 || o.MaxOverlapIDs < 0 {
+		errs = append(errs, errors.New("apexlog: Lookback, DownloadMaxAge, MaxRecordsPerRun and MaxOverlapIDs must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -174,6 +211,15 @@ func New(opts Options) (*Source, error) {
 	}
 	if opts.Lookback == 0 {
 		opts.Lookback = DefaultLookback
+	}
+	switch {
+	case opts.Overlap == 0:
+		opts.Overlap = DefaultOverlap
+	case opts.Overlap < 0:
+		opts.Overlap = 0
+	}
+	if opts.MaxOverlapIDs == 0 {
+		opts.MaxOverlapIDs = DefaultMaxOverlapIDs
 	}
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
@@ -207,23 +253,44 @@ func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) 
 	if key != Key {
 		return time.Time{}, fmt.Errorf("%w: the ApexLog source's only key is %q", source.ErrNotMyKey, Key)
 	}
-	var c cursor
-	ok, err := source.DecodeCursor(raw, 1, &c)
-	if err == nil && ok {
-		err = c.check()
-	}
-	if err != nil || !ok {
-		return time.Time{}, err
-	}
-	t, _ := salesforce.ParseDateTime(c.StartTime)
-	return t, nil
+	st, _, err := decodeCursor(raw)
+	return st.Pos.TS, err
 }
+
+// cursorVersion is the version of the cursor format documented in the package comment.
+const cursorVersion = 1
+
+// cursorLayout writes the cursors: {"v":1,"start_time":…,"last_id":…,<keyset.Members>}.
+var cursorLayout = keyset.NewLayout(keyset.ByID, cursorVersion, "start_time")
 
 // cursor is the stored form.
 type cursor struct {
 	V         int    `json:"v"`
 	StartTime string `json:"start_time"`
 	LastID    string `json:"last_id"`
+	keyset.Members
+}
+
+// decodeCursor reads a stored cursor; ok is false when there is none. Errors wrap
+// source.ErrCursor.
+func decodeCursor(raw json.RawMessage) (keyset.State, bool, error) {
+	var c cursor
+	ok, err := source.DecodeCursor(raw, cursorVersion, &c)
+	if err != nil || !ok {
+		return keyset.State{}, ok, err
+	}
+	t, err := salesforce.ParseDateTime(c.StartTime)
+	if err != nil {
+		return keyset.State{}, false, errors.Join(source.ErrCursor, fmt.Errorf("start_time: %w", err))
+	}
+	if err := salesforce.ValidateID(c.LastID); err != nil {
+		return keyset.State{}, false, errors.Join(source.ErrCursor, fmt.Errorf("last_id: %w", err))
+	}
+	st, err := c.Members.State(keyset.Position{TS: t, Key: c.LastID}, keyset.ByID)
+	if err != nil {
+		return keyset.State{}, false, err
+	}
+	return st, true, nil
 }
 
 // listFields are the ApexLog fields listed (all but the body).
@@ -256,33 +323,21 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 		count = func(string, int64) {}
 	}
 	st := &stream{src: s, log: log.With("key", Key), count: count, budget: req.Budget}
-	var c cursor
-	ok, err := source.DecodeCursor(req.Cursors[Key], 1, &c)
-	if err == nil && ok {
-		err = c.check()
-	}
+	cur, ok, err := decodeCursor(req.Cursors[Key])
+	var resume *keyset.State
 	switch {
 	case err != nil:
 		st.log.Warn("stored cursor is unusable; starting from the configured start or lookback", "start", s.opts.Start, "lookback", s.opts.Lookback, "err", err)
 		count(EventCursorReset, 1)
 	case ok:
-		t, _ := salesforce.ParseDateTime(c.StartTime)
-		st.ts, st.id = t, c.LastID
+		resume = &cur
 	}
+	st.tr = keyset.NewTracker(keyset.Options{Kind: keyset.ByID, Layout: cursorLayout, Overlap: s.opts.Overlap,
+		MaxIDs: s.opts.MaxOverlapIDs, Probe: !s.opts.NoLateProbe, Log: st.log, Count: count}, resume)
 	fields := append(append([]string(nil), listFields...), fieldSkipped, fieldReason, fieldBody)
 	st.fields = fields
 	st.plan = s.opts.Shaper.Plan(shape.Schema{Source: Name, Type: "ApexLog", Fields: fields, LineField: fieldBody, Labels: labels})
 	return []source.Stream{st}, nil
-}
-
-func (c cursor) check() error {
-	if _, err := salesforce.ParseDateTime(c.StartTime); err != nil {
-		return errors.Join(source.ErrCursor, err)
-	}
-	if err := salesforce.ValidateID(c.LastID); err != nil {
-		return errors.Join(source.ErrCursor, err)
-	}
-	return nil
 }
 
 type stream struct {
@@ -291,24 +346,32 @@ type stream struct {
 	count  func(string, int64)
 	budget source.Budget
 
-	ts time.Time // position: last log shipped (zero before the first)
-	id string
+	tr    *keyset.Tracker // the cursor: position, overlap window, max_id
+	pager *keyset.Pager   // the listing queries (nil before the first)
 
 	fields  []string
 	plan    *shape.Plan
 	rec     shape.Record
-	buf     []salesforce.Record
+	buf     []listed
 	ahead   []*body // per log of buf: its body being fetched ahead, nil when not started
 	fetches sync.WaitGroup
 	stop    context.CancelFunc // cancels the fetches ahead (nil before the first)
 	fctx    context.Context    // the fetches' context
 	page    *salesforce.Page
+	open    bool // a listing query's pages are being read
 	asked   int
 	got     int
-	started bool
 	done    bool
 	emitted int
 	err     error
+}
+
+// listed is a log to ship, in order, with the cursor its entry carries.
+type listed struct {
+	rec    salesforce.Record
+	id     string
+	start  time.Time
+	cursor source.Position
 }
 
 // body is one log's body download: done is closed when b and err are set.
@@ -354,8 +417,7 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 		}
 	}
 	st.fetchAhead(ctx)
-	r := st.buf[0]
-	rec, err := st.ship(ctx, r, st.ahead[0])
+	rec, err := st.ship(ctx, st.buf[0], st.ahead[0])
 	if err != nil {
 		return source.Record{}, st.fail(ctx, err)
 	}
@@ -380,13 +442,10 @@ func (st *stream) fetchAhead(ctx context.Context) {
 	}
 	ctx = st.fctx
 	for i := range min(len(st.buf), o.DownloadConcurrency) {
-		if st.ahead[i] != nil || !st.wantsBody(st.buf[i]) {
+		if st.ahead[i] != nil || !st.wantsBody(st.buf[i].rec) {
 			continue
 		}
-		id, ok := st.buf[i].String("Id")
-		if !ok || salesforce.ValidateID(id) != nil {
-			continue // ship reports it
-		}
+		id := st.buf[i].id
 		f := &body{done: make(chan struct{})}
 		st.ahead[i] = f
 		st.fetches.Add(1)
@@ -413,29 +472,51 @@ func (st *stream) fail(ctx context.Context, err error) error {
 	return err
 }
 
-// fill reads the next page of the listing, or returns io.EOF when it is exhausted.
+// fill reads the next page of the listing into buf, or returns io.EOF when it is exhausted.
+// Each log listed is classified at once (keyset.Tracker.Consider): only those to ship are
+// buffered, with their cursors, so that no body is fetched for a log shipped before.
 func (st *stream) fill(ctx context.Context) error {
 	c := st.src.opts.Client
-	if st.page != nil && !st.page.Done {
+	if st.open && !st.page.Done {
 		p, err := c.NextPage(ctx, st.page)
 		if err != nil {
 			return err
 		}
-		st.page, st.buf = p, p.Records
 		st.got += len(p.Records)
-		return nil
+		return st.take(p)
 	}
-	if st.started && (st.done || st.got < st.asked) {
+	if st.open {
+		st.open = false
+		if st.got < st.asked && !st.pager.Drained() {
+			st.done = true
+		}
+	}
+	if st.done {
 		return io.EOF
 	}
 	n := st.src.opts.PageSize
 	if left := st.left(); left >= 0 {
-		n = min(n, left)
+		// The window's logs listed again do not count against the run's budget.
+		n = min(n, left+st.tr.Remembered())
 	}
 	if n == 0 {
+		st.done = true
 		return io.EOF
 	}
-	soql, err := st.query(n)
+	if st.pager == nil {
+		o := st.src.opts
+		def := st.sfNow().Add(-o.Lookback)
+		if !o.Start.IsZero() {
+			def = o.Start
+		}
+		start, incl := st.tr.Start(def)
+		st.pager = &keyset.Pager{Query: keyset.Query{Object: "ApexLog", Select: strings.Join(listFields, ", "), TSField: "StartTime", Kind: keyset.ByID},
+			Start: start, StartIncl: incl, ProbeMax: st.tr.ProbeMax()}
+		if len(o.Users) > 0 {
+			st.pager.Where = "LogUser.Username IN " + salesforce.QuoteStrings(o.Users)
+		}
+	}
+	soql, err := st.pager.Next(n)
 	if err != nil {
 		return err
 	}
@@ -443,9 +524,35 @@ func (st *stream) fill(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st.started, st.page, st.buf, st.asked, st.got = true, p, p.Records, n, len(p.Records)
-	if len(p.Records) == 0 {
-		st.done = true
+	st.open, st.asked, st.got = true, n, len(p.Records)
+	return st.take(p)
+}
+
+// take buffers the logs of a listing page that are to be shipped.
+func (st *stream) take(p *salesforce.Page) error {
+	st.page = p
+	for _, r := range p.Records {
+		id, ok := r.String("Id")
+		if !ok || salesforce.ValidateID(id) != nil {
+			return fmt.Errorf("listing returned a log without a valid Id: %v", r["Id"])
+		}
+		start, ok := r.Time("StartTime")
+		if !ok {
+			return fmt.Errorf("log %s has no StartTime", id)
+		}
+		pos := keyset.Position{TS: start, Key: id}
+		ok, err := st.pager.Row(pos)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// The pager abandons the query: its next one lists the logs in another order.
+			st.open = false
+			return nil
+		}
+		if st.tr.Consider(pos) {
+			st.buf = append(st.buf, listed{rec: r, id: id, start: start, cursor: st.tr.Cursor()})
+		}
 	}
 	return nil
 }
@@ -462,34 +569,6 @@ func (st *stream) left() int {
 	return max(left, -1)
 }
 
-// query returns the listing query after the position, LIMIT n.
-func (st *stream) query(n int) (string, error) {
-	o := st.src.opts
-	var cond string
-	if st.id == "" {
-		from := st.ts
-		if from.IsZero() {
-			from = st.sfNow().Add(-o.Lookback)
-			if !o.Start.IsZero() {
-				from = o.Start
-			}
-		}
-		cond = "StartTime >= " + salesforce.FormatDateTime(from)
-	} else {
-		id, err := salesforce.QuoteID(st.id)
-		if err != nil {
-			return "", err
-		}
-		lit := salesforce.FormatDateTime(st.ts)
-		cond = "(StartTime > " + lit + " OR (StartTime = " + lit + " AND Id > " + id + "))"
-	}
-	if len(o.Users) > 0 {
-		cond += " AND LogUser.Username IN " + salesforce.QuoteStrings(o.Users)
-	}
-	return "SELECT " + strings.Join(listFields, ", ") + " FROM ApexLog WHERE " + cond +
-		" ORDER BY StartTime ASC, Id ASC LIMIT " + strconv.Itoa(n), nil
-}
-
 func (st *stream) sfNow() time.Time {
 	now := st.src.opts.Now()
 	if off, ok := st.src.opts.Client.ServerClockOffset(); ok {
@@ -500,16 +579,9 @@ func (st *stream) sfNow() time.Time {
 
 // ship downloads one log's body (or decides not to) and returns its record. An error leaves
 // the log unshipped.
-func (st *stream) ship(ctx context.Context, r salesforce.Record, ahead *body) (source.Record, error) {
+func (st *stream) ship(ctx context.Context, l listed, ahead *body) (source.Record, error) {
 	o := st.src.opts
-	id, ok := r.String("Id")
-	if !ok || salesforce.ValidateID(id) != nil {
-		return source.Record{}, fmt.Errorf("listing returned a log without a valid Id: %v", r["Id"])
-	}
-	start, ok := r.Time("StartTime")
-	if !ok {
-		return source.Record{}, fmt.Errorf("log %s has no StartTime", id)
-	}
+	r, id, start := l.rec, l.id, l.start
 	var body []byte
 	reason := ""
 	if !st.wantsBody(r) {
@@ -568,12 +640,7 @@ func (st *stream) ship(ctx context.Context, r salesforce.Record, ahead *body) (s
 	}
 	var out source.Record
 	out.Shape(st.plan, rec)
-	st.ts, st.id = start, id
-	b, err := json.Marshal(cursor{V: 1, StartTime: salesforce.FormatDateTime(start), LastID: id})
-	if err != nil {
-		return source.Record{}, err
-	}
-	out.Cursor = source.CursorJSON(b)
+	out.Cursor = l.cursor
 	return out, nil
 }
 

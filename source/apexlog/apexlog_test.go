@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -319,6 +320,146 @@ func TestDownloadFailure(t *testing.T) {
 	}
 	if len(third.records) != 1 || meta(third.records[0].Entry, "Id") != gone || meta(third.records[0].Entry, "body_skip_reason") != apexlog.ReasonNotFound {
 		t.Fatalf("third run shipped %v, want the log flagged not_found", third.records)
+	}
+}
+
+// TestLateVisibleLogs: Salesforce writes an ApexLog when its transaction ends, but lists it by
+// StartTime, when it began. A long transaction that started before shorter ones ends after
+// them: its log becomes visible after logs with a later StartTime were shipped. The next run
+// ships it once: found by listing the overlap window again when its StartTime is inside it,
+// by the late-row probe (its Id is above every Id listed) when it is older; without the probe
+// such a log is missed, the documented cost. Nothing is shipped twice.
+func TestLateVisibleLogs(t *testing.T) {
+	tests := []struct {
+		name      string
+		startedAt time.Duration // the late log's StartTime, before epoch; the last log shipped is at -12m
+		opts      apexlog.Options
+		shipped   int
+		events    map[string]int64
+	}{
+		{name: "inside the window", startedAt: 15 * time.Minute, shipped: 1, events: map[string]int64{apexlog.EventLateRecovered: 1}},
+		{name: "older than the window", startedAt: 20 * time.Minute, shipped: 1, events: map[string]int64{apexlog.EventLateRows: 1}},
+		{name: "no window", startedAt: 13 * time.Minute, opts: apexlog.Options{Overlap: -1}, shipped: 1, events: map[string]int64{apexlog.EventLateRows: 1}},
+		{name: "older than the window, no probe", startedAt: 20 * time.Minute, opts: apexlog.Options{NoLateProbe: true}, shipped: 0, events: map[string]int64{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			for i := range 10 {
+				if _, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Duration(30-2*i) * time.Minute), Body: []byte(fmt.Sprint("body ", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Still running: its log is written one minute from now.
+			long, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-tc.startedAt), Body: []byte("long transaction"), VisibleAt: epoch.Add(time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := e.run(t, tc.opts, nil, 0)
+			if first.err != nil {
+				t.Fatal(first.err)
+			}
+			if len(first.records) != 10 {
+				t.Fatalf("first run shipped %d logs, want 10", len(first.records))
+			}
+			e.clock.Advance(2 * time.Minute)
+			second := e.run(t, tc.opts, first.cursor, 0)
+			if second.err != nil {
+				t.Fatal(second.err)
+			}
+			if len(second.records) != tc.shipped || tc.shipped == 1 && (meta(second.records[0].Entry, "Id") != long || second.records[0].Entry.Line != "long transaction") {
+				t.Fatalf("second run shipped %d logs (%v); want %d, the long transaction's %s", len(second.records), second.records, tc.shipped, long)
+			}
+			if !maps.Equal(second.events, tc.events) {
+				t.Fatalf("second run counted %v, want %v", second.events, tc.events)
+			}
+			e.clock.Advance(time.Minute)
+			third := e.run(t, tc.opts, second.cursor, 0)
+			if third.err != nil || len(third.records) != 0 {
+				t.Fatalf("third run: %d logs (%v); want none", len(third.records), third.err)
+			}
+		})
+	}
+}
+
+// TestLateLogsCutAtAnyLog: several logs written late, older than the overlap window, whose
+// StartTimes run against their Ids (the later written started earlier), found by a run that ends
+// after any one of them: every log is shipped exactly once over the following runs.
+func TestLateLogsCutAtAnyLog(t *testing.T) {
+	const late = 3
+	for cut := 1; cut <= late; cut++ {
+		t.Run(fmt.Sprint("cut after ", cut), func(t *testing.T) {
+			e := newEnv(t)
+			for i := range 10 {
+				if _, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Duration(30-2*i) * time.Minute), BodyBytes: 100}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first := e.run(t, apexlog.Options{}, nil, 0)
+			if first.err != nil || len(first.records) != 10 {
+				t.Fatalf("first run: %d logs, %v", len(first.records), first.err)
+			}
+			var ids []string
+			for i := range late {
+				id, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Duration(20+i) * time.Minute), BodyBytes: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			got := map[string]int{}
+			cur := first.cursor
+			for run := range 3 {
+				e.clock.Advance(time.Minute)
+				budget := 0
+				if run == 0 {
+					budget = cut
+				}
+				res := e.run(t, apexlog.Options{}, cur, budget)
+				if res.err != nil {
+					t.Fatal(res.err)
+				}
+				for _, rec := range res.records {
+					got[meta(rec.Entry, "Id")]++
+				}
+				cur = res.cursor
+			}
+			for i, id := range ids {
+				if got[id] != 1 {
+					t.Errorf("late log %d (%s) shipped %d times, want once", i, id, got[id])
+				}
+			}
+			if len(got) != late {
+				t.Errorf("shipped %v, want the %d late logs only", got, late)
+			}
+		})
+	}
+}
+
+// TestCursorWithoutWindowResumes: a cursor as releases before the overlap window wrote it
+// ({"v":1,"start_time","last_id"}) resumes just after its position, with no log lost or
+// repeated, and the next cursor carries the window.
+func TestCursorWithoutWindowResumes(t *testing.T) {
+	e := newEnv(t)
+	var ids []string
+	for i := range 6 {
+		id, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Duration(30-i) * time.Minute), BodyBytes: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	old := json.RawMessage(fmt.Sprintf(`{"v":1,"start_time":"%s","last_id":"%s"}`, salesforce.FormatDateTime(epoch.Add(-27*time.Minute)), ids[3]))
+	res := e.run(t, apexlog.Options{}, old, 0)
+	if res.err != nil || len(res.events) != 0 {
+		t.Fatalf("err %v, events %v", res.err, res.events)
+	}
+	if len(res.records) != 2 || meta(res.records[0].Entry, "Id") != ids[4] || meta(res.records[1].Entry, "Id") != ids[5] {
+		t.Fatalf("shipped %d logs (%v), want the two after the cursor", len(res.records), res.records)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(res.cursor, &c); err != nil || c["from_ts"] == nil || c["seen"] == nil || c["max_id"] != ids[5] {
+		t.Fatalf("cursor %s (%v) carries no window", res.cursor, err)
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package keyset reads a Salesforce object in (timestamp, key) order across runs, so that every
 // row is delivered once although rows become visible late: the keyset queries, the overlap
 // window that reads the recent past again, the late-row probe that finds rows older than the
-// window, and the cursor members that carry them from one run to the next. A source using it
-// sends the queries itself and decodes the members of its cursor that are its own.
+// window, and the cursor members that carry them from one run to the next. The SOQL source
+// (standard objects and Big Objects) and the ApexLog source use it; each sends the queries
+// itself and decodes the members of its cursor that are its own.
 //
 // # Cursor members
 //
@@ -31,10 +32,11 @@
 // # Overlap window and late rows
 //
 // Rows can become visible after newer rows were already read (commit skew, asynchronous
-// persistence). With an overlap window W, each run starts reading not at the position but at
-// from = position.ts − W, and de-duplicates the re-read rows against the seen hashes. A row
-// whose (timestamp, key) is at or before the position but that is not in seen arrived late and
-// is delivered then (counted as "late_rows_recovered"); the position does not move for it.
+// persistence, a debug log written when its transaction ends but listed by when it began).
+// With an overlap window W, each run starts reading not at the position but at from =
+// position.ts − W, and de-duplicates the re-read rows against the seen hashes. A row whose
+// (timestamp, key) is at or before the position but that is not in seen arrived late and is
+// delivered then (counted as "late_rows_recovered"); the position does not move for it.
 //
 // The seen set is bounded by a maximum number of ids. When more rows than that fall inside the
 // window, the oldest are dropped and the window start moves up to the oldest kept row (the

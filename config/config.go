@@ -84,7 +84,7 @@ type Sink struct {
 
 // Loki configures the Loki push client.
 type Loki struct {
-	URL                string            `yaml:"url" default:"http://localhost:3100/loki/api/v1/push" desc:"Full push URL."`
+	URL                string            `yaml:"url" default:"http://localhost:3100/loki/api/v1/push" desc:"Full push URL of the receiver itself: redirects are not followed, a 3xx answer holds the entries."`
 	TenantID           string            `yaml:"tenant_id" desc:"X-Scope-OrgID header (multi-tenant Loki)."`
 	Username           string            `yaml:"username" desc:"Basic auth user."`
 	Password           Secret            `yaml:"password" desc:"Basic auth password; prefer password_file."`
@@ -97,10 +97,10 @@ type Loki struct {
 	BatchTargetBytes   ByteSize          `yaml:"batch_target_bytes" default:"1MiB" desc:"Target compressed size of one push request."`
 	BatchMaxBytes      ByteSize          `yaml:"batch_max_bytes" default:"4MiB" desc:"Hard cap on the uncompressed size of one push request (Loki's default burst is 6 MiB); at most 1GiB."`
 	BatchMaxEntries    int               `yaml:"batch_max_entries" default:"20000" min:"1" desc:"Maximum entries in one push request."`
-	MaxRetries         int               `yaml:"max_retries" default:"5" min:"0" desc:"Retries of one request (5xx, 429, transport errors) within the push timeout; 0 sends each request once."`
+	MaxRetries         int               `yaml:"max_retries" default:"5" min:"0" desc:"Retries of one request (5xx, 429, transport errors) within the push timeout; 0 sends each request once. A request of several entries refused with 429 is split in halves after 3 refusals, or sooner when no retry or no time for one is left."`
 	MinBackoff         Duration          `yaml:"min_backoff" default:"500ms" desc:"First retry delay."`
 	MaxBackoff         Duration          `yaml:"max_backoff" default:"10s" desc:"Longest retry delay."`
-	LineMaxBytes       ByteSize          `yaml:"line_max_bytes" default:"256KiB" desc:"Longer lines are truncated on a UTF-8 boundary and marked in structured metadata."`
+	LineMaxBytes       ByteSize          `yaml:"line_max_bytes" default:"256KiB" desc:"Longer lines are truncated on a UTF-8 boundary and marked in structured metadata (sf2loki_truncated), unless the marker would break the receiver's structured-metadata limits; they are counted either way."`
 	MaxAge             Duration          `yaml:"max_age" default:"168h" desc:"Oldest timestamp the receiver accepts (Loki reject_old_samples_max_age); sf2loki doctor measures it."`
 	OutOfOrderWindow   Duration          `yaml:"out_of_order_window" default:"1h" desc:"How far behind its stream's newest entry the receiver accepts an entry (Loki: half of the ingester's max_chunk_age); sf2loki doctor measures it. See docs/ordering.md."`
 	CreationGrace      Duration          `yaml:"creation_grace_period" default:"10m" desc:"How far in the future the receiver accepts a timestamp (Loki creation_grace_period)."`

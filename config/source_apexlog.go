@@ -18,12 +18,20 @@ type ApexLogSource struct {
 	PageSize            int      `yaml:"page_size" default:"200" min:"1" desc:"Logs listed per query (SOQL LIMIT, at most 2000); each log costs one more call for its body."`
 	DownloadConcurrency int      `yaml:"download_concurrency" default:"8" min:"1" desc:"Bodies downloaded at once, ahead of the job and shipped in order (at most 16; 1 = one at a time)."`
 	MaxRecordsPerRun    int      `yaml:"max_records_per_run" default:"0" min:"0" desc:"Logs one run ships (0 = only batch.max_records)."`
+	Overlap             Duration `yaml:"overlap" default:"5m" desc:"Window (by StartTime) listed again every run for logs written after later-started ones were shipped (a log is written when its transaction ends), de-duplicated against remembered ids (0 = off)."`
+	MaxOverlapIDs       int      `yaml:"max_overlap_ids" default:"500" min:"1" desc:"Log ids remembered in the overlap window (kept in the checkpoint, 8 bytes each); with more logs in the window it shrinks to the newest, with a warning."`
+	LateProbe           bool     `yaml:"late_probe" default:"true" desc:"Each listing also fetches logs older than the overlap window with an Id above every Id read (written late); they are shipped, logged and counted as late_rows. Off: such logs are missed silently."`
 }
 
 // ApexLogOptions returns the source options the section maps to (Client, Shaper and labels are
 // the caller's).
 func (s ApexLogSource) ApexLogOptions() apexlog.Options {
+	overlap := s.Overlap.D()
+	if overlap == 0 {
+		overlap = -1 // off; the option's zero value means the default
+	}
 	return apexlog.Options{
+		Overlap: overlap, MaxOverlapIDs: s.MaxOverlapIDs, NoLateProbe: !s.LateProbe,
 		Users: s.Users, Lookback: s.Lookback.D(), Start: s.Start.T(), MaxBodyBytes: s.MaxBodyBytes.Int(), DownloadMaxAge: s.DownloadMaxAge.D(),
 		PageSize: s.PageSize, MaxRecordsPerRun: s.MaxRecordsPerRun, DownloadConcurrency: s.DownloadConcurrency,
 	}

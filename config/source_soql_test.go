@@ -99,8 +99,13 @@ func TestApexLogConfig(t *testing.T) {
 	cfg := mustLoad(t, sfCreds+"sources:\n  apexlog:\n    enabled: true\n    users: [ann@example.com]\n")
 	o := cfg.Sources.ApexLog.ApexLogOptions()
 	if o.Lookback != time.Hour || o.MaxBodyBytes != 5<<20 || o.DownloadMaxAge != 2*time.Hour || o.PageSize != 200 ||
-		len(o.Users) != 1 {
+		len(o.Users) != 1 || o.Overlap != 5*time.Minute || o.MaxOverlapIDs != 500 || o.NoLateProbe {
 		t.Errorf("apexlog options = %+v", o)
+	}
+	// overlap 0 turns the window off (the option's own zero would mean its default).
+	o = mustLoad(t, sfCreds+"sources:\n  apexlog:\n    enabled: true\n    overlap: 0s\n    max_overlap_ids: 20\n    late_probe: false\n").Sources.ApexLog.ApexLogOptions()
+	if o.Overlap >= 0 || o.MaxOverlapIDs != 20 || !o.NoLateProbe {
+		t.Errorf("apexlog options with the window and probe off = %+v", o)
 	}
 	_, err := load(t, sfCreds+"sources:\n  apexlog:\n    enabled: true\n    users: [\"o'hara@example.com\"]\n    page_size: 5000\n    max_body_bytes: 0\n")
 	wantErrors(t, err, "sources.apexlog.users[0]", "sources.apexlog.page_size", "sources.apexlog.max_body_bytes")

@@ -11,6 +11,7 @@ import (
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
+	"github.com/sf2loki/sf2loki/loki"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
@@ -280,6 +281,48 @@ func TestEntryLargerThanTheRateCapAllowsIsAConfigError(t *testing.T) {
 		}
 		if got := delivered(t, srv); len(got["a"]) != 5 || len(got["b"]) != 0 {
 			t.Errorf("the receiver holds %v; want a 1..5 and nothing of b", got)
+		}
+	})
+}
+
+// slowSink pushes to a receiver after a while (a slow receiver, a client retrying).
+type slowSink struct {
+	job.Pusher
+	took time.Duration
+}
+
+func (s slowSink) Push(ctx context.Context, entries []loki.Entry) loki.Result {
+	time.Sleep(s.took)
+	return s.Pusher.Push(ctx, entries)
+}
+
+// The daily budget cuts the run's one batch, and the push of what it admits, started before
+// the intake deadline, ends after it: intake had already stopped for its deadline when the
+// push ended, yet the run is budget_paused, not ok and caught up with the rest of the batch
+// left for a later run.
+func TestBudgetPauseAfterTheIntakeDeadlineIsBudgetPaused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		coord := jobtest.New()
+		srv, sink := receiver(t, simloki.Options{})
+		src := numbered(map[string]int{"a": 10})
+		src.LineBytes = 100
+		deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: slowSink{Pusher: sink, took: 90 * time.Second}}
+		// Intake stops 60 s in; the push may last 2 minutes and ends 90 s in.
+		opts := job.Options{MaxDuration: 4 * time.Minute, PushReserve: 2 * time.Minute, CommitReserve: 30 * time.Second,
+			ReleaseReserve: 30 * time.Second}
+		opts.Egress = job.EgressOptions{DailyBytes: 500, OnBudget: job.BudgetPause}
+		start := time.Now()
+		rep := job.Run(context.Background(), deps, opts)
+		if took := time.Since(start); took < 90*time.Second {
+			t.Fatalf("setup: the run took %v, want the push to end past the intake deadline", took)
+		}
+		if n := srv.Count(); n == 0 || n == 10 || rep.Records != int64(n) || checkpoints(t, coord)["a"] != n {
+			t.Fatalf("setup: the receiver holds %d entries, %d records reported, stored cursor %d; want part of the batch "+
+				"shipped and committed", n, rep.Records, checkpoints(t, coord)["a"])
+		}
+		if rep.Outcome != job.OutcomeBudgetPaused || rep.CaughtUp {
+			t.Fatalf("the budget held %d of 10 entries back: outcome %s, caught up %v (%s); want budget_paused, not caught up",
+				10-srv.Count(), rep.Outcome, rep.CaughtUp, rep.Error)
 		}
 	})
 }

@@ -65,6 +65,7 @@ type run struct {
 	pushErr      error // a push left entries not delivered (the first such failure)
 	capErr       error // the egress rate caps can never let an entry through: a key is frozen
 	held         int64 // entries the egress rate caps left no time for: the next run ships them
+	budgetPaused bool  // the daily budget (on_budget: pause) held entries back for the next UTC day
 	sourceErrs   []error
 	policyFrozen bool // a key was frozen by on_permanent_reject: freeze
 	caughtUp     bool // every key reached its end
@@ -159,7 +160,7 @@ func (r *run) invoke(ctx context.Context) {
 	}
 	if !r.pollLimits(ctx, r.deadline.Add(-(r.opts.PushReserve + r.opts.CommitReserve + r.opts.ReleaseReserve))) {
 		r.release(ctx)
-		r.decide(false, nil, nil)
+		r.decide(false, nil)
 		return
 	}
 
@@ -210,7 +211,7 @@ func (r *run) invoke(ctx context.Context) {
 	interrupted := ctx.Err() != nil
 	r.hook(StepBeforeRelease)
 	r.release(ctx)
-	r.decide(interrupted, context.Cause(intakeCtx), context.Cause(pushBase))
+	r.decide(interrupted, context.Cause(pushBase))
 }
 
 // pushAndCommit pushes one batch and commits what it settled. It returns why intake must stop,
@@ -291,6 +292,9 @@ func (r *run) pushAndCommit(ctx, pushBase context.Context, b *batch) error {
 func (r *run) overBudget(items []item, cut int) ([]item, error) {
 	if r.opts.Egress.OnBudget == BudgetPause {
 		r.log.Warn("the daily egress budget is spent: pausing until the next UTC day", "budget_bytes", r.opts.Egress.DailyBytes)
+		// A fact of the run, not only why intake stops: intake may stop for its deadline while
+		// the admitted prefix is pushed, and the first cause is the one kept.
+		r.budgetPaused = true
 		return items[:cut], errBudgetPaused
 	}
 	for i := cut; i < len(items); i++ {
@@ -415,10 +419,10 @@ func (r *run) release(ctx context.Context) {
 	}
 }
 
-// decide names the outcome from the facts gathered during the run and why intake stopped
-// (interrupted: a signal cut the batch short; stop: the intake context's cause; aborted: the
-// pushes' context's cause).
-func (r *run) decide(interrupted bool, stop, aborted error) {
+// decide names the outcome from the facts gathered during the run (interrupted: a signal cut
+// the batch short; aborted: the pushes' context's cause). Why intake stopped is no such fact:
+// its first cause is the one kept, and the intake deadline may come first.
+func (r *run) decide(interrupted bool, aborted error) {
 	switch {
 	case r.commitErr != nil:
 		r.end(commitOutcome(r.commitErr, r.shipped), r.commitErr)
@@ -446,7 +450,7 @@ func (r *run) decide(interrupted bool, stop, aborted error) {
 		r.end(OutcomeOf(r.capErr, r.shipped), r.capErr)
 	case len(r.sourceErrs) > 0:
 		r.end(r.partialOr(OutcomeUnavailable), errors.Join(r.sourceErrs...))
-	case errors.Is(stop, errBudgetPaused):
+	case r.budgetPaused:
 		r.end(OutcomeBudgetPaused, errBudgetPaused)
 	case r.policyFrozen:
 		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))

@@ -19,6 +19,25 @@ type keyStream struct {
 	closed bool
 }
 
+// next reads the stream's next record into rec. A panic of the source (a parser tripping over
+// hostile input) is returned as a *sourcePanic: like an error, it stops this key only.
+func (k *keyStream) next(ctx context.Context, rec *source.Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &sourcePanic{value: p, stack: debug.Stack()}
+		}
+	}()
+	return k.stream.Next(ctx, rec)
+}
+
+// sourcePanic is a panic of a stream's Next.
+type sourcePanic struct {
+	value any
+	stack []byte
+}
+
+func (p *sourcePanic) Error() string { return fmt.Sprint("internal error in a source: ", p.value) }
+
 func (k *keyStream) close() {
 	if !k.closed {
 		k.closed = true
@@ -98,7 +117,6 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		}
 	}()
 	cur := &batch{}
-	reading := false // cur's last item is the record a stream's Next is reading
 	// send hands the batch to the pusher; once intake is canceled the batch is dropped (its
 	// records were never pushed, so their cursors are never committed and the next run re-reads
 	// them), so the puller never blocks on a pusher that has stopped reading.
@@ -114,14 +132,10 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		cur = &batch{items: r.mem.nextItems(n)} // batches are alike: no regrowing per batch
 	}
 	defer send()
-	// Runs before send: the record a panicking Next left half read is not part of the batch
-	// (zero, it would be pushed without labels and committed as an empty cursor).
+	// A panic of a stream's Next stops its key only (keyStream.next). One anywhere else (a
+	// stream's Close) stops the puller: the records pulled before it are whole and sent.
 	defer func() {
 		if p := recover(); p != nil {
-			if reading {
-				cur.items[len(cur.items)-1] = item{}
-				cur.items = cur.items[:len(cur.items)-1]
-			}
 			r.log.Error("internal error in a source", "panic", p, "stack", string(debug.Stack()))
 			r.addErr(fmt.Errorf("internal error in a source: %v", p))
 		}
@@ -146,11 +160,11 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 				// The record is read straight into the batch's next item.
 				cur.items = append(cur.items, item{ks: ks.ks})
 				rec := &cur.items[len(cur.items)-1].rec
-				reading = true
-				err := ks.stream.Next(ctx, rec)
-				reading = false
+				err := ks.next(ctx, rec)
 				if err != nil {
-					*rec = source.Record{} // nothing to keep alive
+					// Nothing to keep alive, and nothing of a record a panic left half read
+					// (pushed, its cursor would move the key past it).
+					*rec = source.Record{}
 					cur.items = cur.items[:len(cur.items)-1]
 				}
 				if errors.Is(err, io.EOF) {
@@ -158,12 +172,19 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 					break
 				}
 				if err != nil {
-					if ctx.Err() != nil {
+					var sp *sourcePanic
+					panicked := errors.As(err, &sp)
+					if ctx.Err() != nil && !panicked {
 						return
 					}
 					failed = true
 					name := r.deps.Bindings[ks.ks.binding].ReportName()
-					r.log.Error("source failed; its key stops for this run", "key", ks.ks.key, "err", err)
+					if panicked {
+						r.log.Error("internal error in a source; its key stops for this run", "key", ks.ks.key, "panic", sp.value,
+							"stack", string(sp.stack))
+					} else {
+						r.log.Error("source failed; its key stops for this run", "key", ks.ks.key, "err", err)
+					}
 					r.addErr(fmt.Errorf("%s: %s: %w", name, ks.ks.key, err))
 					if fatalForRun(err) {
 						return

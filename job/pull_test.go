@@ -12,7 +12,7 @@ import (
 	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
-// panickingSource wraps a source: the stream of key panics when asked for its record number at
+// panickingSource wraps a source: the stream of key panics reading its record number at
 // (hostile input a parser trips over), after yielding the ones before it.
 type panickingSource struct {
 	*sourcetest.Numbered
@@ -39,40 +39,44 @@ type panickingStream struct {
 	next, at int
 }
 
+// Next reads record at into rec, as a parser would, and panics before it is whole.
 func (s *panickingStream) Next(ctx context.Context, rec *source.Record) error {
-	if s.next+1 == s.at {
-		panic("hostile row")
-	}
 	err := s.Stream.Next(ctx, rec)
 	if err == nil {
 		s.next++
+		if s.next == s.at {
+			panic("hostile row")
+		}
 	}
 	return err
 }
 
-// A source panics on record 5 of key a, keys a and b served two records a turn: the records
-// pulled before the panic (a and b 1..4) are shipped and committed, and the record the panic
-// left half read is no part of the batch (pushed, it would be dropped as missing labels and
-// its empty cursor would make the commit fail, so every run would ship the batch again).
-func TestSourcePanicShipsAndCommitsWhatWasPulledBefore(t *testing.T) {
+// A source panics reading record 5 of key a (it has filled the record in part), keys a and b
+// served two records a turn and ten a run. Only a stops, like a key whose source fails: the
+// records pulled before the panic (a 1..4) are shipped and committed, the record the panic left
+// half read is no part of the batch (its cursor would move a past it), and b goes on. In the
+// next runs a panics on its first record, and b still advances ten records a run.
+func TestSourcePanicStopsOnlyItsKey(t *testing.T) {
 	coord := jobtest.New()
 	srv, sink := receiver(t, simloki.Options{})
-	src := &panickingSource{Numbered: numbered(map[string]int{"a": 10, "b": 10}), key: "a", at: 5}
+	src := &panickingSource{Numbered: numbered(map[string]int{"a": 10, "b": 30}), key: "a", at: 5}
 	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}
 	opts := baseOptions()
-	opts.Quantum = 2
-	rep := job.Run(context.Background(), deps, opts)
-	if rep.Outcome != job.OutcomePartial || rep.Records != 8 || len(rep.Dropped) != 0 ||
-		len(rep.Errors) != 1 || !strings.Contains(rep.Errors[0], "hostile row") {
-		t.Fatalf("outcome %s, %d records, dropped %v, errors %q (%s); want partial, 8 records, nothing dropped, the panic reported",
-			rep.Outcome, rep.Records, rep.Dropped, rep.Errors, rep.Error)
+	opts.Quantum, opts.MaxRecords = 2, 10
+	for run, b := range []int{6, 16, 26, 30} {
+		rep := job.Run(context.Background(), deps, opts)
+		want := int64(b - []int{0, 6, 16, 26}[run])
+		if run == 0 {
+			want += 4 // a 1..4
+		}
+		if rep.Outcome != job.OutcomePartial || rep.Records != want || len(rep.Dropped) != 0 || len(rep.Errors) != 1 ||
+			!strings.Contains(rep.Errors[0], "hostile row") || !strings.Contains(rep.Errors[0], "a:") {
+			t.Fatalf("run %d: outcome %s, %d records, dropped %v, errors %q (%s); want partial, %d records, nothing dropped, "+
+				"the panic of a reported", run+1, rep.Outcome, rep.Records, rep.Dropped, rep.Errors, rep.Error, want)
+		}
+		if cp := checkpoints(t, coord); cp["a"] != 4 || cp["b"] != b {
+			t.Fatalf("run %d: stored cursors %v; want a at 4, b at %d", run+1, cp, b)
+		}
 	}
-	if cp := checkpoints(t, coord); cp["a"] != 4 || cp["b"] != 4 {
-		t.Fatalf("stored cursors %v; want a and b at 4", cp)
-	}
-	// The next runs panic at once, on a's record 5: they ship nothing again.
-	for range 2 {
-		job.Run(context.Background(), deps, opts)
-	}
-	assertExactlyOnce(t, delivered(t, srv), map[string]int{"a": 4, "b": 4})
+	assertExactlyOnce(t, delivered(t, srv), map[string]int{"a": 4, "b": 30})
 }

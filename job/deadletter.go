@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
@@ -40,9 +41,10 @@ type DeadLetter struct {
 // (such a write in an earlier run), the next dead letter begins with a line break. The fragment
 // is then one unreadable line that a replay skips, and never takes the next dead letter with it.
 type deadLetterWriter struct {
-	w       io.Writer
-	checked bool // the file's end was looked at
-	midLine bool // the last byte written is not a line break
+	w        io.Writer
+	checked  bool // the file's end was looked at
+	midLine  bool // the last byte written is not a line break
+	unsynced bool // bytes were written since the last sync
 }
 
 func (d *deadLetterWriter) write(it item, rej loki.Rejection, dest string) error {
@@ -70,12 +72,32 @@ func (d *deadLetterWriter) write(it item, rej loki.Rejection, dest string) error
 	// One write: appends of whole writes do not interleave with another writer's.
 	n, err := d.w.Write(b)
 	if n > 0 {
-		d.midLine = b[n-1] != '\n'
+		d.midLine, d.unsynced = b[n-1] != '\n', true
 	}
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
 	}
 	return err
+}
+
+// sync makes what was written since the last sync durable, when the writer can be synced (a
+// file, or anything with a Sync method; an S3 dead letter is stored by each write). A file
+// that cannot be synced (a pipe, a terminal) has nothing on disk to make durable.
+func (d *deadLetterWriter) sync() error {
+	if !d.unsynced {
+		return nil
+	}
+	// Whatever the result: after a failed sync, nothing may rely on the bytes written before it
+	// (the caller takes back what did), and a retry's success would not prove them written.
+	d.unsynced = false
+	s, ok := d.w.(interface{ Sync() error })
+	if !ok {
+		return nil
+	}
+	if err := s.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return fmt.Errorf("syncing the dead-letter file: %w", err)
+	}
+	return nil
 }
 
 // endsMidLine reports whether w is a file whose last byte is not a line break. A file that

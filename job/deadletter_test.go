@@ -14,6 +14,7 @@ import (
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
+	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
 // TestDeadLetterSourceReplaysAFile: two dead letters and a damaged line. The damaged line is
@@ -205,5 +206,134 @@ func TestDeadLetterIntoAFileEndingInAFragmentBeginsANewLine(t *testing.T) {
 	if got["a"][5] != 1 || rrep.Events["deadletter.unreadable_dead_letter"] != 1 {
 		t.Fatalf("replaying the dead letter ships a #5 %d times (replay %s, events %v); want once, the fragment skipped. "+
 			"Dead letter:\n%s", got["a"][5], rrep.Outcome, rrep.Events, data)
+	}
+}
+
+// syncingWriter is a dead-letter file that counts its syncs and the writes not synced yet;
+// with fail set, every sync fails.
+type syncingWriter struct {
+	buf             bytes.Buffer
+	syncs, unsynced int
+	fail            error
+}
+
+func (w *syncingWriter) Write(p []byte) (int, error) {
+	w.unsynced++
+	return w.buf.Write(p)
+}
+
+func (w *syncingWriter) Sync() error {
+	w.syncs++
+	if w.fail != nil {
+		return w.fail
+	}
+	w.unsynced = 0
+	return nil
+}
+
+// rejectNumbers makes srv refuse for good the numbered entries ns[key] of each key.
+func rejectNumbers(srv *simloki.Server, ns map[string][]int) {
+	srv.RejectEntries(func(e simloki.Entry) bool {
+		k, n, ok := sourcetest.ParseLine(e.Line)
+		return ok && slices.Contains(ns[k], n)
+	}, "entry too old")
+}
+
+// The checkpoint store's commits are durable, so the dead letters of the entries a commit
+// moves past must be durable before it: a power loss would otherwise lose them with their
+// cursors committed. The file is synced once before each commit that follows dead letters
+// (three batches, the first two with dead letters: two syncs for three dead letters), never
+// with a dead letter not synced yet.
+func TestDeadLettersAreSyncedBeforeTheCommitThatPassesThem(t *testing.T) {
+	srv, sink := receiver(t, simloki.Options{})
+	rejectNumbers(srv, map[string][]int{"a": {5, 7}, "b": {5}})
+	coord := jobtest.New()
+	w := &syncingWriter{}
+	opts := baseOptions()
+	opts.DeadLetter, opts.PushEntries = w, 10 // a batch per key
+	opts.Hook = func(s job.Step) {
+		if s == job.StepBeforeCommit && w.unsynced > 0 {
+			t.Errorf("a commit with %d dead letters not synced", w.unsynced)
+		}
+	}
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 10, "b": 10, "c": 10})}}, Sink: sink}
+	rep := job.Run(context.Background(), deps, opts)
+	if rep.Outcome != job.OutcomeOK || rep.Commits != 3 || rep.Dropped["bad_request"] != 3 {
+		t.Fatalf("setup: outcome %s, %d commits, dropped %v (%s)", rep.Outcome, rep.Commits, rep.Dropped, rep.Error)
+	}
+	if w.syncs != 2 {
+		t.Errorf("%d syncs; want 2, one before each commit that follows dead letters", w.syncs)
+	}
+	if cp := checkpoints(t, coord); cp["a"] != 10 || cp["b"] != 10 || cp["c"] != 10 {
+		t.Errorf("stored cursors %v; want every key at 10", cp)
+	}
+}
+
+// A sync of the dead-letter file fails: the dead letters written since the last one may be
+// lost, so no cursor is committed past their entries. Their key is frozen at its first such
+// entry, as when a dead letter cannot be written (its entries before it committed, the rest
+// shipped again by the next run, which dead-letters the entry anew); the other key commits.
+func TestFailedDeadLetterSyncHoldsTheCommitOfItsKeys(t *testing.T) {
+	srv, sink := receiver(t, simloki.Options{})
+	rejectNumbers(srv, map[string][]int{"a": {5, 7}})
+	coord := jobtest.New()
+	w := &syncingWriter{fail: syscall.EIO}
+	opts := baseOptions()
+	opts.DeadLetter = w
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 10, "b": 10})}}, Sink: sink}
+	rep := job.Run(context.Background(), deps, opts)
+	if rep.Outcome != job.OutcomePartial || len(rep.Errors) != 1 || !strings.Contains(rep.Errors[0], "dead letter") ||
+		!strings.Contains(rep.Errors[0], syscall.EIO.Error()) {
+		t.Fatalf("outcome %s, errors %q (%s); want partial naming the failed sync", rep.Outcome, rep.Errors, rep.Error)
+	}
+	if cp := checkpoints(t, coord); cp["a"] != 4 || cp["b"] != 10 {
+		t.Fatalf("stored cursors %v; want a held at 4 (before its dead letters), b at 10", cp)
+	}
+	if len(rep.Frozen) != 1 || rep.Frozen[0].Key != "a" || !strings.Contains(rep.Frozen[0].Reason, "dead letter") {
+		t.Errorf("frozen %+v; want a, naming the dead letter", rep.Frozen)
+	} else if _, n, _ := sourcetest.ParseLine(rep.Frozen[0].Line); n != 5 {
+		t.Errorf("a is frozen at #%d; want #5, its first dead letter", n)
+	}
+	if len(rep.Dropped) != 0 || rep.Uncommitted != 4 { // a 6, 8, 9, 10
+		t.Errorf("dropped %v, uncommitted %d; want nothing dropped for good, 4 entries to ship again", rep.Dropped, rep.Uncommitted)
+	}
+	w.fail = nil
+	rep = job.Run(context.Background(), deps, opts)
+	if rep.Outcome != job.OutcomeOK || rep.Dropped["bad_request"] != 2 || checkpoints(t, coord)["a"] != 10 {
+		t.Fatalf("next run: outcome %s, dropped %v, stored cursors %v (%s); want ok, a #5 and #7 dropped, a at 10",
+			rep.Outcome, rep.Dropped, checkpoints(t, coord), rep.Error)
+	}
+}
+
+// A dead letter written to a pipe (dead_letter_path: /dev/stdout under a log collector) has
+// nothing on disk to sync: its sync failing for that is no failure, and the key advances.
+func TestDeadLetterToAPipeNeedsNoSync(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	var got bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = got.ReadFrom(pr)
+	}()
+	srv, sink := receiver(t, simloki.Options{})
+	rejectNumbers(srv, map[string][]int{"a": {5}})
+	coord := jobtest.New()
+	opts := baseOptions()
+	opts.DeadLetter = pw
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: numbered(map[string]int{"a": 10})}}, Sink: sink}
+	rep := job.Run(context.Background(), deps, opts)
+	pw.Close()
+	<-read
+	if rep.Outcome != job.OutcomeOK || rep.Dropped["bad_request"] != 1 || checkpoints(t, coord)["a"] != 10 {
+		t.Fatalf("outcome %s, dropped %v, stored cursors %v (%s); want ok, #5 dropped, a at 10",
+			rep.Outcome, rep.Dropped, checkpoints(t, coord), rep.Error)
+	}
+	if n := strings.Count(got.String(), "\n"); n != 1 {
+		t.Errorf("the pipe got %d dead letters, want 1:\n%s", n, got.String())
 	}
 }

@@ -3,6 +3,7 @@ package job
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -27,6 +28,26 @@ type keyState struct {
 	// pendingAccepted counts accepted entries whose cursor is not committed yet.
 	pendingAccepted int64
 	frozen          bool // frozen or held: nothing more of the key is pushed or committed in this run
+	// undurable is the key as it was before the first entry it passed whose dead letter is not
+	// synced yet (nil: none): a failed sync takes the key back to it.
+	undurable *undurable
+}
+
+// undurable is a key's ledger before it passed an entry whose dead letter is not synced yet.
+type undurable struct {
+	at              item // that entry (valid while its batch settles)
+	candidate       source.Position
+	dirty           bool
+	pendingAccepted int64
+	dropped         []loki.Reason // why the key's entries were dropped since, that one's first
+}
+
+// deadLettered notes that ks passes it, whose dead letter is not synced yet, dropped for reason.
+func (ks *keyState) deadLettered(it *item, reason loki.Reason) {
+	if ks.undurable == nil {
+		ks.undurable = &undurable{at: *it, candidate: ks.candidate, dirty: ks.dirty, pendingAccepted: ks.pendingAccepted}
+	}
+	ks.undurable.dropped = append(ks.undurable.dropped, reason)
 }
 
 // item is one pulled record on its way through a push and a commit.
@@ -75,7 +96,8 @@ type settled struct {
 // done freezes its key (or holds it, when the rate caps left no time to push the record):
 // nothing after it on that key is ever committed in this run.
 // outcomes[i] is the push outcome of the i-th non-skip item; dropped reports whether a rejected
-// entry was disposed of (counted and dead-lettered) and may be passed.
+// entry was disposed of (counted and dead-lettered) and may be passed. The dead letters are
+// synced before the cursors that pass them are handed to the commit.
 func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.Rejection) bool) settled {
 	s := settled{updates: map[string]json.RawMessage{}}
 	n := 0
@@ -108,6 +130,9 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 		case loki.Rejected:
 			rej := sh.rejected[idx]
 			if dropped(*it, rej) {
+				if r.deadLetter != nil {
+					ks.deadLettered(it, rej.Reason)
+				}
 				ks.candidate, ks.dirty = it.rec.Cursor, true
 				r.sourceReport(ks).Dropped++
 				continue
@@ -131,6 +156,7 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 			}
 		}
 	}
+	r.syncDeadLetters()
 	for _, ks := range r.keysInOrder {
 		if ks.dirty {
 			ks.pending = ks.candidate.JSON()
@@ -138,6 +164,45 @@ func (r *run) settle(items []item, sh *shipment, dropped func(it item, rej loki.
 		}
 	}
 	return s
+}
+
+// syncDeadLetters makes the dead letters written since the last commit durable before the
+// next commit moves their keys past their entries: the checkpoint store's commits are
+// durable, and a power loss must not take the dead letters of entries a committed cursor has
+// passed. It syncs once for all of them. When the sync fails, each key that passed such an
+// entry is taken back to the first one and frozen there, as when a dead letter cannot be
+// written: its entries before it are committed, the next run ships the rest again.
+func (r *run) syncDeadLetters() {
+	if r.deadLetter == nil || !r.deadLetter.unsynced {
+		return // nothing written since the last sync: no key passed an undurable dead letter
+	}
+	err := r.deadLetter.sync()
+	if err != nil {
+		r.log.Error("cannot sync the dead letter: the keys that passed an entry since the last sync are frozen at it instead", "err", err)
+		r.addErr(fmt.Errorf("dead letter: %w", err))
+	}
+	for _, ks := range r.keysInOrder {
+		u := ks.undurable
+		if u == nil {
+			continue
+		}
+		ks.undurable = nil
+		if err == nil {
+			continue
+		}
+		r.rep.Uncommitted += ks.pendingAccepted - u.pendingAccepted
+		ks.candidate, ks.dirty, ks.pendingAccepted = u.candidate, u.dirty, u.pendingAccepted
+		for _, reason := range u.dropped { // not dropped for good: the next run ships them again
+			r.rep.Dropped[string(reason)]--
+			if r.rep.Dropped[string(reason)] == 0 {
+				delete(r.rep.Dropped, string(reason))
+			}
+			r.sourceReport(ks).Dropped--
+		}
+		// Stopped at an earlier entry than any later one this batch froze it at.
+		r.rep.Frozen = slices.DeleteFunc(r.rep.Frozen, func(f FrozenKey) bool { return f.Key == ks.key })
+		r.freeze(ks, u.at, "its dead letter could not be made durable: "+err.Error())
+	}
 }
 
 // accepted adds an accepted entry to the report's records and bytes (as sent: after the line

@@ -2,6 +2,7 @@ package job
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -101,8 +102,8 @@ func (d *deadLetterWriter) sync() error {
 }
 
 // endsMidLine reports whether w is a file whose last byte is not a line break. A file that
-// cannot be read back counts as one: a line break too many is an empty line, while one too
-// few glues the next dead letter to a fragment.
+// cannot be read back counts as one: a line break too many is an empty line, which a replay
+// passes, while one too few glues the next dead letter to a fragment.
 func endsMidLine(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -277,8 +278,9 @@ func (s *deadLetterStream) Key() string  { return s.key }
 func (s *deadLetterStream) Close() error { return s.f.Close() }
 
 // Next fills rec with the next dead letter's entry. A line that is not a dead letter is skipped
-// (reason unreadable_dead_letter) with a warning, so one damaged line never blocks the rest.
-// The file's end is the end of its last line break: what follows is not a line yet.
+// (reason unreadable_dead_letter) with a warning, so one damaged line never blocks the rest; an
+// empty line carries nothing and is passed silently. The file's end is the end of its last line
+// break: what follows is not a line yet.
 func (s *deadLetterStream) Next(ctx context.Context, rec *source.Record) error {
 	r, err := s.nextRecord(ctx)
 	return source.Fill(rec, r, err)
@@ -286,22 +288,32 @@ func (s *deadLetterStream) Next(ctx context.Context, rec *source.Record) error {
 
 // nextRecord returns the next record, for Next to fill in.
 func (s *deadLetterStream) nextRecord(ctx context.Context) (source.Record, error) {
-	if err := ctx.Err(); err != nil {
-		return source.Record{}, err
-	}
-	line, err := s.r.ReadBytes('\n')
-	if errors.Is(err, io.EOF) {
-		if len(line) > 0 {
-			// Not a line yet: another writer (a backfill, another job group sharing the file)
-			// may be appending it. The replay stops before it and the next one reads it whole.
-			s.log.Log.Info("the dead-letter file ends in part of a line: the replay stops before it", "offset", s.offset)
+	var line []byte
+	for {
+		if err := ctx.Err(); err != nil {
+			return source.Record{}, err
 		}
-		return source.Record{}, io.EOF
+		var err error
+		line, err = s.r.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			if len(line) > 0 {
+				// Not a line yet: another writer (a backfill, another job group sharing the
+				// file) may be appending it. The replay stops before it and the next one reads
+				// it whole.
+				s.log.Log.Info("the dead-letter file ends in part of a line: the replay stops before it", "offset", s.offset)
+			}
+			return source.Record{}, io.EOF
+		}
+		if err != nil {
+			return source.Record{}, err
+		}
+		s.offset += int64(len(line))
+		// An empty line is no damage: a run that could not read the file's last byte begins
+		// its dead letter with a line break, in case the file ended in part of a line.
+		if len(bytes.TrimSpace(line)) > 0 {
+			break
+		}
 	}
-	if err != nil {
-		return source.Record{}, err
-	}
-	s.offset += int64(len(line))
 	b, _ := json.Marshal(deadLetterCursor{V: 1, Offset: s.offset})
 	rec := source.Record{Cursor: source.CursorJSON(b)}
 	var dl DeadLetter

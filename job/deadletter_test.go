@@ -337,3 +337,28 @@ func TestDeadLetterToAPipeNeedsNoSync(t *testing.T) {
 		t.Errorf("the pipe got %d dead letters, want 1:\n%s", n, got.String())
 	}
 }
+
+// An empty line in the dead-letter file (a run that could not read the file's last byte
+// begins its dead letter with a line break, in case the file ended in part of a line) carries
+// nothing: the replay passes it without a warning, and still counts a line that is not a dead
+// letter as unreadable.
+func TestDeadLetterReplayPassesEmptyLinesSilently(t *testing.T) {
+	own := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
+	data := "\n" + deadLetterLine(own, "one") + "\n\n\n \r\nnot a dead letter\n" + deadLetterLine(own.Add(time.Second), "two") + "\n\n"
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, sink := receiver(t, simloki.Options{})
+	coord := jobtest.New()
+	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}
+	rep := job.Run(context.Background(), deps, baseOptions())
+	if rep.Outcome != job.OutcomeOK || rep.Records != 2 || rep.Events["deadletter.unreadable_dead_letter"] != 1 {
+		t.Fatalf("%s %s: %d records, events %v; want ok, 2 records, the one line that is not a dead letter unreadable",
+			rep.Outcome, rep.Error, rep.Records, rep.Events)
+	}
+	if rep := job.Run(context.Background(), deps, baseOptions()); rep.Outcome != job.OutcomeOK || rep.Records != 0 ||
+		len(rep.Events) != 0 || srv.Count() != 2 {
+		t.Fatalf("second replay: %s, %d records, events %v", rep.Outcome, rep.Records, rep.Events)
+	}
+}

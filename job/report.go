@@ -51,7 +51,9 @@ type Report struct {
 	// line cap).
 	Records int64 `json:"records"`
 	Bytes   int64 `json:"bytes"`
-	// Truncated counts lines cut by the line cap (sink.loki.line_max_bytes) and marked.
+	// Truncated counts lines cut by the line cap (sink.loki.line_max_bytes). A cut line carries
+	// the structured-metadata marker sf2loki_truncated only where the receiver's limits take it
+	// (loki.Truncation.Marked); it is counted either way.
 	Truncated int64 `json:"truncated,omitempty"`
 	// InDoubt counts entries of pushes that were sent but never answered (cut by a lost lease,
 	// a signal or a timeout): the receiver may hold them although they are not counted as

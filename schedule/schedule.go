@@ -28,8 +28,8 @@ type Options struct {
 	Jitter time.Duration
 	// Grace is how long shutdown waits for a running invocation to commit and release.
 	Grace time.Duration
-	// MaxRun is an invocation's longest run: a tick later than Jitter + MaxRun + 1m makes
-	// /healthz fail.
+	// MaxRun is an invocation's longest run: a tick later than Jitter + MaxRun + 1m, or an
+	// invocation running longer than that, makes /healthz fail.
 	MaxRun time.Duration
 	// UnreadyAfter is how many consecutive failed ticks of a job make /readyz fail (0: never).
 	UnreadyAfter int
@@ -207,11 +207,21 @@ func (s *Scheduler) health(now time.Time) (bool, map[string]any) {
 	jobs := map[string]TickState{}
 	for name, st := range s.ticks {
 		jobs[name] = *st
-		if next := s.cron.Entry(s.ids[name]).Next; !st.Running && !next.IsZero() && now.After(next.Add(s.slack)) {
+		if s.overdue(st, s.cron.Entry(s.ids[name]).Next, now) {
 			ok = false
 		}
 	}
 	return ok, map[string]any{"ok": ok, "jobs": jobs}
+}
+
+// overdue reports whether a job's tick is later than the slack. A running invocation is late
+// once it has run longer than the slack: SkipIfStillRunning skips the ticks it blocks and cron
+// moves next past them, so a hung invocation would otherwise never look overdue.
+func (s *Scheduler) overdue(st *TickState, next, now time.Time) bool {
+	if st.Running {
+		return now.After(st.LastStart.Add(s.slack))
+	}
+	return !next.IsZero() && now.After(next.Add(s.slack))
 }
 
 // handler serves /healthz, /readyz and, from the process's metrics, /metrics.

@@ -211,3 +211,37 @@ func TestReadyzTurnsUnreadyAfterFailedTicks(t *testing.T) {
 		t.Errorf("unready_after 0: /readyz %d %v after 5 failed ticks, want 200", code, body)
 	}
 }
+
+// TestSchedulerHealthFailsWhenAnInvocationHangs: a hung invocation (a call that ignores its
+// context) makes SkipIfStillRunning skip every later tick while cron moves next forward, so
+// only the running invocation's age shows that no tick ran: once it has run longer than
+// Jitter + MaxRun + 1m, /healthz must fail and the liveness probe restart the process.
+func TestSchedulerHealthFailsWhenAnInvocationHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		run := func(context.Context) *job.Report {
+			<-release // hung: ignores its context
+			return &job.Report{Outcome: job.OutcomeOK}
+		}
+		s, err := New(testOptions(), []Job{{Name: "default", Spec: "@every 1m", Run: run}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		time.Sleep(3 * time.Minute) // the first tick's invocation is 2m old: within MaxRun (3m)
+		within, body := s.health(time.Now())
+		time.Sleep(27 * time.Minute) // 29m old: far past Jitter + MaxRun + 1m
+		hung, hungBody := s.health(time.Now())
+		close(release)
+		cancel()
+		<-done
+		if !within {
+			t.Errorf("/healthz failed while the invocation was still within MaxRun: %v", body)
+		}
+		if hung {
+			t.Errorf("/healthz ok although the invocation has run 29 minutes (MaxRun 3m) and blocked every later tick: %v", hungBody)
+		}
+	})
+}

@@ -1,11 +1,13 @@
 package salesforce
 
 import (
+	"bytes"
 	"context"
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -182,13 +184,7 @@ func (t *tokenSource) mint(ctx context.Context) (*Session, error) {
 		header: hdr, body: []byte(form.Encode()),
 	}, func(b []byte) error {
 		tr = tokenResponse{}
-		if err := json.Unmarshal(b, &tr); err != nil {
-			return err
-		}
-		if tr.AccessToken == "" || tr.InstanceURL == "" {
-			return errors.New("token response lacks access_token or instance_url")
-		}
-		return nil
+		return tr.decode(b)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("salesforce: token request to %s (%s): %w", o.LoginURL, o.AuthMode, err)
@@ -238,6 +234,38 @@ type tokenResponse struct {
 	AccessToken string `json:"access_token"`
 	InstanceURL string `json:"instance_url"`
 	ID          string `json:"id"`
+}
+
+// decode reads a token answer into tr. Its errors say what is wrong with the answer without
+// quoting any of it, not even a value's JSON error: the answer carries the access token.
+func (tr *tokenResponse) decode(b []byte) error {
+	err := json.Unmarshal(b, tr)
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+	case len(bytes.TrimSpace(b)) == 0:
+		return errors.New("the token answer is empty")
+	case errors.As(err, &syntax):
+		// A JSON value cut short reads as io.ErrUnexpectedEOF from a Decoder (Unmarshal gives
+		// only a message for it): a proxy or a dropped connection ended the answer early.
+		if errors.Is(json.NewDecoder(bytes.NewReader(b)).Decode(new(json.RawMessage)), io.ErrUnexpectedEOF) {
+			return errors.New("the token answer's JSON is truncated")
+		}
+		return fmt.Errorf("the token answer is not valid JSON (at byte %d)", syntax.Offset)
+	case errors.As(err, &typ) && typ.Field != "":
+		// typ.Value may hold the value itself ("number 123"): only its place is named.
+		return fmt.Errorf("the token answer's %s is not a JSON %s", typ.Field, typ.Type)
+	default: // an array, a string or a number
+		return errors.New("the token answer is not a JSON object")
+	}
+	switch {
+	case tr.AccessToken == "":
+		return errors.New("the token answer lacks access_token")
+	case tr.InstanceURL == "":
+		return errors.New("the token answer lacks instance_url")
+	}
+	return nil
 }
 
 // parseIdentityURL reads the org and user ids out of an identity URL

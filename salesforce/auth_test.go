@@ -1,10 +1,14 @@
 package salesforce
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -517,5 +521,111 @@ func TestFirstAssertionSignedAhead(t *testing.T) {
 				t.Fatalf("exp of the assertions sent = %v, want %v (the first signed at t0%+v, the second at the second mint)", exps, want, tc.signed)
 			}
 		})
+	}
+}
+
+// TestTokenAnswerNeverQuoted: an error about a token answer (and the debug log of its retries)
+// says what is wrong with it, its Content-Type and its size, and quotes none of it: the answer
+// carries the access token first, and may carry a refresh or id token.
+func TestTokenAnswerNeverQuoted(t *testing.T) {
+	const secret = "00D5g000000AbCd!AR8AQSECRETSESSIONTOKENabcdefghijklmnop"
+	const digits = "4815162342481516234248151623"
+	id := `"id":"https://login.salesforce.com/id/` + testOrgID + `/` + testUserID + `"`
+	tests := []struct {
+		name    string
+		status  int
+		body    string
+		secret  string
+		wantMsg string
+	}{
+		{"truncated by a proxy", 200,
+			`{"access_token":"` + secret + `","signature":"c2ln","scope":"api","instance_url":"https://acme.my.sales`,
+			secret, "truncated"},
+		{"no instance_url", 200,
+			`{"access_token":"` + secret + `","signature":"c2ln","scope":"api",` + id + `,"token_type":"Bearer"}`,
+			secret, "lacks instance_url"},
+		{"other tokens but no access_token", 200,
+			`{"refresh_token":"` + secret + `","id_token":"` + secret + `","instance_url":"https://acme.my.salesforce.com"}`,
+			secret, "lacks access_token"},
+		{"a token of the wrong type", 200,
+			`{"access_token":` + digits + `,"instance_url":"https://acme.my.salesforce.com"}`,
+			digits, "access_token is not a JSON string"},
+		{"a proxy page echoing the grant", 502,
+			`<html><body>upstream failed for client_secret=` + secret + `</body></html>`,
+			secret, "not quoted"},
+		{"a refusal that is not OAuth JSON", 400,
+			`grant refused: assertion ` + secret,
+			secret, "not quoted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			org := newTestOrg(t)
+			org.tokenHook = func(w http.ResponseWriter, r *http.Request) bool {
+				w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+				w.WriteHeader(tt.status)
+				_, _ = w.Write([]byte(tt.body))
+				return true
+			}
+			var mu sync.Mutex
+			var logged bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			c := org.client(t, func(o *Options) { o.Logger = logger; o.MaxAttempts = 2 })
+			_, err := c.Limits(context.Background())
+			if err == nil {
+				t.Fatal("Limits succeeded with a broken token answer")
+			}
+			t.Logf("error: %v", err)
+			if strings.Contains(err.Error(), tt.secret[:16]) {
+				t.Errorf("the error quotes the token answer:\n%v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Contains(logged.String(), tt.secret[:16]) {
+				t.Errorf("the log quotes the token answer:\n%s", logged.String())
+			}
+			for _, want := range []string{tt.wantMsg, fmt.Sprintf("%d bytes", len(tt.body))} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if tt.status == 200 {
+				var br *BadResponseError
+				if !errors.As(err, &br) || !br.Withheld || br.Excerpt != "" || br.Size != len(tt.body) ||
+					!strings.Contains(err.Error(), "application/json;charset=UTF-8") || !errors.Is(err, ErrUnavailable) {
+					t.Errorf("err = %#v (%v), want an unavailable *BadResponseError of %d bytes, withheld, naming its Content-Type",
+						br, err, len(tt.body))
+				}
+			}
+		})
+	}
+}
+
+// TestTokenAnswerDecodeErrors: each way a token answer can be broken gets its own description.
+func TestTokenAnswerDecodeErrors(t *testing.T) {
+	const ok = `{"access_token":"tok","instance_url":"https://acme.my.salesforce.com"}`
+	tests := []struct{ body, want string }{
+		{ok, ""},
+		{"", "is empty"},
+		{" \r\n", "is empty"},
+		{ok[:20], "JSON is truncated"},
+		{ok[:len(ok)-1], "JSON is truncated"},
+		{ok + " x", fmt.Sprintf("not valid JSON (at byte %d)", len(ok)+2)},
+		{"<html>", "not valid JSON (at byte 1)"},
+		{`["tok"]`, "not a JSON object"},
+		{`"tok"`, "not a JSON object"},
+		{`{"access_token":"tok","instance_url":42}`, "instance_url is not a JSON string"},
+		{`null`, "lacks access_token"},
+		{`{"instance_url":"https://acme.my.salesforce.com"}`, "lacks access_token"},
+		{`{"access_token":"tok"}`, "lacks instance_url"},
+	}
+	for _, tt := range tests {
+		var tr tokenResponse
+		err := tr.decode([]byte(tt.body))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("decode(%q) = %v, want nil", tt.body, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("decode(%q) = %v, want an error saying %q", tt.body, err, tt.want)
+		}
 	}
 }

@@ -227,7 +227,8 @@ func (c *Client) sendOnce(ctx context.Context, r request) (*http.Response, error
 func responseError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	_ = resp.Body.Close()
-	return errorFromBody(resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, b)
+	k, _ := resp.Request.Context().Value(kindKey{}).(Kind)
+	return errorFromBody(resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, b, !k.mayCarrySecrets())
 }
 
 // checkRetry is retryablehttp's CheckRetry: the policy of policy.go.
@@ -282,7 +283,8 @@ func (c *Client) giveUp(resp *http.Response, err error, attempts int) (*http.Res
 }
 
 // callJSON performs r, reads the 2xx body and passes it to decode; a body
-// decode rejects is a *BadResponseError (and is retried).
+// decode rejects is a *BadResponseError (and is retried). For a kind whose
+// answers may carry secrets, decode's error must not quote the body either.
 func (c *Client) callJSON(ctx context.Context, r request, decode func([]byte) error) error {
 	r.accept = func(resp *http.Response) error {
 		defer func() { _ = resp.Body.Close() }()
@@ -300,7 +302,12 @@ func (c *Client) callJSON(ctx context.Context, r request, decode func([]byte) er
 			u := *resp.Request.URL
 			u.RawQuery = ""
 			bad := &BadResponseError{URL: u.String(), StatusCode: resp.StatusCode,
-				ContentType: resp.Header.Get("Content-Type"), Excerpt: excerpt(b), Err: err}
+				ContentType: resp.Header.Get("Content-Type"), Size: len(b), Err: err}
+			if r.kind.mayCarrySecrets() {
+				bad.Withheld = true
+			} else {
+				bad.Excerpt = excerpt(b)
+			}
 			c.putBody(b)
 			return bad
 		}

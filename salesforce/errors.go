@@ -83,7 +83,8 @@ func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 // APIError is a non-2xx REST answer. ErrorCode and Message come from the
 // first element of Salesforce's error array ([{"message","errorCode"}]);
 // for bodies that are not such an array (HTML, empty) ErrorCode is empty and
-// Message holds an excerpt of the body.
+// Message holds an excerpt of the body, or only its size for a token answer,
+// which is never quoted (see Kind.mayCarrySecrets).
 type APIError struct {
 	StatusCode int
 	ErrorCode  string
@@ -164,11 +165,19 @@ type BadResponseError struct {
 	URL         string // scheme, host and path; no query string
 	StatusCode  int
 	ContentType string
-	Excerpt     string // the first bytes of the body
-	Err         error  // the decode error
+	Size        int    // the body's length in bytes
+	Excerpt     string // the first bytes of the body; empty when Withheld
+	// Withheld is set for an answer that may carry credentials (a token answer): its body is
+	// described by Size and ContentType, never quoted.
+	Withheld bool
+	Err      error // the decode error
 }
 
 func (e *BadResponseError) Error() string {
+	if e.Withheld {
+		return fmt.Sprintf("salesforce: unexpected response from %s: HTTP %d, Content-Type %q, %s: %v",
+			e.URL, e.StatusCode, e.ContentType, withheldBody(e.Size), e.Err)
+	}
 	return fmt.Sprintf("salesforce: unexpected response from %s: HTTP %d, Content-Type %q, body starts %q: %v",
 		e.URL, e.StatusCode, e.ContentType, e.Excerpt, e.Err)
 }
@@ -193,6 +202,12 @@ func unavailable(err error) error {
 
 const excerptLen = 200
 
+// withheldBody describes, in place of an excerpt, the body of an answer that may carry
+// credentials.
+func withheldBody(size int) string {
+	return fmt.Sprintf("a body of %d bytes (not quoted: a token answer may carry credentials)", size)
+}
+
 // excerpt returns the first excerptLen bytes of b as valid UTF-8.
 func excerpt(b []byte) string {
 	if len(b) > excerptLen {
@@ -202,8 +217,10 @@ func excerpt(b []byte) string {
 }
 
 // errorFromBody turns a non-2xx answer into *AuthError (OAuth shape) or
-// *APIError (REST array shape, or anything else).
-func errorFromBody(method, path string, status int, body []byte) error {
+// *APIError (REST array shape, or anything else). An answer of any other shape
+// is quoted in the APIError's Message only when quote is set; otherwise only
+// its size is given.
+func errorFromBody(method, path string, status int, body []byte, quote bool) error {
 	trimmed := strings.TrimSpace(string(body))
 	if strings.HasPrefix(trimmed, "[") {
 		var arr []struct {
@@ -233,7 +250,10 @@ func errorFromBody(method, path string, status int, body []byte) error {
 			}
 		}
 	}
-	e := &APIError{StatusCode: status, Message: excerpt(body), Method: method, Path: path}
+	e := &APIError{StatusCode: status, Message: withheldBody(len(body)), Method: method, Path: path}
+	if quote {
+		e.Message = excerpt(body)
+	}
 	// A plain-text answer can still carry a code the policy acts on (userinfo
 	// answers 403 "Bad_OAuth_Token"; a proxy may mangle a throttle answer).
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {

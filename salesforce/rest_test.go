@@ -569,7 +569,7 @@ func TestErrorFromPlainBody(t *testing.T) {
 		{404, "Bad_OAuth_Token", "", false},
 	}
 	for _, tt := range tests {
-		err := errorFromBody("GET", "/x", tt.status, []byte(tt.body))
+		err := errorFromBody("GET", "/x", tt.status, []byte(tt.body), true)
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.ErrorCode != tt.code || needsReauth(err) != tt.reauth {
 			t.Errorf("errorFromBody(%d, %q) = %+v, reauth %v", tt.status, tt.body, err, needsReauth(err))

@@ -31,6 +31,13 @@ const (
 	KindApexLogBody    Kind = "apexlog_body"
 )
 
+// mayCarrySecrets reports whether an answer to a request of kind k may carry credentials: the
+// token endpoint's answer holds the access token first (and may hold a refresh or id token, a
+// signature, an echo of the grant). Errors and logs describe such a body by its size and
+// Content-Type and never quote any of it: a redaction of named fields would miss a truncated
+// answer, or a field nobody thought of.
+func (k Kind) mayCarrySecrets() bool { return k == KindToken }
+
 // Stats is a snapshot of what a Client has done so far.
 type Stats struct {
 	// Calls counts HTTP requests sent per kind, retries included (every

@@ -69,8 +69,10 @@ func (f *Function[S]) Invoke(ctx context.Context, _ json.RawMessage) (*job.Repor
 		}
 		f.cfg, f.state, f.loadedAt, f.stale = cfg, state, now(), false
 	}
+	// The run measures max_duration from when it starts, after the load (S3, Secrets Manager,
+	// SSM) above: the time left is counted from now, not from when the invocation began.
 	deadline, _ := ctx.Deadline()
-	d, err := RunDeadline(start, deadline, f.cfg.Run.MaxDuration.D(), Reserves{
+	d, err := RunDeadline(now(), deadline, f.cfg.Run.MaxDuration.D(), Reserves{
 		Push: f.cfg.Run.PushTimeout.D(), Commit: f.cfg.Run.CommitTimeout.D(),
 		Release: f.cfg.Run.ReleaseTimeout.D(), Margin: f.cfg.Run.Margin.D(),
 	})

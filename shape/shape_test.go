@@ -416,6 +416,72 @@ func TestPlainFieldsAfterTransforms(t *testing.T) {
 	}
 }
 
+// TestMaskLeavingAValueUnchangedWritesNoRecordData: a mask that leaves a value as it is (mask ip
+// of a value holding no address, any mask of a null) returns the record's own bytes; the next
+// mask must still write only memory of the plan's. Were it to write where that value lies, it
+// would write the source's buffer the values were added from (Use), which a record promises
+// never to write, or the record's buffer, and a later field or row would ship partly '*'.
+func TestMaskLeavingAValueUnchangedWritesNoRecordData(t *testing.T) {
+	cases := []struct {
+		name  string
+		mode  MaskMode
+		kind  Kind
+		value string
+	}{
+		{"ip without an address", MaskIP, String, "Salesforce.com IP"},
+		{"null", MaskFull, Null, "null-placeholder"},
+	}
+	for _, c := range cases {
+		s := mustShaper(t, Options{Transforms: []Transform{
+			{Op: OpMask, Mode: c.mode, Fields: []string{"A"}},
+			{Op: OpMask, Mode: MaskFull, Fields: []string{"PW"}},
+		}})
+		const want = `{"NOTE":"kept-as-it-is","PW":"******"}`
+		t.Run(c.name+"/source buffer", func(t *testing.T) {
+			p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"A", "PW"}})
+			var r Record
+			buf := make([]byte, 0, 256) // a source's read buffer, refilled in place for each row
+			// use reads a row of two fields into buf, as a source does, and makes r index it.
+			use := func(name string, kind Kind, value, pw string) {
+				buf = append(append(buf[:0], value...), pw...)
+				r.Reset()
+				r.Use(buf)
+				r.AddField(name, kind, true, 0, len(value))
+				r.AddField("PW", String, true, len(value), len(buf))
+			}
+			use("A", c.kind, c.value, "pw")
+			p.Shape(&r)
+			if got := string(buf); got != c.value+"pw" {
+				t.Errorf("row 1 wrote the source's buffer: %q", got)
+			}
+			use("NOTE", String, "kept-as-it-is", "secret")
+			if e, _ := p.Shape(&r); e.Line != want {
+				t.Errorf("row 2 line\n got %s\nwant %s", e.Line, want)
+			}
+			if got := string(buf); got != "kept-as-it-issecret" {
+				t.Errorf("row 2 wrote the source's buffer: %q", got)
+			}
+		})
+		t.Run(c.name+"/record buffer", func(t *testing.T) {
+			p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"A", "PW"}})
+			var r Record
+			// A large row first, as a record reused across a file grows to its largest row: the
+			// rows after it are written where the first one was.
+			r.Reset()
+			r.Append("A", c.kind, []byte(strings.Repeat("x", 4096)))
+			r.AppendString("PW", String, "p")
+			p.Shape(&r)
+			r.Reset()
+			r.Append("A", c.kind, []byte(c.value))
+			r.AppendString("PW", String, "pw")
+			p.Shape(&r)
+			if e, _ := p.Shape(row(&r, "NOTE", "kept-as-it-is", "PW", "secret")); e.Line != want {
+				t.Errorf("line\n got %s\nwant %s", e.Line, want)
+			}
+		})
+	}
+}
+
 func TestValidateNamesKeys(t *testing.T) {
 	err := Validate(Options{
 		Transforms: []Transform{

@@ -143,7 +143,7 @@ type Plan struct {
 	handed    int32      // lines handed out in cur, not yet added to its count (lines.go)
 	last      *lineChunk // the chunk of the last entry handed out; nil when skipped or its own
 	keysLen   int        // the JSON member names of every schema field, with separators
-	scratch   []byte     // mask output
+	scratch   []byte     // mask output: only ever memory a mask appended to (fieldOp.apply)
 	keyBuf    []byte     // label cache key
 	promoVals [][]byte   // promoted values of the current row
 	metaRefs  []metaRef  // metadata of the current row
@@ -591,10 +591,7 @@ func (p *Plan) transform(r *Record, aligned bool) {
 		v, kind := orig, r.fields[i].kind
 		for j := range fr.ops {
 			var nv []byte
-			nv, kind = fr.ops[j].apply(p.h, v, kind, p.scratch)
-			if fr.ops[j].op == OpMask {
-				p.scratch = nv[:0]
-			}
+			nv, kind = fr.ops[j].apply(p.h, v, kind, &p.scratch)
 			r.set(i, kind, nv)
 			v = r.Value(i)
 		}

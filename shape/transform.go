@@ -52,8 +52,14 @@ func (h *hasher) hash(v []byte) []byte {
 	return h.hex
 }
 
-// apply runs one op on a value and returns the new value and kind. scratch is reused.
-func (o *fieldOp) apply(h *hasher, v []byte, kind Kind, scratch []byte) ([]byte, Kind) {
+// apply runs one op on a value and returns the new value and kind. The result is valid until the
+// next call: it may be v itself, the hasher's buffer or *scratch.
+//
+// A mask writes into *scratch and keeps there the buffer it wrote, grown as it needed: scratch
+// only ever holds memory a mask appended to, never a value the op returned unchanged, which is
+// the record's own bytes or the source's buffer (Record.Use) and must not be written by the next
+// mask.
+func (o *fieldOp) apply(h *hasher, v []byte, kind Kind, scratch *[]byte) ([]byte, Kind) {
 	switch o.op {
 	case OpHash:
 		if len(v) == 0 || kind == Null {
@@ -65,12 +71,16 @@ func (o *fieldOp) apply(h *hasher, v []byte, kind Kind, scratch []byte) ([]byte,
 			return v, kind
 		}
 		if o.mode == MaskIP {
-			if out, changed := maskIPs(scratch[:0], v); changed {
+			out, changed := maskIPs((*scratch)[:0], v)
+			*scratch = out[:0]
+			if changed {
 				return out, String
 			}
 			return v, kind
 		}
-		return mask(scratch[:0], v, o.mode), String
+		out := mask((*scratch)[:0], v, o.mode)
+		*scratch = out[:0]
+		return out, String
 	case OpRegexReplace:
 		if kind == Null {
 			return v, kind

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/sf2loki/sf2loki/config"
@@ -199,23 +201,42 @@ func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts,
 	return nil
 }
 
-// checkCursor refuses a cursor no configured source would use: a key none of them reads (a
-// misspelled key, a source not enabled) or a value its source cannot decode (it would restart
-// the key from its lookback). The sources are built offline, as config check builds them.
-func checkCursor(ctx context.Context, cfg *config.Config, key string, value json.RawMessage) error {
+// checkCursors refuses cursors no configured source would use: a key none of them reads (a
+// misspelled key, a source not enabled, another job group's or org's key) or a value its source
+// cannot decode (it would restart the key from its lookback). It checks every cursor and names
+// every refused key; hint says what to check when a key is not read. The sources are built
+// offline, as config check builds them.
+func checkCursors(ctx context.Context, cfg *config.Config, cursors map[string]json.RawMessage, hint string) error {
 	p, err := buildInvocation(ctx, cfg, slog.New(slog.DiscardHandler), nil, true)
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	reader, names, err := job.CheckCursor(p.deps.Bindings, key, value)
-	switch {
-	case err != nil:
-		return exitf(ExitConfig, "%s cannot use this value for %s, so it would restart the key from its lookback: %v; "+
-			"copy a value of the same form from `sf2loki state show --json`", reader, key, err)
-	case reader != "":
-		return nil
+	var unread, undecodable, configured []string
+	for _, key := range slices.Sorted(maps.Keys(cursors)) {
+		reader, names, err := job.CheckCursor(p.deps.Bindings, key, cursors[key])
+		switch {
+		case err != nil:
+			undecodable = append(undecodable, fmt.Sprintf("%s cannot use this value for %s: %v", reader, key, err))
+		case reader == "":
+			unread, configured = append(unread, key), names
+		}
 	}
-	return exitf(ExitConfig, "no configured source reads the key %s (configured: %s); check the spelling against `sf2loki state show`, "+
-		"or enable the source first", key, strings.Join(names, ", "))
+	var problems []string
+	if len(undecodable) > 0 {
+		problems = append(problems, strings.Join(undecodable, "; ")+
+			"; a value its source cannot use would restart the key from its lookback: copy a value of the same form from `sf2loki state show --json`")
+	}
+	if len(unread) > 0 {
+		what := "the key "
+		if len(unread) > 1 {
+			what = fmt.Sprintf("the %d keys ", len(unread))
+		}
+		problems = append(problems, fmt.Sprintf("no configured source reads %s%s (configured: %s); %s",
+			what, strings.Join(unread, ", "), strings.Join(configured, ", "), hint))
+	}
+	if len(problems) > 0 {
+		return exitf(ExitConfig, "%s. Nothing was changed", strings.Join(problems, "; "))
+	}
+	return nil
 }

@@ -183,6 +183,16 @@ func checkKey(k string) error {
 	return nil
 }
 
+// checkCursors refuses cursors no source of the target's configuration would use
+// (checkCursors), before anything is written. A backfill's keys name its window, which only
+// the backfill reads: they are not checked.
+func (t *target) checkCursors(c *cli.Context, cursors map[string]json.RawMessage, hint string) error {
+	if c.Bool("backfill") {
+		return nil
+	}
+	return checkCursors(t.ctx, t.cfg, cursors, hint)
+}
+
 // args returns the command's positional arguments (positional) when ok accepts their number;
 // else the usage error want describes.
 func args(c *cli.Context, ok func(n int) bool, want string) ([]string, error) {
@@ -237,10 +247,9 @@ func stateSet(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	if !c.Bool("backfill") { // a backfill's keys name its window: only the backfill reads them
-		if err := checkCursor(t.ctx, t.cfg, key, value); err != nil {
-			return err
-		}
+	if err := t.checkCursors(c, map[string]json.RawMessage{key: value},
+		"check the spelling against `sf2loki state show`, or enable the source first"); err != nil {
+		return err
 	}
 	was := "(absent)"
 	epoch, err := t.write(c, 0, nil, func(doc *store.Document) (*store.Change, error) {
@@ -330,6 +339,13 @@ func stateImport(c *cli.Context) error {
 		return err
 	}
 	defer stop()
+	// Keys the document's sources do not read would sit there unused while those sources start
+	// from their lookback: the export of another job group or org, or a stale key.
+	if err := t.checkCursors(c, imported.Set, fmt.Sprintf(
+		"is %s the export of another job group (--job) or of another org (a configuration with orgs prefixes each key with org=NAME:)? "+
+			"Export only the keys this document's sources read (`sf2loki state export --key GLOB`)", name)); err != nil {
+		return err
+	}
 	// Only into an empty document: an import never merges with (or silently replaces) live
 	// checkpoints.
 	epoch, err := t.write(c, 0, func(doc *store.Document) error {

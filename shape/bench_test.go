@@ -62,3 +62,8 @@ func BenchmarkShapeTypical(b *testing.B) {
 		Metadata: []string{"REQUEST_ID", "USER_ID"},
 	})
 }
+
+// BenchmarkShapePromoted: two fields promoted to stream labels (the label cache's key per row).
+func BenchmarkShapePromoted(b *testing.B) {
+	benchShape(b, Options{Types: []TypeRule{{Type: "API", Labels: []string{"API_TYPE", "REQUEST_STATUS"}}}})
+}

@@ -348,6 +348,34 @@ func TestPromotedLabelsAreCachedPerValue(t *testing.T) {
 	}
 }
 
+// TestPromotedLabelCacheTellsValuesApart: the label sets are cached by the promoted values of a
+// row, which may hold any bytes (invalid UTF-8 included): rows whose values differ must never
+// share a cached set, however the values' bytes line up.
+func TestPromotedLabelCacheTellsValuesApart(t *testing.T) {
+	rows := [][2]string{
+		{"OK\xff", "web"},
+		{"OK", "\xffweb"},
+		{"OK\xffweb", ""},
+		{"", "OK\xffweb"},
+		{"\x02", "\x00"},
+		{"", "\x01\x00"},
+	}
+	s := mustShaper(t, Options{Types: []TypeRule{{Type: "Login", Labels: []string{"STATUS", "APP"}}}})
+	p := s.Plan(Schema{Source: "eventlogfile", Type: "Login", Fields: []string{"STATUS", "APP"}})
+	var r Record
+	for range 2 { // the second time from the cache
+		for _, v := range rows {
+			e, _ := p.Shape(row(&r, "STATUS", v[0], "APP", v[1]))
+			for i, n := range []string{"status", "app"} {
+				got, _ := e.Labels.Get(n)
+				if want := strings.ToValidUTF8(v[i], "\ufffd"); got != want {
+					t.Errorf("row %q: label %s = %q, want %q", v, n, got, want)
+				}
+			}
+		}
+	}
+}
+
 func TestEntriesDoNotShareBuffers(t *testing.T) {
 	s := mustShaper(t, Options{Metadata: []string{"A"}})
 	p := s.Plan(Schema{Source: "s", Type: "T", Fields: []string{"A"}})

@@ -2,6 +2,7 @@ package shape
 
 import (
 	"bytes"
+	"encoding/binary"
 	"maps"
 	"regexp"
 	"slices"
@@ -699,10 +700,12 @@ func (p *Plan) labels() loki.Labels {
 	if len(p.promoted) == 0 {
 		return p.base
 	}
+	// Each value is prefixed by its length: values are any bytes, so no separator could tell
+	// ("a\xff", "b") from ("a", "\xffb").
 	k := p.keyBuf[:0]
 	for _, v := range p.promoVals {
+		k = binary.AppendUvarint(k, uint64(len(v)))
 		k = append(k, v...)
-		k = append(k, 0xff) // never in UTF-8 text
 	}
 	p.keyBuf = k
 	if l, ok := p.labelCache[string(k)]; ok {

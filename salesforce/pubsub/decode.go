@@ -136,7 +136,8 @@ func Decode(schema avro.Schema, payload []byte) (Fields, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the schema is a %s, not a record", ErrDecode, schema.Type())
 	}
-	d := decoder{r: avro.NewReader(nil, 0).Reset(payload), limit: int64(len(payload))}
+	n := int64(len(payload))
+	d := decoder{r: avro.NewReader(nil, 0).Reset(payload), size: n, items: n}
 	out := d.record(rec, 0)
 	if d.err == nil && d.r.Error != nil {
 		d.err = d.r.Error
@@ -148,8 +149,13 @@ func Decode(schema avro.Schema, payload []byte) (Fields, error) {
 }
 
 type decoder struct {
-	r     *avro.Reader
-	limit int64 // payload size: no block may claim more items than bytes
+	r    *avro.Reader
+	size int64 // payload size in bytes
+	// items is how many more array and map items the payload may claim: all of its blocks
+	// together may not claim more items than it has bytes. An item can take no bytes (null, an
+	// empty record, a fixed of size 0), so a count taken on trust would have the decoder loop,
+	// and allocate, for as long as the count says.
+	items int64
 	err   error
 }
 
@@ -241,19 +247,22 @@ func (d *decoder) value(s avro.Schema, depth int) any {
 	return nil
 }
 
-// blocks reads the blocks of an array or map, calling item once per item.
+// blocks reads the blocks of an array or map, calling item once per item. Each block's count
+// is taken from the payload's item budget (d.items) before any item is read.
 func (d *decoder) blocks(item func()) {
-	var total int64
 	for !d.bad() {
 		n, _ := d.r.ReadBlockHeader()
 		if n == 0 || d.bad() {
 			return
 		}
-		total += n
-		if n < 0 || total > d.limit {
-			d.fail(fmt.Errorf("block of %d items in a %d-byte payload", n, d.limit))
+		// n is compared with what is left rather than added to a total, which hostile counts
+		// could wrap negative. n < 0 is a count of math.MinInt64, which negation leaves negative.
+		if n < 0 || n > d.items {
+			d.fail(fmt.Errorf("block of %d items after %d others: more items than the %d-byte payload has bytes",
+				n, d.size-d.items, d.size))
 			return
 		}
+		d.items -= n
 		for range n {
 			item()
 			if d.bad() {

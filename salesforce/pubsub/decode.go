@@ -203,7 +203,14 @@ func (d *decoder) value(s avro.Schema, depth int) any {
 	case avro.Bytes:
 		return d.r.ReadBytes()
 	case avro.Fixed:
-		b := make([]byte, s.(*avro.FixedSchema).Size())
+		// The size comes from the schema, which the server sends too: a size beyond the payload
+		// would be allocated before the read found it short.
+		n := s.(*avro.FixedSchema).Size()
+		if int64(n) > d.size {
+			d.fail(fmt.Errorf("fixed of %d bytes in a %d-byte payload", n, d.size))
+			return nil
+		}
+		b := make([]byte, n)
 		d.r.Read(b)
 		return b
 	case avro.Enum:

@@ -103,6 +103,7 @@ func TestDecodeRejectsCountsBeyondThePayload(t *testing.T) {
 		arrayOfEmpty = `{"type":"record","name":"T","fields":[{"name":"a","type":{"type":"array","items":{"type":"record","name":"E","fields":[]}}}]}`
 		mapOfNull    = `{"type":"record","name":"T","fields":[{"name":"m","type":{"type":"map","values":"null"}}]}`
 		nestedArrays = `{"type":"record","name":"T","fields":[{"name":"a","type":{"type":"array","items":{"type":"array","items":"null"}}}]}`
+		hugeFixed    = `{"type":"record","name":"T","fields":[{"name":"f","type":{"type":"fixed","name":"F","size":4611686018427387904}}]}`
 	)
 	long := func(vs ...int64) []byte { // Avro longs: zigzag varints
 		var b []byte
@@ -128,6 +129,7 @@ func TestDecodeRejectsCountsBeyondThePayload(t *testing.T) {
 		{"a sized block of math.MaxInt64 items", arrayOfNull, long(-math.MaxInt64, 0, 0)},
 		{"a sized block of math.MinInt64 items", arrayOfNull, long(math.MinInt64, 0, 0)},
 		{"nested arrays claim more items than bytes", nestedArrays, nested},
+		{"a fixed larger than the payload", hugeFixed, make([]byte, 8)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/sf2loki/sf2loki/loki"
 )
 
 // Op names a transform.
@@ -143,8 +145,8 @@ func (e *OptionError) Unwrap() error { return ErrInvalid }
 // reservedLabels are set per entry or statically; a promoted field may not take their names.
 var reservedLabels = []string{"job", "service_name", "source", "event_type", "sf_org_id", "environment", "org"}
 
-// maxStreamLabels is Loki's max_label_names_per_series default, service_name not counted.
-const maxStreamLabels = 15
+// backfillLabel is the label sf2loki backfill adds to its own streams (eventlogfile.BackfillLabel).
+const backfillLabel = "backfill"
 
 // LabelName returns the stream label name a promoted field gets: lower-cased, every character
 // outside [a-z0-9_] replaced by '_', and a leading digit prefixed with '_'.
@@ -281,8 +283,12 @@ func Validate(opts Options) error {
 				}
 			}
 		}
-		if len(tr.Labels)+len(reservedLabels)-1 > maxStreamLabels {
-			add(p+".labels", "%d promoted labels plus the %d fixed ones exceed Loki's %d labels per stream", len(tr.Labels), len(reservedLabels)-1, maxStreamLabels)
+		// The Loki client's guard refuses a stream of more than loki.MaxLabelNames labels
+		// (service_name not counted), and one configuration ships the live streams and a
+		// backfill's, which carry backfill too: the promoted labels must fit beside both.
+		if set := everyStreamLabels(); len(tr.Labels)+len(set)+1 > loki.MaxLabelNames {
+			add(p+".labels", "%d promoted labels do not fit in Loki's %d labels per stream (service_name not counted) beside the %d sf2loki sets: %s, and %s on the streams of sf2loki backfill; promote at most %d",
+				len(tr.Labels), loki.MaxLabelNames, len(set)+1, strings.Join(set, ", "), backfillLabel, loki.MaxLabelNames-len(set)-1)
 		}
 	}
 	for n := range opts.Labels {
@@ -296,6 +302,12 @@ func Validate(opts Options) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// everyStreamLabels returns the labels sf2loki sets on every stream that Loki counts against its
+// limit: the reserved ones but service_name.
+func everyStreamLabels() []string {
+	return slices.DeleteFunc(slices.Clone(reservedLabels), func(n string) bool { return n == "service_name" })
 }
 
 // appliesTo reports whether the transform applies to records of type typ.

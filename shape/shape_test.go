@@ -544,6 +544,55 @@ func TestValidateNamesKeys(t *testing.T) {
 	}
 }
 
+// TestValidatePromotedLabelsLeaveRoomForBackfill: Validate lets a type promote only as many labels
+// as fit, in the Loki client guard's count, beside every label sf2loki sets — backfill included,
+// which sf2loki backfill adds to its own streams: a configuration it accepts must have its
+// backfill streams accepted too, not every entry of the type refused.
+func TestValidatePromotedLabelsLeaveRoomForBackfill(t *testing.T) {
+	backfill := loki.Label{Name: "backfill", Value: "true"} // eventlogfile.BackfillLabel
+	opts := func(n int) Options {
+		var promoted []string
+		for i := range n {
+			promoted = append(promoted, fmt.Sprintf("F%d", i))
+		}
+		return Options{Labels: map[string]string{"environment": "prod"}, Types: []TypeRule{{Type: "Login", Labels: promoted}}}
+	}
+	// Every label sf2loki sets on a backfill's stream, with no field promoted.
+	s := mustShaper(t, opts(0)).With(loki.Label{Name: "org", Value: "eu"})
+	set := s.Plan(Schema{Source: "eventlogfile", Type: "Login", Labels: []loki.Label{{Name: "sf_org_id", Value: "00D000000000001"}}}).Labels().With(backfill)
+	room := loki.MaxLabelNames - (set.Len() - 1) // service_name is not counted
+	for _, n := range []int{room, room + 1} {
+		o := opts(n)
+		err := Validate(o)
+		if n > room {
+			if err == nil || !strings.Contains(err.Error(), "types[0].labels:") || !strings.Contains(err.Error(), "backfill") {
+				t.Errorf("%d promoted labels: Validate = %v, want an error at types[0].labels naming backfill", n, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%d promoted labels: %v", n, err)
+		}
+		s := mustShaper(t, o).With(loki.Label{Name: "org", Value: "eu"})
+		p := s.Plan(Schema{Source: "eventlogfile", Type: "Login", Fields: o.Types[0].Labels,
+			Labels: []loki.Label{{Name: "sf_org_id", Value: "00D000000000001"}}})
+		var r Record
+		for _, f := range o.Types[0].Labels {
+			r.AppendString(f, String, "v")
+		}
+		e, _ := p.Shape(&r)
+		g, err := loki.NewLabelGuard(loki.LabelOptions{ExtraAllowed: s.PromotedLabelNames()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range []loki.Labels{e.Labels, e.Labels.With(backfill)} {
+			if err := g.Check(l); err != nil {
+				t.Errorf("Validate accepted %d promoted labels, but the guard refuses the stream %s: %v", n, l, err)
+			}
+		}
+	}
+}
+
 func TestGlob(t *testing.T) {
 	cases := []struct {
 		p, s string

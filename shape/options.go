@@ -142,8 +142,10 @@ func (e *OptionError) Error() string { return e.Path + ": " + e.Problem }
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *OptionError) Unwrap() error { return ErrInvalid }
 
-// reservedLabels are set per entry or statically; a promoted field may not take their names.
-var reservedLabels = []string{"job", "service_name", "source", "event_type", "sf_org_id", "environment", "org"}
+// reservedLabels are the labels sf2loki sets itself (statically, per entry, or backfill on the
+// streams of sf2loki backfill): the Loki client's fixed allowlist, beside which a promoted label is
+// an extra (loki.LabelOptions.ExtraAllowed). A promoted field may not take their names.
+var reservedLabels = loki.AllowedLabelNames()
 
 // backfillLabel is the label sf2loki backfill adds to its own streams (eventlogfile.BackfillLabel).
 const backfillLabel = "backfill"
@@ -305,9 +307,9 @@ func Validate(opts Options) error {
 }
 
 // everyStreamLabels returns the labels sf2loki sets on every stream that Loki counts against its
-// limit: the reserved ones but service_name.
+// limit: the reserved ones but service_name, and backfill, set on a backfill's streams only.
 func everyStreamLabels() []string {
-	return slices.DeleteFunc(slices.Clone(reservedLabels), func(n string) bool { return n == "service_name" })
+	return slices.DeleteFunc(slices.Clone(reservedLabels), func(n string) bool { return n == "service_name" || n == backfillLabel })
 }
 
 // appliesTo reports whether the transform applies to records of type typ.

@@ -593,6 +593,22 @@ func TestValidatePromotedLabelsLeaveRoomForBackfill(t *testing.T) {
 	}
 }
 
+// TestValidateRefusesPromotingAReservedLabel: a field may not be promoted to a label sf2loki sets
+// itself — any of the Loki client's fixed allowlist, backfill included, or live entries of the
+// type would pass for backfilled ones (and a backfill's would lose their own value).
+func TestValidateRefusesPromotingAReservedLabel(t *testing.T) {
+	fields := []string{"BACKFILL", "Backfill"}
+	for _, n := range loki.AllowedLabelNames() {
+		fields = append(fields, strings.ToUpper(n))
+	}
+	for _, f := range fields {
+		err := Validate(Options{Types: []TypeRule{{Type: "Login", Labels: []string{f}}}})
+		if err == nil || !strings.Contains(err.Error(), "types[0].labels[0]:") || !strings.Contains(err.Error(), "reserved") {
+			t.Errorf("promoting field %s: Validate = %v, want it refused as a reserved label", f, err)
+		}
+	}
+}
+
 func TestGlob(t *testing.T) {
 	cases := []struct {
 		p, s string

@@ -85,11 +85,15 @@ func globalFlags() []cli.Flag {
 	}
 }
 
-// prepare gives every command the global flags and maps its usage errors to exit 2.
+// prepare gives every command the global flags, maps its usage errors to exit 2 and, when it
+// declares no ArgsUsage, makes it refuse positional arguments (refuseArgs).
 func prepare(cmd *cli.Command) {
 	cmd.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return usageError(cmd, err) }
 	if cmd.Action != nil {
 		cmd.Flags = append(cmd.Flags, globalFlags()...)
+		if cmd.ArgsUsage == "" {
+			cmd.Action = refuseArgs(cmd.Action)
+		}
 	}
 	for _, sub := range cmd.Subcommands {
 		prepare(sub)

@@ -41,10 +41,11 @@ func deadLetterCommand() *cli.Command {
 }
 
 func runDeadLetterReplay(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return exitf(ExitConfig, "deadletter replay needs exactly one FILE (got %d arguments)", c.NArg())
+	a, err := args(c, func(n int) bool { return n == 1 }, "exactly one FILE")
+	if err != nil {
+		return err
 	}
-	path := c.Args().First()
+	path := a[0]
 	if st, err := os.Stat(path); err != nil || st.IsDir() {
 		if err == nil {
 			err = fmt.Errorf("is a directory")

@@ -193,16 +193,6 @@ func (t *target) checkCursors(c *cli.Context, cursors map[string]json.RawMessage
 	return checkCursors(t.ctx, t.cfg, cursors, hint)
 }
 
-// args returns the command's positional arguments (positional) when ok accepts their number;
-// else the usage error want describes.
-func args(c *cli.Context, ok func(n int) bool, want string) ([]string, error) {
-	a, err := positional(c)
-	if err == nil && !ok(len(a)) {
-		err = exitf(ExitConfig, "%s: want %s, got %d arguments (see --help)", strings.TrimPrefix(c.Command.HelpName, c.App.Name+" "), want, len(a))
-	}
-	return a, err
-}
-
 // write makes one operator change to the target's document (maintenance.run) and returns the
 // epoch it was written under. check, when set, refuses the change on the document as read now,
 // before the lease is taken (a refusal bumps no epoch), and again on the claimed version.
@@ -390,46 +380,4 @@ func stateRaiseFloor(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "raised the fence of %s to epoch %d\n", t.st.Object(), epoch)
 	return err
-}
-
-// positional returns the command's positional arguments, applying any of its flags given after
-// them ("state set KEY VALUE --force"): urfave/cli stops parsing flags at the first argument.
-// "--" ends the flags; everything after it is positional.
-func positional(c *cli.Context) ([]string, error) {
-	flags := map[string]cli.Flag{}
-	for _, f := range c.Command.Flags {
-		for _, n := range f.Names() {
-			flags[n] = f
-		}
-	}
-	var out []string
-	args := c.Args().Slice()
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			out = append(out, args[i+1:]...)
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		f, ok := flags[name]
-		if !strings.HasPrefix(a, "-") || !ok {
-			out = append(out, a)
-			continue
-		}
-		if _, isBool := f.(*cli.BoolFlag); isBool {
-			if !hasValue {
-				value = "true"
-			}
-		} else if !hasValue {
-			if i+1 >= len(args) {
-				return nil, exitf(ExitConfig, "%s: flag %s needs a value (see --help)", c.Command.Name, a)
-			}
-			i++
-			value = args[i]
-		}
-		if err := c.Set(name, value); err != nil {
-			return nil, usageError(c.Command, fmt.Errorf("invalid value %q for flag -%s: %w", value, name, err))
-		}
-	}
-	return out, nil
 }

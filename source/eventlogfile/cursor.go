@@ -20,6 +20,7 @@ const cursorVersion = 1
 //	{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT…","row":1234}
 //	{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT…","row":5000,"done":true}
 //	{"v":1,"created":"2026-06-30T02:00:00.000Z","file_id":"0AT…","row":9000,"done":true,"interval":"Daily"}
+//	{"v":1,"created":"2026-06-30T03:00:00.000Z","file_id":"0AT…","row":700,"short_bytes":183421}
 //
 // Files are taken in (CreatedDate, Id) order, so (Created, FileID) is a keyset position:
 // every file before it is done, and so is every file at Created whose Id is below FileID. That
@@ -31,7 +32,8 @@ const cursorVersion = 1
 // later in the order and is shipped again from row 0. Interval is "Daily" for a Daily file
 // (absent for Hourly ones, and in cursors written before it existed): a type switched to Hourly
 // then starts where the Daily files' coverage ended (see Source.Open), not at the Daily file's
-// CreatedDate, which is hours after its day ended.
+// CreatedDate, which is hours after its day ended. ShortBytes holds a file open at Row after a
+// body shorter than its LogFileLength, until a download of the same length (see package doc).
 type Cursor struct {
 	V        int    `json:"v"`
 	Created  string `json:"created"`
@@ -39,6 +41,11 @@ type Cursor struct {
 	Row      int64  `json:"row"`
 	Done     bool   `json:"done,omitempty"`
 	Interval string `json:"interval,omitempty"`
+	// ShortBytes is the length of FileID's body at its last download, when that body was shorter
+	// than its LogFileLength: the file is held open at Row until a download of the same length
+	// shows that nothing more is written to it (absent otherwise, and in cursors written before
+	// it existed).
+	ShortBytes *int64 `json:"short_bytes,omitempty"`
 
 	created time.Time
 }
@@ -96,10 +103,16 @@ func (c *Cursor) validate() error {
 	if c.Row < 0 {
 		return fmt.Errorf("row %d is negative", c.Row)
 	}
+	if c.ShortBytes != nil && *c.ShortBytes < 0 {
+		return fmt.Errorf("short_bytes %d is negative", *c.ShortBytes)
+	}
 	c.created = t
 	c.Created = salesforce.FormatDateTime(t)
 	if c.Interval != IntervalDaily {
 		c.Interval = "" // only a Daily cursor says which interval wrote it
+	}
+	if c.Done {
+		c.ShortBytes = nil // only an open file is held
 	}
 	return nil
 }
@@ -138,8 +151,8 @@ func decodeLegacy(raw json.RawMessage) (Cursor, map[string]bool, bool, error) {
 }
 
 // appendCursor appends the JSON of a cursor (the field order is fixed, so equal cursors are
-// equal bytes).
-func appendCursor(dst []byte, created, fileID string, row int64, done, daily bool) []byte {
+// equal bytes). short is the cursor's ShortBytes.
+func appendCursor(dst []byte, created, fileID string, row int64, done, daily bool, short *int64) []byte {
 	dst = append(dst, `{"v":1,"created":"`...)
 	dst = append(dst, created...)
 	dst = append(dst, `","file_id":"`...)
@@ -151,6 +164,10 @@ func appendCursor(dst []byte, created, fileID string, row int64, done, daily boo
 	}
 	if daily {
 		dst = append(dst, `,"interval":"Daily"`...)
+	}
+	if short != nil {
+		dst = append(dst, `,"short_bytes":`...)
+		dst = strconv.AppendInt(dst, *short, 10)
 	}
 	return append(dst, '}')
 }
@@ -173,7 +190,7 @@ type rowPos struct {
 
 // EncodeCursor writes the position's stored form.
 func (p *rowPos) EncodeCursor() json.RawMessage {
-	return appendCursor(make([]byte, 0, 128), p.file.info.Created, p.file.info.ID, p.row, p.done, p.file.daily)
+	return appendCursor(make([]byte, 0, 128), p.file.info.Created, p.file.info.ID, p.row, p.done, p.file.daily, nil)
 }
 
 // positions hands out rowPos values carved from blocks, so the per-row positions (kept by the

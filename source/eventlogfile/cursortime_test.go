@@ -15,7 +15,7 @@ func TestCursorTime(t *testing.T) {
 	s := &Source{opts: Options{EventTypes: []string{"Login", "API"}}}
 	want := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	for _, raw := range []string{
-		string(appendCursor(nil, "2026-03-01T10:00:00.000Z", "0AT000000000001AAA", 3, false, false)),
+		string(appendCursor(nil, "2026-03-01T10:00:00.000Z", "0AT000000000001AAA", 3, false, false, nil)),
 		`"{\"ids\": [[\"0AT000000000001AAA\", \"2026-03-01T10:00:00.000+0000\"]], \"last_created\": \"2026-03-01T10:00:00.000+0000\"}"`,
 	} {
 		got, err := s.CursorTime(Key("Login"), []byte(raw))

@@ -41,13 +41,21 @@
 // the type for the run without advancing past the file; once the file is older than
 // download_max_age it is abandoned instead: error log, file_abandoned counter, and a Skip record
 // that moves the cursor past it. A throttled org (REQUEST_LIMIT_EXCEEDED) is never a reason to
-// abandon. LogFileLength is evidence, not a gate: a body that ends cleanly at a record boundary
-// before it completes the file (warning, file_short). Only a transfer that is cut keeps the file
-// open: a connection or gzip error, or a body shorter than LogFileLength that does not end with a
-// line break (counted file_incomplete). Whatever follows its last line break is then cut, however
-// many fields it holds and whatever its size — the header, a row cut right after a comma, a row
-// over max_row_bytes. The whole rows before the cut ship, and the next run resumes at the cut
-// row.
+// abandon.
+//
+// LogFileLength is evidence, not a gate: a body shorter than it is confirmed by a second
+// download. Such a body is either still being written (Salesforce lists a file before it is
+// completely written, and a transfer may end early without an error) or complete with a
+// LogFileLength that says more, and wherever it ends — right after a line break, inside a row,
+// right after a comma, inside the header, inside a row over max_row_bytes — the bytes do not
+// tell which. Its whole rows, those before its last line break, ship; the file is not finished:
+// the cursor stays at the next row and remembers the body's length ("short_bytes"; warning,
+// file_incomplete), and the type stops there for the run. The next run downloads the file again
+// and resumes at that row. A body that grew goes on as any (held again while it is still short);
+// a body of the same length again is no longer being written and is taken as it is — a last
+// record without a line break is a record like any: a row (its last field empty when cut right
+// after a comma), the header, a row over max_row_bytes — and the file is finished (warning,
+// file_short). A file older than download_max_age is taken as it is at once.
 //
 // # Rows
 //

@@ -107,6 +107,8 @@ func FuzzCSVReader(f *testing.F) {
 func FuzzDecodeCursor(f *testing.F) {
 	f.Add([]byte(`{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT000000000001AAA","row":1234}`))
 	f.Add([]byte(`{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT000000000001AAA","row":5000,"done":true}`))
+	f.Add([]byte(`{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT000000000001AAA","row":12,"short_bytes":0}`))
+	f.Add([]byte(`{"v":1,"created":"2026-06-30T01:00:00.000Z","file_id":"0AT000000000001AAA","row":12,"done":true,"short_bytes":4096}`))
 	f.Add([]byte(`{"ids": [["0AT5g00000PyA1bGAF", "2026-06-30T07:00:00.000+0000"]], "last_created": "2026-06-30T07:00:00.000+0000"}`))
 	f.Add([]byte(`"{\"ids\": [\"0AT5g00000PyA0aGAF\"], \"last_created\": \"2026-06-30T07:00:00.000+0000\"}"`))
 	f.Add([]byte(`{"v":1,"created":"yesterday'--","file_id":"x' OR Id != '","row":-5}`))
@@ -154,8 +156,11 @@ func FuzzDecodeCursor(f *testing.F) {
 		if salesforce.ValidateID(c.FileID) != nil {
 			t.Fatalf("file_id %q", c.FileID)
 		}
-		again, _, ok2, err2 := decodeCursor(appendCursor(nil, c.Created, c.FileID, c.Row, c.Done, c.Interval == IntervalDaily))
-		if err2 != nil || !ok2 || again != c {
+		if c.ShortBytes != nil && (*c.ShortBytes < 0 || c.Done) {
+			t.Fatalf("short_bytes %d of a cursor done %v", *c.ShortBytes, c.Done)
+		}
+		again, _, ok2, err2 := decodeCursor(appendCursor(nil, c.Created, c.FileID, c.Row, c.Done, c.Interval == IntervalDaily, c.ShortBytes))
+		if err2 != nil || !ok2 || !reflect.DeepEqual(again, c) {
 			t.Fatalf("written and read again: %+v (%v), want %+v", again, err2, c)
 		}
 	})

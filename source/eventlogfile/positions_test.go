@@ -37,7 +37,7 @@ func TestPositionsKeepWhatTheyWereHandedOut(t *testing.T) {
 		for row := range int64(positionBlock + 7) {
 			done := row == positionBlock+6 && si == 2
 			p := ps.at(fp, row, done)
-			all = append(all, handed{p, string(appendCursor(nil, f.Created, f.ID, row, done, st.daily))})
+			all = append(all, handed{p, string(appendCursor(nil, f.Created, f.ID, row, done, st.daily, nil))})
 		}
 	}
 	for i, h := range all {

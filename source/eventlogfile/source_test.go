@@ -471,8 +471,11 @@ func TestPartialBodyIsResumedWhenComplete(t *testing.T) {
 }
 
 // TestLengthIsEvidenceNotAGate: a file whose LogFileLength is 100 bytes more than its clean CSV
-// completes in one run with a warning and file_short; a cut transfer of the same file does not,
-// and the next run resumes at the next row.
+// ships whole in one run and is held open once (file_incomplete); the next run's download of the
+// same length finishes it with a warning and file_short, shipping nothing again — not held until
+// download_max_age. A transfer of the same file cut by a broken connection is a failed download,
+// not a short body: the file stays open without a length remembered, and the next runs resume at
+// the next row.
 func TestLengthIsEvidenceNotAGate(t *testing.T) {
 	for _, gzip := range []bool{true, false} {
 		t.Run(fmt.Sprintf("gzip=%v", gzip), func(t *testing.T) {
@@ -480,14 +483,22 @@ func TestLengthIsEvidenceNotAGate(t *testing.T) {
 			id := e.addFile(simsf.EventLogFileSpec{Rows: 3000, CreatedDate: epoch.Add(-2 * time.Hour), LengthDelta: 100})
 			want := e.requestIDs(id)
 			cursors := map[string]json.RawMessage{}
-			res := e.run(e.source(Options{}), cursors, 10000, nil)
-			if res.entries != 3000 || res.counts["file_short"] != 1 || len(res.errs) > 0 {
+			src := e.source(Options{})
+			res := e.run(src, cursors, 10000, nil)
+			if res.entries != 3000 || res.counts["file_incomplete"] != 1 || len(res.errs) > 0 {
 				t.Fatalf("clean short body: %d entries, counts %v, errors %v", res.entries, res.counts, res.errs)
+			}
+			if c := decoded(t, cursors, Key("Login")); c.Done || c.Row != 3000 || c.ShortBytes == nil {
+				t.Fatalf("cursor %+v, want the file held at its end", c)
+			}
+			res = e.run(src, cursors, 10000, nil)
+			if res.entries != 0 || res.counts["file_short"] != 1 || len(res.errs) > 0 {
+				t.Fatalf("the same short body again: %d entries, counts %v, errors %v", res.entries, res.counts, res.errs)
 			}
 			if c := decoded(t, cursors, Key("Login")); !c.Done || c.Row != 3000 {
 				t.Fatalf("cursor %+v, want the file done", c)
 			}
-			if e.logs.find(slog.LevelWarn, "before its LogFileLength") == nil {
+			if e.logs.find(slog.LevelWarn, "shorter than its LogFileLength taken as it is") == nil {
 				t.Fatal("no warning for the body shorter than LogFileLength")
 			}
 
@@ -495,7 +506,7 @@ func TestLengthIsEvidenceNotAGate(t *testing.T) {
 			e2 := newEnv(t, simsf.Options{DisableGzip: !gzip})
 			e2.addFile(simsf.EventLogFileSpec{Rows: 3000, CreatedDate: epoch.Add(-2 * time.Hour), LengthDelta: 100})
 			e2.org.ResetDownloadsAfter(100<<10, 1)
-			src := e2.source(Options{})
+			src = e2.source(Options{})
 			cursors = map[string]json.RawMessage{}
 			var got []string
 			collect := func(_ string, rec source.Record) {
@@ -507,12 +518,17 @@ func TestLengthIsEvidenceNotAGate(t *testing.T) {
 			if res.errs[Key("Login")] == nil || res.entries == 0 || res.entries >= 3000 {
 				t.Fatalf("cut transfer: %d entries, errors %v; want the file left open", res.entries, res.errs)
 			}
-			if c := decoded(t, cursors, Key("Login")); c.Done || c.Row != int64(res.entries) {
-				t.Fatalf("cursor after the cut %+v, want mid-file at row %d", c, res.entries)
+			if c := decoded(t, cursors, Key("Login")); c.Done || c.Row != int64(res.entries) || c.ShortBytes != nil {
+				t.Fatalf("cursor after the cut %s, want mid-file at row %d, no length remembered", cursors[Key("Login")], res.entries)
 			}
-			res = e2.run(src, cursors, 10000, collect)
-			if len(res.errs) > 0 || res.counts["file_short"] != 1 {
-				t.Fatalf("resumed run: errors %v, counts %v", res.errs, res.counts)
+			for range 2 {
+				res = e2.run(src, cursors, 10000, collect)
+				if len(res.errs) > 0 {
+					t.Fatalf("resumed run: errors %v, counts %v", res.errs, res.counts)
+				}
+			}
+			if res.counts["file_short"] != 1 {
+				t.Fatalf("last run: counts %v, want file_short", res.counts)
 			}
 			if strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Fatalf("delivered %d rows across the cut, want all %d once in order", len(got), len(want))

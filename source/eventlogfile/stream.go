@@ -19,11 +19,12 @@ import (
 
 // Skip reasons of the records that only advance the cursor.
 const (
-	SkipEmptyFile   = "empty_file"     // a file without data rows
-	SkipFileDone    = "file_done"      // a resumed file had no rows left
-	SkipAbandoned   = "file_abandoned" // a failing file older than DownloadMaxAge
-	SkipRowTooLarge = "row_too_large"  // a row over MaxRowBytes
-	SkipLegacyDone  = "legacy_done"    // a file a legacy (Python) cursor had already shipped
+	SkipEmptyFile   = "empty_file"      // a file without data rows
+	SkipFileDone    = "file_done"       // a resumed file had no rows left
+	SkipAbandoned   = "file_abandoned"  // a failing file older than DownloadMaxAge
+	SkipRowTooLarge = "row_too_large"   // a row over MaxRowBytes
+	SkipLegacyDone  = "legacy_done"     // a file a legacy (Python) cursor had already shipped
+	SkipIncomplete  = "file_incomplete" // a file held open by a body shorter than LogFileLength
 )
 
 // fileInfo is one row of the listing.
@@ -75,6 +76,9 @@ type openFile struct {
 	rec       shape.Record
 	extra     []byte // scratch for ExtraField
 	fallbacks int64  // rows timestamped from LogDate
+	// lastShort is the length of the body at the last download, when the stored cursor held the
+	// file open for a body shorter than LogFileLength (see held); nil otherwise.
+	lastShort *int64
 }
 
 func (st *stream) Key() string { return st.key }
@@ -327,10 +331,10 @@ func parseFile(rec salesforce.Record) (fileInfo, error) {
 // open for nextRow.
 func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, error) {
 	o := st.src.opts
-	start := int64(0)
+	start, lastShort := int64(0), (*int64)(nil)
 	switch {
 	case st.has && !st.cur.Done && st.cur.FileID == f.ID && st.cur.Created == f.Created:
-		start = st.cur.Row
+		start, lastShort = st.cur.Row, st.cur.ShortBytes
 	case st.has && !st.cur.Done && st.cur.FileID == f.ID:
 		st.log.Info("shipping a regenerated EventLogFile again from row 0", "file_id", f.ID, "was_created", st.cur.Created, "created", f.Created)
 	}
@@ -343,6 +347,7 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 		return source.Record{}, false, fmt.Errorf("download: %w", err)
 	}
 	of := st.newOpenFile(f, dl, newCSVReader(dl, o.MaxRowBytes))
+	of.row, of.lastShort = start, lastShort // the rows shipped before count as consumed
 	st.file = of
 	// The cursor now names this file: rows are counted from 0 of it.
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: start, created: f.created}
@@ -352,8 +357,9 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	case err != nil:
 		return source.Record{}, false, fmt.Errorf("reading the header: %w", err)
 	}
-	if st.cut(of) {
-		return source.Record{}, false, nil
+	var held source.Record
+	if st.cut(of, &held) {
+		return held, true, nil
 	}
 	st.header(of)
 	if start > 0 {
@@ -364,7 +370,6 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 			}
 			return source.Record{}, false, err
 		}
-		of.row = start
 	}
 	end, err := of.csv.AtEnd()
 	if err != nil {
@@ -395,49 +400,74 @@ func htmlPage(dl *salesforce.Download) error {
 		salesforce.ErrBadResponse, dl.ContentType, start)
 }
 
-// finish ends a file that has no (more) rows.
+// finish ends a file that has no (more) rows: it is done, unless its body is held (see held).
 func (st *stream) finish(reason string) (source.Record, bool, error) {
 	of := st.file
+	if st.held(of) {
+		return source.Record{Skip: true, SkipReason: SkipIncomplete, Cursor: st.hold(of)}, true, nil
+	}
 	st.checkLength(of)
 	return st.done(of.info, of.row, reason), true, nil
 }
 
-// checkLength notes a file whose body ended cleanly, at a record boundary, before its
-// LogFileLength. The file is finished all the same: LogFileLength is evidence, not a gate.
-// Salesforce documents it only as the file's length in bytes, so a clean body shorter than it
-// ships whole, with a warning and the file_short counter. Only a transfer that was cut keeps a
-// file open (see cut).
-func (st *stream) checkLength(of *openFile) {
+// held reports whether a file whose body was read to its end stays open (see "Files" in the
+// package doc): the body is shorter than LogFileLength, it is not as long as at the download
+// that last held the file (that one would show nothing more is being written to it), and the
+// file is not older than DownloadMaxAge. A body still being written and a complete one whose
+// LogFileLength says more look alike, wherever they end: only a second download tells them apart.
+func (st *stream) held(of *openFile) bool {
 	f := of.info
-	if f.length > 0 && of.csv.BytesRead() < f.length {
-		st.log.Warn("EventLogFile body ended cleanly before its LogFileLength; the file is complete as downloaded",
-			"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "rows", of.row)
-		st.count("file_short", 1)
+	n := of.csv.BytesRead()
+	if f.length <= 0 || n >= f.length || of.lastShort != nil && *of.lastShort == n {
+		return false
 	}
+	return st.src.sfNow().Sub(f.created) <= st.src.opts.DownloadMaxAge
 }
 
-// cut reports whether the record just read (the header, a row, or a row over MaxRowBytes) is cut
-// short: it ended without a line break, at the end of a body shorter than LogFileLength. Such a
-// file was listed before it was completely written, or its transfer ended early without an
-// error. Whatever follows the last line break is then taken as cut, however many fields it
-// holds and whatever its size: a cut right after a comma, or inside the header, reads as a
-// record as whole as any. The record is not shipped and the type resumes at it on the next
-// run — unless the file is already older than DownloadMaxAge, when the body is taken as it is.
-func (st *stream) cut(of *openFile) bool {
+// hold ends the run's work on a held file (see held) after the rows consumed so far: it closes
+// the file, stops the type for the run, and returns the cursor after those rows, not done,
+// remembering the body's length.
+func (st *stream) hold(of *openFile) source.Position {
 	f := of.info
-	if !of.csv.Unterminated() || f.length <= 0 || of.csv.BytesRead() >= f.length {
-		return false
-	}
-	if age := st.src.sfNow().Sub(f.created); age > st.src.opts.DownloadMaxAge {
-		st.log.Warn("EventLogFile body ends inside a row before its LogFileLength; taking it as it is (older than download_max_age)",
-			"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "row", of.row)
-		return false
-	}
-	st.log.Warn("EventLogFile body ends inside a row before its LogFileLength (a cut transfer); the type resumes at this row on the next run",
-		"file_id", f.ID, "bytes", of.csv.BytesRead(), "length", f.length, "row", of.row)
+	n, row := of.csv.BytesRead(), of.row
+	st.log.Warn("EventLogFile body is shorter than its LogFileLength: its whole rows are shipped and the file is downloaded again next run, to be resumed at the next row or, at the same length, taken as it is",
+		"file_id", f.ID, "bytes", n, "length", f.length, "row", row)
 	st.count("file_incomplete", 1)
 	st.closeFile()
 	st.finished = true
+	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: row, ShortBytes: &n, created: f.created}
+	return source.CursorJSON(appendCursor(nil, f.Created, f.ID, row, false, st.daily(), &n))
+}
+
+// checkLength notes a file finished with a body shorter than its LogFileLength (see held): a
+// download of the same length as the last one, or a file older than DownloadMaxAge. It is
+// complete as downloaded: warning and the file_short counter.
+func (st *stream) checkLength(of *openFile) {
+	f := of.info
+	n := of.csv.BytesRead()
+	if f.length <= 0 || n >= f.length {
+		return
+	}
+	why := "the same length as the last download: nothing more is being written to it"
+	if of.lastShort == nil || *of.lastShort != n {
+		why = "older than download_max_age"
+	}
+	st.log.Warn("EventLogFile body shorter than its LogFileLength taken as it is ("+why+"); the file is complete as downloaded",
+		"file_id", f.ID, "bytes", n, "length", f.length, "rows", of.row)
+	st.count("file_short", 1)
+}
+
+// cut handles a record just read (the header, a row, or a row over MaxRowBytes) that ended
+// without a line break, at the end of the body. When the file is held (see held), the record is
+// not taken — however many fields it holds and whatever its size: a cut right after a comma, or
+// inside the header, reads as a record as whole as any — and cut writes into rec the skip
+// record that holds the file at the row before it, and returns true. Otherwise the record is
+// taken as it is.
+func (st *stream) cut(of *openFile, rec *source.Record) bool {
+	if !of.csv.Unterminated() || !st.held(of) {
+		return false
+	}
+	*rec = source.Record{Skip: true, SkipReason: SkipIncomplete, Cursor: st.hold(of)}
 	return true
 }
 
@@ -505,8 +535,8 @@ func (st *stream) nextRow(rec *source.Record) (bool, error) {
 		*rec = done
 		return ok, err
 	case errors.Is(err, errRowTooLarge):
-		if st.cut(of) { // the rest of it, and the rows after it, come with the whole body
-			return false, nil
+		if st.cut(of, rec) { // the rest of it comes with the whole body
+			return true, nil
 		}
 		of.row++
 		st.count("row_too_large", 1)
@@ -516,8 +546,8 @@ func (st *stream) nextRow(rec *source.Record) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	if st.cut(of) {
-		return false, nil
+	if st.cut(of, rec) {
+		return true, nil
 	}
 	st.fill(r)
 	nf := of.csv.NumFields()
@@ -584,6 +614,10 @@ func (st *stream) rowRecord(rec *source.Record) (bool, error) {
 	end, err := of.csv.AtEnd()
 	done := false
 	if err == nil && end {
+		if st.held(of) {
+			rec.Cursor = st.hold(of)
+			return true, nil
+		}
 		st.checkLength(of)
 		done = true
 		st.closeFile()

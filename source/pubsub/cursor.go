@@ -21,8 +21,15 @@ const cursorVersion = 1
 type Cursor struct {
 	V int `json:"v"`
 	// ReplayID is the resume position, base64 (standard alphabet, padded) of the opaque bytes:
-	// the replay id of the last event shipped, or a keepalive's latest_replay_id.
-	ReplayID string `json:"replay_id"`
+	// the replay id of the last event shipped, or a keepalive's latest_replay_id. Empty only
+	// when LatestAt is set.
+	ReplayID string `json:"replay_id,omitempty"`
+	// LatestAt, on a cursor without a replay id, is when the topic was subscribed at LATEST
+	// (start: latest, or replay_lost: latest after a refused id) and the pull ended before an
+	// event or a keepalive gave it a replay id (the local wall clock). The next run subscribes
+	// at EARLIEST and skips the events older than LatestAt less LatestMargin, so "latest" keeps
+	// meaning "from that subscription on" instead of "from whenever a run next subscribes".
+	LatestAt time.Time `json:"latest_at,omitzero"`
 	// AdvancedAt is when ReplayID last changed (the local wall clock). Its age is how close
 	// the position is to Salesforce's retention horizon (about 72 hours); refresh_after is
 	// measured from it.
@@ -46,8 +53,8 @@ func EncodeCursor(c Cursor) json.RawMessage {
 }
 
 // DecodeCursor reads a stored cursor. A value written by the Python original (a bare base64
-// string) is accepted as a replay id whose age is unknown. ok is false when raw is empty.
-// Errors wrap source.ErrCursor.
+// string) is accepted as a replay id whose age is unknown. id is nil for a cursor that holds
+// only LatestAt. ok is false when raw is empty. Errors wrap source.ErrCursor.
 func DecodeCursor(raw json.RawMessage) (c Cursor, id []byte, ok bool, err error) {
 	if len(raw) > 0 && raw[0] == '"' {
 		var legacy string
@@ -60,6 +67,9 @@ func DecodeCursor(raw json.RawMessage) (c Cursor, id []byte, ok bool, err error)
 		if err != nil || !found {
 			return Cursor{}, nil, false, err
 		}
+	}
+	if c.ReplayID == "" && !c.LatestAt.IsZero() {
+		return c, nil, true, nil
 	}
 	id, err = base64.StdEncoding.DecodeString(c.ReplayID)
 	if err != nil || len(id) == 0 {

@@ -9,8 +9,8 @@ import (
 	"github.com/sf2loki/sf2loki/source/pubsub"
 )
 
-// TestCursorTime: the time of the last event shipped, else when the position advanced; other
-// keys are refused.
+// TestCursorTime: the time of the last event shipped, else when the position advanced; for a
+// cursor without a replay id, the moment of its LATEST subscription; other keys are refused.
 func TestCursorTime(t *testing.T) {
 	s := &pubsub.Source{}
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -18,6 +18,7 @@ func TestCursorTime(t *testing.T) {
 	for _, c := range []pubsub.Cursor{
 		{ReplayID: "AAAAAAAAAAE=", LastEventAt: at, AdvancedAt: at.Add(time.Hour)},
 		{ReplayID: "AAAAAAAAAAE=", AdvancedAt: at},
+		{LatestAt: at, LastEventAt: at.Add(-time.Hour), AdvancedAt: at.Add(time.Second)},
 	} {
 		got, err := s.CursorTime(key, pubsub.EncodeCursor(c))
 		if err != nil || !got.Equal(at) {

@@ -104,12 +104,18 @@ type pulled struct {
 
 func pullAll(t *testing.T, s *pubsub.Source, cursors map[string]json.RawMessage) pulled {
 	t.Helper()
+	return pullUntil(t, s, cursors, time.Now().Add(50*time.Second))
+}
+
+// pullUntil is pullAll with the run's deadline.
+func pullUntil(t *testing.T, s *pubsub.Source, cursors map[string]json.RawMessage, deadline time.Time) pulled {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p := pulled{records: map[string][]source.Record{}, errs: map[string]error{}, counts: map[string]int64{}}
 	var mu sync.Mutex
 	streams, err := s.Open(ctx, source.OpenRequest{
-		Cursors: cursors, Budget: source.Budget{Deadline: time.Now().Add(50 * time.Second)}, Log: quiet(),
+		Cursors: cursors, Budget: source.Budget{Deadline: deadline}, Log: quiet(),
 		Count: func(ev string, n int64) { mu.Lock(); p.counts[ev] += n; mu.Unlock() },
 		Note:  func(n string) { mu.Lock(); p.notes = append(p.notes, n); mu.Unlock() },
 	})

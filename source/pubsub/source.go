@@ -19,6 +19,12 @@
 // A stored position Salesforce refuses follows replay_lost: fail (the run ends with the
 // integrity outcome, exit 7, nothing more committed for the topic), earliest or latest (a
 // warning, the counter replay_fallback and a note saying events may have been missed).
+//
+// A topic subscribed at LATEST (start: latest, or the replay_lost: latest fallback) has no
+// replay id to store until an event or a keepalive arrives, and the idle rule usually ends the
+// pull first. Its cursor then records when that subscription opened (Cursor.LatestAt): the next
+// run subscribes at EARLIEST and skips, as a start time does, the events older than that moment
+// (less LatestMargin), so the events published between runs are shipped rather than lost.
 package pubsub
 
 import (
@@ -70,9 +76,18 @@ type Start string
 const (
 	// StartEarliest ships what Salesforce still retains (about 72 hours).
 	StartEarliest Start = "earliest"
-	// StartLatest ships only events published after the first run subscribed.
+	// StartLatest ships only events published after the first run subscribed (see
+	// Cursor.LatestAt for a first run that sees no event).
 	StartLatest Start = "latest"
 )
+
+// LatestMargin is how much earlier than Cursor.LatestAt a resumed topic starts shipping. The
+// skip compares an event's own time (EventDate, CreatedDate or the CDC commit time: Salesforce's
+// clock, and for a Real-Time Event Monitoring event the time of the action, which precedes its
+// publication) with LatestAt (this host's clock): the margin covers clock skew and that
+// publication lag, so an event published after the LATEST subscription is never skipped. The
+// price is that events of the few minutes before it, which LATEST left out, may be shipped.
+const LatestMargin = 5 * time.Minute
 
 // SkipBeforeStart is the skip reason (and run-report event) of an event older than
 // Options.StartAt on a topic that had no stored position.
@@ -333,6 +348,9 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 		case err != nil:
 			st.log.Warn("the stored position is unusable; starting from the configured start", "start", s.opts.Start, "err", err)
 			count("cursor_reset", 1)
+		case ok && id == nil:
+			// Only the moment of a LATEST subscription: no replay id to age out or refresh.
+			st.cur = cur
 		case ok:
 			st.cur, st.resume = cur, id
 			age := time.Duration(-1)
@@ -386,7 +404,8 @@ func (s *Source) Calls() map[string]int64 {
 }
 
 // CursorTime implements source.Source: the time of the last event shipped, else when the
-// replay position last advanced (zero for a legacy value that records neither).
+// replay position last advanced (zero for a legacy value that records neither); for a cursor
+// holding only the moment of a LATEST subscription, that moment.
 func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) {
 	if !strings.HasPrefix(key, KeyPrefix) || !ValidTopic(strings.TrimPrefix(key, KeyPrefix)) {
 		return time.Time{}, fmt.Errorf("%w: %q is not %s<topic>", source.ErrNotMyKey, key, KeyPrefix)
@@ -394,6 +413,9 @@ func (s *Source) CursorTime(key string, raw json.RawMessage) (time.Time, error) 
 	c, _, ok, err := DecodeCursor(raw)
 	if err != nil || !ok {
 		return time.Time{}, err
+	}
+	if c.ReplayID == "" {
+		return c.LatestAt, nil
 	}
 	if !c.LastEventAt.IsZero() {
 		return c.LastEventAt, nil

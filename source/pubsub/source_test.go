@@ -367,6 +367,7 @@ func TestCursors(t *testing.T) {
 		{"none starts earliest", nil, 0, false},
 		{"current", pubsub.EncodeCursor(pubsub.Cursor{ReplayID: base64.StdEncoding.EncodeToString(ids[1]), AdvancedAt: e.clock.Now()}), 2, false},
 		{"legacy bare base64", legacy, 1, false},
+		{"latest_at only", pubsub.EncodeCursor(pubsub.Cursor{LatestAt: e.clock.Now().Add(pubsub.LatestMargin)}), 0, false},
 		{"garbage", json.RawMessage(`{"v":1,"replay_id":"%%%"}`), 0, true},
 		{"other version", json.RawMessage(`{"v":9,"replay_id":"AAAA"}`), 0, true},
 	}

@@ -124,11 +124,17 @@ type stream struct {
 	openErr  error
 	shaper   *shaper
 	fellBack bool
-	// notBefore is Options.StartAt when the topic started without a stored position (else zero).
+	// notBefore is Options.StartAt when the topic started without a stored position, or the
+	// stored Cursor.LatestAt less LatestMargin (else zero).
 	notBefore time.Time
-	closed    bool
-	lastAt    time.Time
-	ev        Event
+	// latestAt is when the current subscription was opened at LATEST (else zero), and
+	// positioned reports that a record gave the topic a cursor: a LATEST pull that ends without
+	// one yields a cursor holding latestAt (latestCursor).
+	latestAt   time.Time
+	positioned bool
+	closed     bool
+	lastAt     time.Time
+	ev         Event
 }
 
 func (st *stream) Key() string { return st.key }
@@ -143,6 +149,10 @@ func (st *stream) start(ctx context.Context) error {
 	switch {
 	case st.resume != nil:
 		req.Preset, req.ReplayID = sfpubsub.Custom, st.resume
+	case !st.cur.LatestAt.IsZero():
+		// "latest" as of an earlier run's subscription: from there on, not from now.
+		req.Preset = sfpubsub.Earliest
+		st.notBefore = st.cur.LatestAt.Add(-LatestMargin)
 	case o.Start == StartLatest:
 		req.Preset = sfpubsub.Latest
 	default:
@@ -153,6 +163,11 @@ func (st *stream) start(ctx context.Context) error {
 }
 
 func (st *stream) open(ctx context.Context, req sfpubsub.SubscribeRequest) error {
+	st.latestAt = time.Time{}
+	if req.Preset == sfpubsub.Latest {
+		// Taken before subscribing: the server's LATEST is no earlier than this.
+		st.latestAt = st.src.opts.Now().UTC()
+	}
 	sub, err := st.src.c.Subscribe(ctx, req)
 	if err != nil {
 		return fmt.Errorf("pubsub: %s: %w", st.topic, err)
@@ -182,6 +197,9 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	}
 	for {
 		it, err := st.sub.Next(ctx)
+		if errors.Is(err, io.EOF) && !st.latestAt.IsZero() && !st.positioned {
+			return st.latestCursor(), nil // the EOF comes on the next call
+		}
 		if errors.Is(err, io.EOF) {
 			reason := st.sub.Stopped()
 			st.src.update(func() { st.rep.Stop = reason })
@@ -204,6 +222,18 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 		}
 		return st.event(ctx, it.Event)
 	}
+}
+
+// latestCursor is the record that ends a LATEST pull which met no event and no keepalive: with
+// no replay id to store, its cursor holds when the subscription opened (Cursor.LatestAt),
+// replacing a refused stored id, so the next run resumes from that moment instead of
+// subscribing at LATEST again and losing what was published in between.
+func (st *stream) latestCursor() source.Record {
+	st.positioned = true
+	st.log.Info("no event or keepalive arrived on the LATEST subscription; storing when it opened, so the next run ships what is published from then on",
+		"latest_at", st.latestAt)
+	c := Cursor{LatestAt: st.latestAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
+	return source.Record{Skip: true, SkipReason: "latest_start", Cursor: source.CursorJSON(EncodeCursor(c))}
 }
 
 // replayLost applies the replay_lost policy to a refused stored position.
@@ -279,6 +309,7 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 
 // cursor returns the cursor after an item with replay id id.
 func (st *stream) cursor(id []byte) json.RawMessage {
+	st.positioned = true
 	c := Cursor{ReplayID: base64.StdEncoding.EncodeToString(id), AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
 	return EncodeCursor(c)
 }

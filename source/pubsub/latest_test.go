@@ -1,0 +1,127 @@
+package pubsub_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/job"
+	"github.com/sf2loki/sf2loki/job/jobtest"
+	"github.com/sf2loki/sf2loki/source/pubsub"
+)
+
+// TestStartLatestShipsWhatIsPublishedAfterTheFirstSubscription: start: latest on a quiet new
+// topic. The first run meets no event and no keepalive, so it stores when its LATEST
+// subscription opened; the second run ships every event published since then (and the ones
+// within LatestMargin before it), skipping the older ones as before_start, instead of
+// subscribing at LATEST again and losing what was published between the runs.
+func TestStartLatestShipsWhatIsPublishedAfterTheFirstSubscription(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+	e.publishLogins(t, 0, 2) // long before the first run: not wanted with start: latest
+	e.clock.Advance(time.Hour)
+	e.publishLogins(t, 2, 1) // just before the first run: inside the margin, shipped
+	e.clock.Advance(time.Second)
+	subscribed := e.clock.Now()
+	coord := jobtest.New()
+	lk, sink := receiver(t)
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, Start: pubsub.StartLatest, RefreshAfter: -1}
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 0 {
+		t.Fatalf("first run: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
+	}
+	c, ok := storedCursor(t, coord, loginKey)
+	if !ok || c.ReplayID != "" || !c.LatestAt.Equal(subscribed) {
+		t.Fatalf("after the first run the cursor is %+v (stored %v); want only the moment of the LATEST subscription, %s", c, ok, subscribed)
+	}
+
+	e.clock.Advance(time.Minute)
+	e.publishLogins(t, 3, 3) // after the first run subscribed
+	rep := runJob(t, coord, sink, e.source(t, opts))
+	if rep.Outcome != job.OutcomeOK || rep.Records != 4 || lk.Count() != 4 {
+		t.Fatalf("second run: outcome %s, %d records, receiver holds %d; want the 3 events published after the first run subscribed and the 1 just before it",
+			rep.Outcome, rep.Records, lk.Count())
+	}
+	if n := rep.Events["pubsub."+pubsub.SkipBeforeStart]; n != 2 {
+		t.Fatalf("before_start counted %d, want the 2 events older than the first subscription", n)
+	}
+	if c, _ := storedCursor(t, coord, loginKey); c.ReplayID == "" || !c.LatestAt.IsZero() {
+		t.Fatalf("after the second run the cursor is %+v; want the last event's replay id", c)
+	}
+
+	// From then on the topic resumes from its replay id.
+	e.publishLogins(t, 6, 1)
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Records != 1 || lk.Count() != 5 {
+		t.Fatalf("third run: %d records, receiver holds %d; want the 1 new event", rep.Records, lk.Count())
+	}
+}
+
+// TestReplayLostLatestResumesFromTheFallback: replay_lost: latest loses the events between the
+// refused id and the fallback, but only those. On a quiet topic the fallback meets no event, so
+// it replaces the refused id with the moment of its LATEST subscription: the next run is not
+// refused again and ships what was published after the fallback.
+func TestReplayLostLatestResumesFromTheFallback(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+	e.publishLogins(t, 0, 5)
+	coord := jobtest.New()
+	lk, sink := receiver(t)
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, ReplayLost: pubsub.ReplayLostLatest, RefreshAfter: -1}
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Records != 5 {
+		t.Fatalf("first run shipped %d", rep.Records)
+	}
+	e.clock.Advance(73 * time.Hour) // the stored position ages out
+	rep := runJob(t, coord, sink, e.source(t, opts))
+	if rep.Outcome != job.OutcomeOK || rep.Events["pubsub.replay_fallback"] != 1 {
+		t.Fatalf("fallback run: %s %s, events %v", rep.Outcome, rep.Error, rep.Events)
+	}
+	if c, _ := storedCursor(t, coord, loginKey); c.ReplayID != "" || !c.LatestAt.Equal(e.clock.Now()) {
+		t.Fatalf("after the fallback the cursor is %+v; want the refused id replaced by the moment of the LATEST subscription", c)
+	}
+
+	e.clock.Advance(time.Minute)
+	e.publishLogins(t, 5, 3) // published after the fallback: must be shipped
+	rep = runJob(t, coord, sink, e.source(t, opts))
+	if rep.Outcome != job.OutcomeOK || rep.Records != 3 || lk.Count() != 8 || rep.Events["pubsub.replay_fallback"] != 0 {
+		t.Fatalf("run after the fallback: outcome %s, %d records, receiver holds %d (want 3 new, 8 in all); fallback counter %d, notes %q",
+			rep.Outcome, rep.Records, lk.Count(), rep.Events["pubsub.replay_fallback"], rep.Notes)
+	}
+}
+
+// TestStartLatestStoresAKeepalivesReplayID: a keepalive arriving on the LATEST subscription gives
+// the topic a real position, which stays the topic's cursor: the moment of the subscription is
+// recorded only when nothing arrived.
+func TestStartLatestStoresAKeepalivesReplayID(t *testing.T) {
+	// Keepalives come more often than the idle period: the pull ends at the run's deadline.
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: 200 * time.Millisecond})
+	ids := e.publishLogins(t, 0, 2)
+	src := e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: 2 * time.Second, Start: pubsub.StartLatest, RefreshAfter: -1})
+	p := pullUntil(t, src, nil, time.Now().Add(time.Second))
+	recs := p.records[loginKey]
+	if err := p.errs[loginKey]; err != nil || len(recs) == 0 {
+		t.Fatalf("%d records, err %v", len(recs), err)
+	}
+	for _, r := range recs {
+		if r.SkipReason != "keepalive" {
+			t.Errorf("record skipped for %q, want only keepalives", r.SkipReason)
+		}
+	}
+	c, id, _, err := pubsub.DecodeCursor(p.lastCursor(loginKey))
+	if err != nil || !bytes.Equal(id, ids[1]) || !c.LatestAt.IsZero() {
+		t.Fatalf("last cursor %+v (%v): want the keepalive's replay id, the topic's newest", c, err)
+	}
+}
+
+// TestLatestAtCursorDecodes: a cursor holding only LatestAt is a position without a replay id;
+// a replay id stays required otherwise.
+func TestLatestAtCursorDecodes(t *testing.T) {
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	c, id, ok, err := pubsub.DecodeCursor(pubsub.EncodeCursor(pubsub.Cursor{LatestAt: at, AdvancedAt: at.Add(time.Second)}))
+	if err != nil || !ok || id != nil || !c.LatestAt.Equal(at) {
+		t.Fatalf("LatestAt cursor decoded to %+v, id %v, ok %v, err %v", c, id, ok, err)
+	}
+	for _, raw := range []string{`{"v":1}`, `{"v":1,"replay_id":""}`, `""`} {
+		if _, _, _, err := pubsub.DecodeCursor(json.RawMessage(raw)); err == nil {
+			t.Errorf("%s: accepted without a replay id or a LatestAt", raw)
+		}
+	}
+}

@@ -21,9 +21,10 @@ type Job struct {
 	Orgs     []string `yaml:"orgs" desc:"Orgs of the group by name (empty = every org)."`
 	Sources  []string `yaml:"sources" example:"[eventlogfile]" desc:"Sources of the group: eventlogfile, soql, apexlog, pubsub (empty = every enabled source of its orgs)."`
 	Schedule string   `yaml:"schedule" desc:"Cron spec of the group (empty = schedule.spec)."`
-	Lease    string   `yaml:"lease" desc:"Lease name of the group (empty = lease.name-<group>)."`
+	Lease    string   `yaml:"lease" desc:"Lease name of the group (empty = lease.name-<group>); each group and the backfill need their own."`
 	// The group's checkpoint document: the backend's location with the group name appended
-	// unless set here.
+	// unless set here. No two groups, nor a group and the backfill, may share a lease or a
+	// document (validateFencesApart).
 	StatePath      string `yaml:"state_path" desc:"state.store file: document path (empty = the state.file.path name with -<group> before the extension)."`
 	StateKey       string `yaml:"state_key" desc:"state.store s3 / gcs: object key (empty = the configured key with -<group> before the extension)."`
 	StateConfigMap string `yaml:"state_configmap" desc:"state.store configmap: ConfigMap name (empty = state.configmap.name-<group>)."`
@@ -150,6 +151,90 @@ func (c *Config) validateJobs(errs *Errors) {
 			}
 		}
 	}
+	c.validateFencesApart(errs)
+}
+
+// fenceHome is where a job group, or the backfill, keeps its fence: its lease and its checkpoint
+// document, and the configuration keys that set them (a group's name when it picks the default).
+type fenceHome struct {
+	who              string // `job group "elf"` or `the backfill`
+	lease, doc       string
+	leaseKey, docKey string // "" for the backfill
+}
+
+// fenceHomes returns every job group's lease and document as ForJob derives them, then the
+// backfill's (ForBackfill).
+func (c *Config) fenceHomes() []fenceHome {
+	var out []fenceHome
+	for i, j := range c.Jobs {
+		p := fmt.Sprintf("jobs[%d].", i)
+		g := c.forGroup(j)
+		h := fenceHome{who: fmt.Sprintf("job group %q", j.Name), lease: g.Lease.Name, doc: g.State.location(),
+			leaseKey: p + "name", docKey: p + "name"}
+		if j.Lease != "" {
+			h.leaseKey = p + "lease"
+		}
+		if key, value := c.State.jobKey(j); value != "" {
+			h.docKey = p + key
+		}
+		out = append(out, h)
+	}
+	b := c.ForBackfill()
+	return append(out, fenceHome{who: "the backfill", lease: b.Lease.Name, doc: b.State.location()})
+}
+
+// location is the checkpoint document's location in the configured store.
+func (s State) location() string {
+	switch s.Store {
+	case "s3":
+		return s.S3.Key
+	case "gcs":
+		return s.GCS.Object
+	case "configmap":
+		return s.ConfigMap.Name
+	}
+	return filepath.Clean(s.File.Path)
+}
+
+// jobKey is the jobs[] key that sets a group's document in the configured store, and its value.
+func (s State) jobKey(j Job) (key, value string) {
+	switch s.Store {
+	case "s3", "gcs":
+		return "state_key", j.StateKey
+	case "configmap":
+		return "state_configmap", j.StateConfigMap
+	}
+	return "state_path", j.StatePath
+}
+
+// validateFencesApart refuses two job groups, or a group and the backfill, sharing a lease or a
+// checkpoint document: each needs a fence of its own. Sharing a lease, they make each other
+// busy, and a busy tick ships nothing without counting as a failure, so a group can stall
+// unnoticed (their metrics, labelled by lease, merge too). Sharing a document under two leases,
+// the first claim records its lease and every run of the other is refused as a foreign lease.
+func (c *Config) validateFencesApart(errs *Errors) {
+	homes := c.fenceHomes()
+	check := func(what, why string, value, key func(fenceHome) string) {
+		first := map[string]fenceHome{}
+		for _, h := range homes {
+			prev, dup := first[value(h)]
+			if !dup {
+				first[value(h)] = h
+				continue
+			}
+			// Name the key that was set rather than a name whose default collides with it.
+			path := key(h)
+			if path == "" || strings.HasSuffix(path, ".name") && !strings.HasSuffix(key(prev), ".name") {
+				path = key(prev)
+			}
+			errs.add(path, "%s and %s share the %s %q: %s; give each its own", prev.who, h.who, what, value(h), why)
+		}
+	}
+	check("lease", "they would make each other busy, and a busy tick ships nothing without counting as a failure",
+		func(h fenceHome) string { return h.lease }, func(h fenceHome) string { return h.leaseKey })
+	check("checkpoint document", "the first to claim it records its lease there and every run of the other is refused "+
+		"(under one lease, they would make each other busy instead)",
+		func(h fenceHome) string { return h.doc }, func(h fenceHome) string { return h.docKey })
 }
 
 func displayOrg(name string) string {

@@ -93,6 +93,42 @@ jobs:
 	}
 }
 
+// Two job groups, or a group and the backfill, must not share a lease or a checkpoint document
+// (set explicitly, or one's setting equal to another's default): they would make each other busy,
+// or the first claim would lock the other out. The error names both and the key to change.
+func TestJobGroupsMustNotShareALeaseOrADocument(t *testing.T) {
+	groups := func(elf, apex string) string {
+		return twoOrgs + "jobs:\n  - name: elf\n    sources: [eventlogfile]\n" + elf + "  - name: apex\n    sources: [apexlog]\n" + apex
+	}
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"one lease", groups("    lease: shared\n", "    lease: shared\n"),
+			`jobs[1].lease: job group "elf" and job group "apex" share the lease "shared"`},
+		{"one document", groups("    state_path: /var/lib/state.json\n", "    state_path: /var/lib/./state.json\n"),
+			`jobs[1].state_path: job group "elf" and job group "apex" share the checkpoint document "/var/lib/state.json"`},
+		{"a lease equal to another group's default", groups("    lease: sf2loki-apex\n", ""),
+			`jobs[0].lease: job group "elf" and job group "apex" share the lease "sf2loki-apex"`},
+		{"a document equal to another group's default", groups("", "    state_path: sf2loki-state-elf.json\n"),
+			`jobs[1].state_path: job group "elf" and job group "apex" share the checkpoint document "sf2loki-state-elf.json"`},
+		{"one object key", "state:\n  store: s3\n  s3: {bucket: b}\n" + groups("    state_key: k.json\n", "    state_key: k.json\n"),
+			`jobs[1].state_key: job group "elf" and job group "apex" share the checkpoint document "k.json"`},
+		{"one ConfigMap", "state:\n  store: configmap\n" + groups("    state_configmap: cm\n", "    state_configmap: cm\n"),
+			`jobs[1].state_configmap: job group "elf" and job group "apex" share the checkpoint document "cm"`},
+		{"the backfill's lease and document", twoOrgs + "jobs:\n  - name: backfill\n",
+			`jobs[0].name: job group "backfill" and the backfill share the lease "sf2loki-backfill"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.yaml)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("want an error saying %q, got: %v", tc.want, err)
+			}
+		})
+	}
+	// The same state_path is no collision in another store: only the configured store's location counts.
+	mustLoad(t, "state:\n  store: configmap\n"+groups("    state_path: same.json\n", "    state_path: same.json\n"))
+}
+
 func TestNoJobGroupsMeansOneJob(t *testing.T) {
 	cfg := mustLoad(t, "")
 	same, err := cfg.ForJob("")

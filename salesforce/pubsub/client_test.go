@@ -202,6 +202,32 @@ func TestWaitForKeepaliveOutlastsTheIdlePeriod(t *testing.T) {
 	}
 }
 
+// TestKeepaliveAtTheStartPositionYieldsNothing: a quiet topic resumed from its stored replay id
+// gets a keepalive carrying that same id. The position did not move, so no item is yielded (an
+// Item is a keepalive carrying a newer position): handed out, it would be stored as freshly
+// advanced while the id keeps aging toward the retention horizon. A refresh still ends on it.
+func TestKeepaliveAtTheStartPositionYieldsNothing(t *testing.T) {
+	f := newFixture(t, simpubsub.Options{KeepaliveInterval: 200 * time.Millisecond})
+	ids := f.publish(t, 0, 1) // the clock does not move: the topic's newest id stays ids[0]
+	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[0], Max: 10,
+		Idle: 20 * time.Millisecond, WaitForKeepalive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, kas, err := drain(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.srv.Stats().Keepalives == 0 {
+		t.Fatalf("the server sent no keepalive (stop %q)", s.Stopped())
+	}
+	if len(evs) != 0 || len(kas) != 0 || s.Stopped() != pubsub.StopKeepalive {
+		t.Fatalf("got %d events, keepalives at %x, stop %q; want no item (the keepalive carried the start position %x) and %q",
+			len(evs), kas, s.Stopped(), ids[0], pubsub.StopKeepalive)
+	}
+}
+
 func TestDeadlineEndsTheWait(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{KeepaliveInterval: time.Hour})
 	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Max: 10, WaitForKeepalive: true, Deadline: time.Now().Add(150 * time.Millisecond)})

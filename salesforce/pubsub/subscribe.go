@@ -209,10 +209,8 @@ func (s *Subscription) open(ctx context.Context) error {
 		return statusError("Subscribe", s.req.Topic, err, nil, s.resuming())
 	}
 	first := &pubsubpb.FetchRequest{TopicName: s.req.Topic, ReplayPreset: s.req.Preset.proto(), NumRequested: int32(s.credit(0))}
-	if s.resume != nil {
-		first.ReplayPreset, first.ReplayId = pubsubpb.ReplayPreset_CUSTOM, s.resume
-	} else if s.req.Preset == Custom {
-		first.ReplayId = s.req.ReplayID
+	if pos := s.position(); pos != nil {
+		first.ReplayPreset, first.ReplayId = pubsubpb.ReplayPreset_CUSTOM, pos
 	}
 	st := &stream{cancel: cancel, call: call, token: token, recv: make(chan recvResult, MaxOutstanding+1)}
 	if err := call.Send(first); err != nil {
@@ -246,9 +244,18 @@ func (st *stream) close() {
 	}
 }
 
+// position is where the pull stands: the replay id of the last item yielded, else the start
+// position's replay id (Custom), else nil (Earliest or Latest with nothing yielded yet).
+func (s *Subscription) position() []byte {
+	if s.resume == nil && s.req.Preset == Custom {
+		return s.req.ReplayID
+	}
+	return s.resume
+}
+
 // resuming reports whether the current open resumes from a stored replay id.
 func (s *Subscription) resuming() bool {
-	return s.resume != nil || s.req.Preset == Custom
+	return s.position() != nil
 }
 
 // credit returns how many credits to request now, given outstanding ones: never more than the
@@ -411,8 +418,11 @@ func (s *Subscription) accept(resp *pubsubpb.FetchResponse) {
 		})
 	}
 	if len(evs) == 0 {
+		// Compared with the start position too: on a quiet topic resumed from a stored id, the
+		// keepalive carries that same id, which is no new position to hand out (and store as
+		// freshly advanced) while it keeps aging toward the retention horizon.
 		latest := resp.GetLatestReplayId()
-		if len(latest) > 0 && !bytes.Equal(latest, s.resume) {
+		if len(latest) > 0 && !bytes.Equal(latest, s.position()) {
 			s.pending = append(s.pending, Item{ReplayID: latest})
 		} else if s.req.WaitForKeepalive {
 			s.stop(StopKeepalive) // the keepalive came, but the position did not move

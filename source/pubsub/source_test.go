@@ -157,6 +157,46 @@ func TestStalePositionWaitsForAKeepaliveAndCommitsIt(t *testing.T) {
 	}
 }
 
+// TestKeepaliveAtTheStoredPositionCommitsNothing: on a quiet topic a keepalive carries the
+// stored replay id itself. The position did not move, so no record is yielded and nothing is
+// committed: the stored AdvancedAt keeps its age (ReplayAge, refresh_after and the staleness note
+// go on measuring how close the id is to the retention horizon), whether the run was waiting for
+// a keepalive to refresh the position or pulling until its deadline.
+func TestKeepaliveAtTheStoredPositionCommitsNothing(t *testing.T) {
+	cases := []struct {
+		name         string
+		idle         time.Duration
+		refreshAfter time.Duration
+		run          time.Duration // the run's deadline, from now
+		stop         sfpubsub.StopReason
+	}{
+		{"refresh waits for the keepalive", 20 * time.Millisecond, 24 * time.Hour, 50 * time.Second, sfpubsub.StopKeepalive},
+		{"keepalives faster than the idle period", time.Second, -1, 800 * time.Millisecond, sfpubsub.StopDeadline},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, simpubsub.Options{KeepaliveInterval: 100 * time.Millisecond})
+			// The org's clock does not move after the publish, so the topic's newest replay id,
+			// which its keepalives carry, stays ids[1]: the stored position.
+			ids := e.publishLogins(t, 0, 2)
+			stored := pubsub.Cursor{ReplayID: base64.StdEncoding.EncodeToString(ids[1]), AdvancedAt: e.clock.Now().Add(-25 * time.Hour)}
+			src := e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: tc.idle, RefreshAfter: tc.refreshAfter})
+			p := pullUntil(t, src, map[string]json.RawMessage{loginKey: pubsub.EncodeCursor(stored)}, time.Now().Add(tc.run))
+			if err := p.errs[loginKey]; err != nil {
+				t.Fatal(err)
+			}
+			if e.ps.Stats().Keepalives == 0 {
+				t.Fatal("the server sent no keepalive")
+			}
+			tr := src.Topics()[0]
+			if recs := p.records[loginKey]; len(recs) != 0 || tr.Keepalives != 0 || tr.Stop != tc.stop {
+				t.Fatalf("%d records (last cursor %s), report %+v; want none (nothing to commit: the position did not move) and stop %q",
+					len(recs), p.lastCursor(loginKey), tr, tc.stop)
+			}
+		})
+	}
+}
+
 func TestReplayIDPastRetention(t *testing.T) {
 	cases := []struct {
 		policy  pubsub.ReplayLost

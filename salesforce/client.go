@@ -409,10 +409,11 @@ func (c *Client) authorizedJSONKeep(ctx context.Context, kind Kind, path string,
 }
 
 // authorizedStream GETs path on the instance and returns the 2xx response
-// with its body unread.
+// with its body unread. An answer that is an HTML page is refused (see
+// htmlPage).
 func (c *Client) authorizedStream(ctx context.Context, kind Kind, path string, header http.Header) (*http.Response, error) {
 	var resp *http.Response
-	r := request{kind: kind, method: http.MethodGet, header: header}
+	r := request{kind: kind, method: http.MethodGet, header: header, accept: htmlPage}
 	err := c.authorize(ctx, r, path, func(ar request) error {
 		var err error
 		resp, err = c.send(ctx, ar) //nolint:bodyclose // handed to the caller, who closes it

@@ -13,9 +13,10 @@
 // What is retried, and how, is decided in one place (policy.go):
 //   - 401 (or 403 INVALID_SESSION_ID): the token is invalidated
 //     (compare-and-clear) and the request is retried once with a new one;
-//   - 5xx, 429, transport errors and unparseable 2xx bodies: exponential
-//     backoff with jitter, at most Options.MaxAttempts - 1 times, bounded by the
-//     context, and then ErrUnavailable;
+//   - 5xx, 429, transport errors and unparseable 2xx bodies (a download typed
+//     as an HTML page among them, see htmlPage): exponential backoff with
+//     jitter, at most Options.MaxAttempts - 1 times, bounded by the context,
+//     and then ErrUnavailable;
 //   - REQUEST_LIMIT_EXCEEDED is classified by its message: a concurrent
 //     limit ("ConcurrentRequests …", "ConcurrentPerOrgLongTxn …": too many
 //     long-running requests right now) is retried with the same backoff for

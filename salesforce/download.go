@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 // debug log). Read it to the end and Close it; nothing is buffered beyond
 // the transport's and gzip's windows (64 KiB each). A read error mid-stream
 // (the connection broke off, the server stalled for Options.HTTPTimeout) is
-// ErrUnavailable; the caller may download again.
+// ErrUnavailable; the caller may download again. A 2xx answer that is an HTML
+// page is no Download: it is ErrBadResponse (see htmlPage).
 type Download struct {
 	body io.Reader
 	raw  io.ReadCloser
@@ -121,6 +123,33 @@ func (c *Client) download(ctx context.Context, kind Kind, path string, maxBytes 
 		d.body = &cappedReader{r: d.body, left: maxBytes, max: maxBytes}
 	}
 	return d, nil
+}
+
+// htmlPage refuses a 2xx stream (a download) answered with an HTML page — a
+// proxy's sign-in page, Salesforce's maintenance page — in place of the body
+// asked for: read as one, its lines would become an EventLogFile's CSV header
+// and rows, or a debug log. Like a JSON answer that does not decode, it is a
+// *BadResponseError (retried; the page is quoted, and the body closed). The
+// Content-Type is the rule: no download asked for is HTML, and a body is not
+// guessed at, which could misread a real file.
+func htmlPage(resp *http.Response) error {
+	ct := resp.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "text/html" && mt != "application/xhtml+xml" {
+		return nil
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var page io.Reader = resp.Body
+	if strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
+		if gz, err := gzip.NewReader(resp.Body); err == nil {
+			page = gz // quoted as it reads
+		}
+	}
+	b, _ := io.ReadAll(io.LimitReader(page, excerptLen))
+	u := *resp.Request.URL
+	u.RawQuery = ""
+	return &BadResponseError{URL: u.String(), StatusCode: resp.StatusCode, ContentType: ct, Size: len(b), Excerpt: excerpt(b),
+		Err: errors.New("an HTML page instead of the body asked for (a proxy's or a maintenance page)")}
 }
 
 // bodyReadSize is how much of a compressed body is read from the connection at a time, and

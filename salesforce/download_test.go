@@ -517,3 +517,102 @@ func TestTransportReadBufferHoldsManyChunks(t *testing.T) {
 		t.Errorf("ReadBufferSize %d, want at least %d", tr.ReadBufferSize, bodyReadSize)
 	}
 }
+
+// TestDownloadAnsweredWithAnHTMLPage: a download answered 200 with an HTML page (a proxy's
+// sign-in page, Salesforce's maintenance page) is not the body asked for — read as one, its
+// lines would be a CSV header and rows, or a debug log. Whatever is downloaded (an EventLogFile,
+// an ApexLog body), it is a bad response: retried like any, then ErrBadResponse (and
+// ErrUnavailable), naming the page's type and first bytes. The rule is the Content-Type: a body
+// typed as anything else, or not typed, is handed over, even when it starts with '<'.
+func TestDownloadAnsweredWithAnHTMLPage(t *testing.T) {
+	const page = "<!DOCTYPE html>\n<html><head><title>Down for maintenance</title></head><body>Sign in</body></html>\n"
+	downloads := []struct {
+		name    string
+		pattern string
+		open    func(*Client) (*Download, error)
+	}{
+		{"EventLogFile", elfPath, func(c *Client) (*Download, error) {
+			return c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
+		}},
+		{"ApexLog", "GET /services/data/v60.0/tooling/sobjects/ApexLog/{id}/Body", func(c *Client) (*Download, error) {
+			return c.DownloadApexLog(context.Background(), "07L5g000000AbCdEAA", 1<<20)
+		}},
+	}
+	for _, dl := range downloads {
+		for _, tt := range []struct {
+			ctype    string
+			gzip     bool // the page comes gzip-encoded
+			wantBody bool // the body is handed over as it is; else every answer is refused
+		}{
+			{ctype: "text/html; charset=utf-8"},
+			{ctype: "TEXT/HTML", gzip: true},
+			{ctype: "application/xhtml+xml"},
+			{ctype: "text/plain", wantBody: true},
+			{ctype: "text/csv", wantBody: true},
+			{ctype: "", wantBody: true},
+		} {
+			t.Run(fmt.Sprintf("%s/%s/gzip=%v", dl.name, tt.ctype, tt.gzip), func(t *testing.T) {
+				org := newTestOrg(t)
+				var calls atomic.Int64
+				org.handle(dl.pattern, func(w http.ResponseWriter, r *http.Request) {
+					calls.Add(1)
+					w.Header()["Content-Type"] = nil // no sniffing: the type is the test's
+					if tt.ctype != "" {
+						w.Header().Set("Content-Type", tt.ctype)
+					}
+					if tt.gzip {
+						w.Header().Set("Content-Encoding", "gzip")
+						zw := gzip.NewWriter(w)
+						_, _ = io.WriteString(zw, page)
+						_ = zw.Close()
+						return
+					}
+					_, _ = io.WriteString(w, page)
+				})
+				c := org.client(t)
+				d, err := dl.open(c)
+				if tt.wantBody {
+					if err != nil {
+						t.Fatalf("open: %v", err)
+					}
+					defer func() { _ = d.Close() }()
+					if b, err := io.ReadAll(d); err != nil || string(b) != page {
+						t.Fatalf("body %q (%v), want the page as it came", b, err)
+					}
+					return
+				}
+				if d != nil {
+					_ = d.Close()
+				}
+				if !errors.Is(err, ErrBadResponse) || !errors.Is(err, ErrUnavailable) ||
+					!strings.Contains(err.Error(), "HTML page") || !strings.Contains(err.Error(), "Down for maintenance") {
+					t.Fatalf("err = %v, want ErrBadResponse and ErrUnavailable naming the HTML page and quoting it", err)
+				}
+				if calls.Load() != 4 {
+					t.Errorf("calls = %d, want 4: retried like any bad response", calls.Load())
+				}
+			})
+		}
+		t.Run(dl.name+"/once", func(t *testing.T) {
+			org := newTestOrg(t)
+			var calls atomic.Int64
+			org.handle(dl.pattern, func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) == 1 {
+					w.Header().Set("Content-Type", "text/html")
+					_, _ = io.WriteString(w, page)
+					return
+				}
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, csvBody)
+			})
+			d, err := dl.open(org.client(t))
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer func() { _ = d.Close() }()
+			if b, err := io.ReadAll(d); err != nil || string(b) != csvBody || calls.Load() != 2 {
+				t.Fatalf("body %q (%v) after %d calls, want the body of the second", b, err, calls.Load())
+			}
+		})
+	}
+}

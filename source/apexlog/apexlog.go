@@ -36,11 +36,12 @@
 // still stops the key at the first log that could not be shipped. A log whose LogLength
 // exceeds MaxBodyBytes is not downloaded: its entry carries the metadata, body_skipped=true and
 // body_skip_reason=size, and a short line saying so (counted as "body_skipped"). A body that
-// cannot be downloaded (5xx, transport errors, after the client's retries; any other refusal)
-// stops the key for this run without passing the log, so the next run tries again — until the
-// log is older than DownloadMaxAge (Salesforce's clock), when it is shipped as metadata with
-// body_skip_reason=download_failed and counted as "body_failed". A body gone (404) is shipped
-// as metadata with body_skip_reason=not_found. REQUEST_LIMIT_EXCEEDED ends the run.
+// cannot be downloaded (5xx, transport errors, an HTML page answered in its place, after the
+// client's retries; any other refusal) stops the key for this run without passing the log, so
+// the next run tries again — until the log is older than DownloadMaxAge (Salesforce's clock),
+// when it is shipped as metadata with body_skip_reason=download_failed and counted as
+// "body_failed". A body gone (404) is shipped as metadata with body_skip_reason=not_found.
+// REQUEST_LIMIT_EXCEEDED ends the run.
 package apexlog
 
 import (

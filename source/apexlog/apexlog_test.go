@@ -278,7 +278,25 @@ func TestTieAcrossRuns(t *testing.T) {
 // TestDownloadFailure: a recent log whose body fails holds the key (nothing passes it) until it
 // downloads; one older than download_max_age is shipped as metadata, flagged; a vanished body
 // (404) is shipped as metadata too.
+// TestDownloadFailure: a body that keeps failing to download (a 5xx, or a page of HTML answered
+// 200 by a proxy or Salesforce's maintenance) holds the key at a log younger than
+// DownloadMaxAge, and ships an older one as metadata flagged download_failed; the next run,
+// the body answering again, ships the held log with its body. A body gone (404) is shipped as
+// metadata flagged not_found.
 func TestDownloadFailure(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault simsf.Fault
+		want  error
+	}{
+		{"503", simsf.Fault{Kind: simsf.KindApexLogBody, Times: -1, Status: 503}, salesforce.ErrUnavailable},
+		{"an HTML page", simsf.Fault{Kind: simsf.KindApexLogBody, Times: -1, HTMLBody: true}, salesforce.ErrBadResponse},
+	} {
+		t.Run(c.name, func(t *testing.T) { testDownloadFailure(t, c.fault, c.want) })
+	}
+}
+
+func testDownloadFailure(t *testing.T, fault simsf.Fault, want error) {
 	e := newEnv(t)
 	old, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-3 * time.Hour), Body: []byte("old")})
 	if err != nil {
@@ -289,10 +307,10 @@ func TestDownloadFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := apexlog.Options{Lookback: 4 * time.Hour}
-	e.org.AddFault(simsf.Fault{Kind: simsf.KindApexLogBody, Times: -1, Status: 503})
+	e.org.AddFault(fault)
 	first := e.run(t, opts, nil, 0)
-	if first.err == nil || !errors.Is(first.err, salesforce.ErrUnavailable) {
-		t.Fatalf("first run error %v, want the recent log's unavailable body", first.err)
+	if first.err == nil || !errors.Is(first.err, salesforce.ErrUnavailable) || !errors.Is(first.err, want) {
+		t.Fatalf("first run error %v, want the recent log's unavailable body (%v)", first.err, want)
 	}
 	if len(first.records) != 1 || meta(first.records[0].Entry, "Id") != old || meta(first.records[0].Entry, "body_skip_reason") != apexlog.ReasonFailed {
 		t.Fatalf("first run shipped %v; want only the old log, flagged download_failed", first.records)

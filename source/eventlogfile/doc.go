@@ -37,8 +37,8 @@
 //
 // # Files
 //
-// A download that fails (404 "not ready", 5xx, a broken stream) stops
-// the type for the run without advancing past the file; once the file is older than
+// A download that fails (404 "not ready", 5xx, a broken stream, an HTML page answered in place
+// of the CSV) stops the type for the run without advancing past the file; once the file is older than
 // download_max_age it is abandoned instead: error log, file_abandoned counter, and a Skip record
 // that moves the cursor past it. A throttled org (REQUEST_LIMIT_EXCEEDED) is never a reason to
 // abandon.

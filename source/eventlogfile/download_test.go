@@ -15,16 +15,16 @@ import (
 // TestHTMLDownloadIsAFailedDownload: a download answered 200 with an HTML page (a proxy's or a
 // maintenance page) is not the file's CSV. Read as one, a one-line page is a header without rows
 // (the file would be finished as empty), a longer one a header and rows (shipped as events). It
-// is a failed download instead: nothing is shipped, the type stops at the file for the run with
-// an error that says an HTML page came, and the next run downloads the file again and ships it
-// whole.
+// is a failed download instead (the client's retries answered so too): nothing is shipped, the
+// type stops at the file for the run with an error that says an HTML page came, and the next
+// run downloads the file again and ships it whole.
 func TestHTMLDownloadIsAFailedDownload(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		fault simsf.Fault
 	}{
-		{"a maintenance page", simsf.Fault{Kind: simsf.KindDownload, HTMLBody: true}},
-		{"a page of many lines", simsf.Fault{Kind: simsf.KindDownload, Status: http.StatusOK,
+		{"a maintenance page", simsf.Fault{Kind: simsf.KindDownload, Times: -1, HTMLBody: true}},
+		{"a page of many lines", simsf.Fault{Kind: simsf.KindDownload, Times: -1, Status: http.StatusOK,
 			Body: "<!DOCTYPE html>\n<html>\n<head><title>Proxy</title></head>\n<body>\n<p>Sign in to continue</p>\n</body>\n</html>\n"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -42,6 +42,7 @@ func TestHTMLDownloadIsAFailedDownload(t *testing.T) {
 			if raw, ok := cursors[Key("Login")]; ok || res.counts["file_failed"] != 1 {
 				t.Fatalf("HTML answer: cursor %s, counts %v; want no cursor and file_failed", raw, res.counts)
 			}
+			e.org.ClearFaults()
 			res = e.run(src, cursors, 1000, nil)
 			if res.entries != 50 || len(res.errs) > 0 {
 				t.Fatalf("next run: %d entries, errors %v; want the file's 50 rows", res.entries, res.errs)

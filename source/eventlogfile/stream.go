@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"strconv"
 	"strings"
 	"time"
@@ -342,10 +341,6 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 	if err != nil {
 		return source.Record{}, false, fmt.Errorf("download: %w", err)
 	}
-	if err := htmlPage(dl); err != nil {
-		_ = dl.Close()
-		return source.Record{}, false, fmt.Errorf("download: %w", err)
-	}
 	of := st.newOpenFile(f, dl, newCSVReader(dl, o.MaxRowBytes))
 	of.row, of.lastShort = start, lastShort // the rows shipped before count as consumed
 	st.file = of
@@ -383,21 +378,6 @@ func (st *stream) open(ctx context.Context, f fileInfo) (source.Record, bool, er
 		return st.finish(reason)
 	}
 	return source.Record{}, false, nil
-}
-
-// htmlPage returns an error for a download answered with an HTML page instead of the file's CSV
-// (a proxy's or a maintenance page, with a 2xx status): the page is not the file, whose rows
-// would otherwise be read from it — its first line as the header, any others as rows. Like a
-// query answered so, it is salesforce.ErrBadResponse, and the download failed: the file is
-// downloaded again on the next run.
-func htmlPage(dl *salesforce.Download) error {
-	mt, _, err := mime.ParseMediaType(dl.ContentType)
-	if err != nil || mt != "text/html" && mt != "application/xhtml+xml" {
-		return nil
-	}
-	start, _ := io.ReadAll(io.LimitReader(dl, 200))
-	return fmt.Errorf("%w: an HTML page (Content-Type %q) instead of the file's CSV (a proxy's or a maintenance page); it starts %q",
-		salesforce.ErrBadResponse, dl.ContentType, start)
 }
 
 // finish ends a file that has no (more) rows: it is done, unless its body is held (see held).

@@ -6,14 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sf2loki/sf2loki/internal/sftest"
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce/pubsub"
+	"github.com/sf2loki/sf2loki/salesforce/pubsub/pubsubpb"
 )
 
 const (
@@ -238,6 +244,96 @@ func TestDeadlineEndsTheWait(t *testing.T) {
 	if _, _, err := drain(t, s); err != nil || s.Stopped() != pubsub.StopDeadline {
 		t.Fatalf("err %v, stop %q; want the deadline rule", err, s.Stopped())
 	}
+}
+
+// TestStreamEndedAtTheDeadlineIsTheDeadlineStop: the Subscribe call carries the caller's context,
+// whose deadline is the subscription's own, so at that deadline gRPC or the server may end the
+// stream with DEADLINE_EXCEEDED before the subscription consults its deadline timer (here: the
+// caller comes back after the deadline, and the stream's end is waiting). That is the pull
+// ending on its deadline, as the timer would have said, not a broken stream: the events already
+// yielded stay the position and the caller sees no failure.
+func TestStreamEndedAtTheDeadlineIsTheDeadlineStop(t *testing.T) {
+	// Keepalives come every idle/2: the pull runs to its deadline.
+	f := newFixture(t, simpubsub.Options{KeepaliveInterval: 100 * time.Millisecond})
+	f.publish(t, 0, 1)
+	deadline := time.Now().Add(400 * time.Millisecond)
+	sctx, cancel := context.WithDeadline(ctx(t), deadline)
+	defer cancel()
+	s, err := f.client.Subscribe(sctx, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 10, Idle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if it, err := s.Next(ctx(t)); err != nil || it.Keepalive() {
+		t.Fatalf("first item %+v, err %v; want the event", it, err)
+	}
+	time.Sleep(time.Until(deadline) + 300*time.Millisecond)
+	for {
+		_, err := s.Next(ctx(t))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("err %v after the deadline; want the deadline stop", err)
+		}
+	}
+	if s.Stopped() != pubsub.StopDeadline || s.Delivered() != 1 {
+		t.Fatalf("stop %q, %d delivered; want %q and the 1 event", s.Stopped(), s.Delivered(), pubsub.StopDeadline)
+	}
+}
+
+// TestOtherStreamEndsNearTheDeadlineFail: only the subscription's own deadline is a clean stop. A
+// DEADLINE_EXCEEDED long before it (a server or proxy timing out) and any other error, even one
+// read after the deadline, are a broken stream, reported.
+func TestOtherStreamEndsNearTheDeadlineFail(t *testing.T) {
+	cases := []struct {
+		name     string
+		code     codes.Code
+		deadline time.Duration // the subscription's, from now
+		late     time.Duration // how long after Subscribe the caller reads the stream's end
+	}{
+		{"deadline exceeded long before the deadline", codes.DeadlineExceeded, 20 * time.Second, 0},
+		{"unavailable read after the deadline", codes.Unavailable, 100 * time.Millisecond, 400 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gs := grpc.NewServer()
+			pubsubpb.RegisterPubSubServer(gs, failing{code: tc.code})
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = gs.Serve(l) }()
+			t.Cleanup(gs.Stop)
+			c, err := pubsub.New(newAuth(), pubsub.Options{Endpoint: l.Addr().String(), Plaintext: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			s, err := c.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 10, Deadline: time.Now().Add(tc.deadline)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			time.Sleep(tc.late)
+			if _, err := s.Next(ctx(t)); !errors.Is(err, pubsub.ErrUnavailable) || s.Stopped() != "" {
+				t.Fatalf("err %v, stop %q; want ErrUnavailable", err, s.Stopped())
+			}
+		})
+	}
+}
+
+// failing is a Pub/Sub server whose Subscribe fails with code at once.
+type failing struct {
+	pubsubpb.UnimplementedPubSubServer
+	code codes.Code
+}
+
+func (f failing) Subscribe(call pubsubpb.PubSub_SubscribeServer) error {
+	if _, err := call.Recv(); err != nil {
+		return err
+	}
+	return status.Error(f.code, "upstream failure")
 }
 
 func TestSessionExpiringMidStreamIsRenewedOnce(t *testing.T) {

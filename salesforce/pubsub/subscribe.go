@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sf2loki/sf2loki/salesforce/pubsub/pubsubpb"
 )
@@ -441,6 +442,13 @@ func (s *Subscription) streamEnded(ctx context.Context, recvErr error) error {
 		s.stop(StopServer)
 		return nil
 	}
+	if status.Code(recvErr) == codes.DeadlineExceeded && s.pastDeadline() {
+		// The call carries the caller's context, whose deadline is the subscription's own: at
+		// that deadline gRPC or the server may end the stream before the deadline timer is
+		// consulted. It is the same clean stop, not a broken stream.
+		s.stop(StopDeadline)
+		return nil
+	}
 	err := statusError("Subscribe", s.req.Topic, recvErr, trailer, s.resuming())
 	var se *StatusError
 	if errors.As(err, &se) && se.Code == codes.Unauthenticated && !s.reauthed {
@@ -452,6 +460,11 @@ func (s *Subscription) streamEnded(ctx context.Context, recvErr error) error {
 		return s.open(ctx)
 	}
 	return err
+}
+
+// pastDeadline reports whether the subscription's deadline has passed.
+func (s *Subscription) pastDeadline() bool {
+	return !s.deadline.IsZero() && !time.Now().Before(s.deadline)
 }
 
 // stop ends the pull; reason "" records an error end.

@@ -134,7 +134,6 @@ func (c *Config) Receivers() []Receiver {
 // validateOrgSinks checks every orgs[].sink.loki: what sink.loki's rules would say of the
 // merged settings, for the keys the org sets.
 func (c *Config) validateOrgSinks(errs *Errors) {
-	allowed := append(slices.Clone(FixedLabels), c.Sink.Loki.ExtraLabels...)
 	for i, o := range c.Orgs {
 		ol := o.Sink.Loki
 		if !ol.set() {
@@ -155,19 +154,7 @@ func (c *Config) validateOrgSinks(errs *Errors) {
 		if ol.BearerToken != "" && (ol.Username != "" || ol.Password != "") {
 			errs.add(p+".bearer_token", "set either basic auth (username/password) or a bearer token, not both")
 		}
-		for name, val := range ol.Labels {
-			lp := p + ".labels." + name
-			switch {
-			case !labelNameRE.MatchString(name) || strings.HasPrefix(name, "__"):
-				errs.add(lp, "%q is not a valid Loki label name", name)
-			case name == "org" || name == "source" || name == "event_type":
-				errs.add(lp, "is set per entry and cannot be a static label")
-			case !slices.Contains(allowed, name):
-				errs.add(lp, "label %q is not in the allowlist (%s); add it to sink.loki.extra_labels to allow it", name, strings.Join(FixedLabels, ", "))
-			case val == "":
-				errs.add(lp, "label value must not be empty")
-			}
-		}
+		validateOrgLabels(ol.Labels, c.Sink.Loki.ExtraLabels, p+".labels", errs)
 	}
 }
 

@@ -111,8 +111,8 @@ orgs:
         labels: {team: x, org: y, environment: ""}
 `))
 	wantErrors(t, err, "orgs[0].sink.loki.url", "orgs[0].sink.loki.tenant_id", "orgs[0].sink.loki.username: is required",
-		"orgs[0].sink.loki.labels.team: label \"team\" is not in the allowlist", "orgs[0].sink.loki.labels.org: is set per entry",
-		"orgs[0].sink.loki.labels.environment: label value must not be empty")
+		"orgs[0].sink.loki.labels.team: not in the label allowlist", "orgs[0].sink.loki.labels.org: is set per entry",
+		"orgs[0].sink.loki.labels.environment: value is empty")
 	_, err = load(t, org("        username: u\n        password: p\n        bearer_token: t\n"))
 	wantErrors(t, err, "orgs[0].sink.loki.bearer_token: set either basic auth")
 

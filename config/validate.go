@@ -14,14 +14,10 @@ import (
 	"github.com/sf2loki/sf2loki/lease"
 )
 
-// FixedLabels is the allowlist of stream label names; others must be named in sink.loki.extra_labels.
-var FixedLabels = []string{"job", "service_name", "source", "event_type", "sf_org_id", "environment", "org"}
-
 // The length bounds are checked apart from the patterns: a bounded repetition such as {0,251}
 // compiles into as many copies of its element, which every process built at start (250 KB of
 // heap and 2 000 allocations for these two).
 var (
-	labelNameRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 	orgNameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 	k8sNameRE    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 	apiVersionRE = regexp.MustCompile(`^[0-9]{2,3}\.[0-9]$`)
@@ -267,23 +263,8 @@ func (c *Config) validateSink(errs *Errors) {
 	if l.MetadataMaxBytes <= 0 {
 		errs.add("sink.loki.metadata_max_bytes", "must be positive")
 	}
-	for _, n := range l.ExtraLabels {
-		if !labelNameRE.MatchString(n) {
-			errs.add("sink.loki.extra_labels", "%q is not a valid Loki label name", n)
-		}
-	}
-	allowed := append(slices.Clone(FixedLabels), l.ExtraLabels...)
-	for name, val := range l.Labels {
-		p := "sink.loki.labels." + name
-		switch {
-		case !labelNameRE.MatchString(name) || strings.HasPrefix(name, "__"):
-			errs.add(p, "%q is not a valid Loki label name", name)
-		case !slices.Contains(allowed, name):
-			errs.add(p, "label %q is not in the allowlist (%s); add it to sink.loki.extra_labels to allow it", name, strings.Join(FixedLabels, ", "))
-		case val == "":
-			errs.add(p, "label value must not be empty")
-		}
-	}
+	validateExtraLabels(l.ExtraLabels, errs)
+	validateStaticLabels(l.Labels, l.ExtraLabels, "sink.loki.labels", errs)
 }
 
 func (c *Config) validateState(errs *Errors) {

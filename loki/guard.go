@@ -63,9 +63,8 @@ func (e *LabelError) Unwrap() error { return ErrInvalidLabel }
 // LabelOptions configures the label guard. The zero value is the default.
 type LabelOptions struct {
 	// ExtraAllowed lists label names allowed in addition to the fixed
-	// allowlist job, service_name, source, event_type, sf_org_id, environment,
-	// org (for example a per-type promoted field). Each must match Loki's name
-	// syntax.
+	// allowlist, AllowedLabelNames (for example a per-type promoted field).
+	// Each must pass CheckLabelName.
 	ExtraAllowed []string
 	// MaxValueBytes caps a label value's length in bytes; 0 means
 	// DefaultMaxLabelValueBytes.
@@ -181,6 +180,16 @@ func ValidateStaticLabels(static map[string]string, opts LabelOptions) error {
 		errs = append(errs, &LabelError{Problem: fmt.Sprintf("%d static label names, at most %d allowed", counted, MaxLabelNames)})
 	}
 	return errors.Join(errs...)
+}
+
+// CheckLabelName returns a *LabelError naming name if it is not a label name
+// the client sends: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__" (Loki's
+// own), at most 1024 bytes.
+func CheckLabelName(name string) error {
+	if p := nameProblem(name); p != "" {
+		return &LabelError{Name: name, Problem: p}
+	}
+	return nil
 }
 
 // nameProblem returns why name is not a valid client label name, or "".

@@ -123,6 +123,18 @@ func TestValidateStaticLabels(t *testing.T) {
 	}
 }
 
+// TestCheckLabelNameIsTheGuards: CheckLabelName accepts exactly the names the label guard takes
+// as extra allowed names.
+func TestCheckLabelNameIsTheGuards(t *testing.T) {
+	for _, n := range []string{"team", "_x", "a1", "", "__x", "1a", "a-b", "é", strings.Repeat("a", maxLabelNameBytes), strings.Repeat("a", maxLabelNameBytes+1)} {
+		_, guardErr := NewLabelGuard(LabelOptions{ExtraAllowed: []string{n}})
+		err := CheckLabelName(n)
+		if (err == nil) != (guardErr == nil) || (err != nil && !errors.Is(err, ErrInvalidLabel)) {
+			t.Errorf("CheckLabelName(%.20q) = %v, the guard says %v", n, err, guardErr)
+		}
+	}
+}
+
 func TestParseLabelsInvertsString(t *testing.T) {
 	for _, l := range []Labels{
 		NewLabels(),

@@ -178,6 +178,10 @@ type Options struct {
 	PushReserve, CommitReserve, ReleaseReserve time.Duration
 	// Drain repeats pull, push and commit until every source is caught up or time is out.
 	Drain bool
+	// MustFinish is for a run whose keys no later scheduled run continues (a backfill's window):
+	// a key that waits for a later run (source.ErrWaiting) ends it partial (unavailable when
+	// nothing was shipped) instead of ok, since only running it again ships the rest.
+	MustFinish bool
 	// DryRun pulls and shapes one batch and writes the entries to DryRunOut as JSON lines,
 	// without acquiring, claiming, pushing or committing.
 	DryRun    bool

@@ -144,6 +144,7 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 	var bytes int64
 	hooked := false
 	failed := false
+	waiting := false
 	active := streams
 	for len(active) > 0 {
 		next := active[:0]
@@ -168,6 +169,12 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 					cur.items = cur.items[:len(cur.items)-1]
 				}
 				if errors.Is(err, io.EOF) {
+					done = true
+					break
+				}
+				if errors.Is(err, source.ErrWaiting) && ctx.Err() == nil {
+					waiting = true
+					r.wait(ks.ks, err)
 					done = true
 					break
 				}
@@ -218,7 +225,17 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		}
 		active = next
 	}
-	r.caughtUp = !failed
+	r.caughtUp = !failed && !waiting
+}
+
+// wait records a key that stopped with more to ship (source.ErrWaiting) in the run report, with
+// its source's reason, and notes it (called from the puller).
+func (r *run) wait(ks *keyState, err error) {
+	name := r.deps.Bindings[ks.binding].ReportName()
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	r.rep.Waiting = append(r.rep.Waiting, WaitingKey{Key: ks.key, Reason: err.Error()})
+	r.note(fmt.Sprintf("%s: %s: %v", name, ks.key, err))
 }
 
 // batchMemory is what consecutive batches reuse instead of allocating it anew: the items of a

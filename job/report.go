@@ -80,10 +80,13 @@ type Report struct {
 	Restamped map[string]int64 `json:"restamped,omitempty"`
 	// Resent counts entries the Loki client sent again after a 400 it could not predict (each
 	// possibly stored twice at a receiver that keeps exact duplicates).
-	Resent int64            `json:"resent,omitempty"`
-	Frozen []FrozenKey      `json:"frozen,omitempty"`
-	Events map[string]int64 `json:"events,omitempty"`
-	Egress *EgressReport    `json:"egress,omitempty"`
+	Resent int64       `json:"resent,omitempty"`
+	Frozen []FrozenKey `json:"frozen,omitempty"`
+	// Waiting lists the keys that stopped in this run with more to ship that a later run ships
+	// (source.ErrWaiting), and why: the run is not caught up.
+	Waiting []WaitingKey     `json:"waiting,omitempty"`
+	Events  map[string]int64 `json:"events,omitempty"`
+	Egress  *EgressReport    `json:"egress,omitempty"`
 	// Limits are the org limits sampled in this run (only when an org's interval had passed).
 	Limits []LimitsSample `json:"limits,omitempty"`
 	Errors []string       `json:"errors,omitempty"`
@@ -122,6 +125,13 @@ type FrozenKey struct {
 	Timestamp time.Time `json:"timestamp,omitzero"`
 	Stream    string    `json:"stream,omitempty"`
 	Line      string    `json:"line,omitempty"` // excerpt
+}
+
+// WaitingKey is a key that stopped in this run with more to ship, and its source's reason
+// (what waits, and for what).
+type WaitingKey struct {
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
 }
 
 // Millis is a duration printed as whole milliseconds.

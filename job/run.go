@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,7 +69,7 @@ type run struct {
 	budgetPaused bool  // the daily budget (on_budget: pause) held entries back for the next UTC day
 	sourceErrs   []error
 	policyFrozen bool // a key was frozen by on_permanent_reject: freeze
-	caughtUp     bool // every key reached its end
+	caughtUp     bool // every key reached its end: none failed, none waits for a later run
 
 	mem batchMemory // what consecutive batches reuse
 }
@@ -454,6 +455,12 @@ func (r *run) decide(interrupted bool, aborted error) {
 		r.end(OutcomeBudgetPaused, errBudgetPaused)
 	case r.policyFrozen:
 		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))
+	case r.opts.MustFinish && len(r.rep.Waiting) > 0:
+		why := make([]string, len(r.rep.Waiting))
+		for i, w := range r.rep.Waiting {
+			why[i] = w.Key + ": " + w.Reason
+		}
+		r.end(r.partialOr(OutcomeUnavailable), errors.New("not finished, and only running it again ships the rest: "+strings.Join(why, "; ")))
 	default:
 		if r.held > 0 {
 			r.note(fmt.Sprintf("the egress rate caps (egress.lines_per_second, egress.bytes_per_second) left no time in this run "+

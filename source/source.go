@@ -42,7 +42,8 @@ type Stream interface {
 	// Key is the checkpoint key, without any org prefix (e.g. "eventlogfile:Login").
 	Key() string
 	// Next fills rec with the next record, overwriting it whole. io.EOF means the key is caught
-	// up for this run. Any other error ends the key for this run; the job reports it and commits
+	// up for this run. An error wrapping ErrWaiting ends the key for this run with more to ship
+	// (see ErrWaiting). Any other error ends the key for this run; the job reports it and commits
 	// what was pushed before. On an error rec holds nothing to use. The record is filled in
 	// place, where its consumer keeps it, rather than returned: it is 152 bytes, and each copy
 	// of it on the way costs more than its instructions (it is read back right after it was
@@ -164,6 +165,15 @@ func (p Position) JSON() json.RawMessage {
 	}
 	return p.raw
 }
+
+// ErrWaiting ends a key for this run, as io.EOF does, when the key has more to ship that this
+// run cannot ship: an EventLogFile whose body is shorter than its LogFileLength (it may still be
+// being written) is held open until a later download, a key stopped at its own per-run cap.
+// Nothing failed: the records handed out before are pushed and committed, and the outcome of a
+// scheduled run is what it would be without it; but the run is not caught up, and the job adds
+// the error's text, which names what waits and why, to the run report (notes, waiting). Wrap it
+// with those details: fmt.Errorf("%w: file %s is held ...", source.ErrWaiting, id).
+var ErrWaiting = errors.New("waits for a later run")
 
 // ErrNeedsHuman marks a source error that no retry can fix and that must page someone (for
 // example a Pub/Sub replay position lost under replay_lost: fail). The run ends with the

@@ -37,6 +37,9 @@ type Numbered struct {
 	LineBytes int
 	// FailAt makes Next of key return an error instead of record n.
 	FailAt map[string]int
+	// WaitAt makes Next of key return an error wrapping source.ErrWaiting instead of record n:
+	// the key waits for a later run, which ships n once WaitAt no longer names it.
+	WaitAt map[string]int
 	// SkipEvery makes every n-th record a Skip record (no entry).
 	SkipEvery int
 	// Delay is slept before each record (respecting the context).
@@ -167,7 +170,7 @@ func (s *Numbered) Open(_ context.Context, req source.OpenRequest) ([]source.Str
 		if s.FailAt != nil {
 			fail = s.FailAt[k]
 		}
-		st := &stream{src: s, key: k, next: from + 1, total: s.Totals[k], failAt: fail}
+		st := &stream{src: s, key: k, next: from + 1, total: s.Totals[k], failAt: fail, waitAt: s.WaitAt[k]}
 		if s.Shaped {
 			if s.shaper == nil {
 				sh, err := shape.New(shape.Options{Metadata: []string{"n"}})
@@ -190,6 +193,7 @@ type stream struct {
 	next   int
 	total  int
 	failAt int
+	waitAt int
 	plan   *shape.Plan // Shaped
 	rec    shape.Record
 }
@@ -213,6 +217,9 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	n := st.next
 	if n == st.failAt {
 		return source.Record{}, fmt.Errorf("numbered: injected failure at %s #%d", st.key, n)
+	}
+	if n == st.waitAt {
+		return source.Record{}, fmt.Errorf("%w: %s #%d is not ready yet", source.ErrWaiting, st.key, n)
 	}
 	if d := st.src.Delay; d > 0 {
 		t := time.NewTimer(d)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
 )
 
 // The stream labels: which names a static label may take is the Loki client's rule
@@ -79,4 +81,67 @@ func joined(err error) []error {
 		return list.Unwrap()
 	}
 	return []error{err}
+}
+
+// validateLabelRoom refuses, for each org, a type promoting more fields than fit in the Loki
+// client's count beside the labels sf2loki sets, backfill, and the org's static labels beyond the
+// allowlist (those sink.loki.extra_labels allows): every stream of the org carries them, and the
+// guard would refuse every entry of the type. The count is shape's (shape.PromotedLabelRoom);
+// without such static labels shape.Validate reports it. Orgs whose static labels come from the
+// same keys are reported together.
+func (c *Config) validateLabelRoom(errs *Errors) {
+	type group struct {
+		keys []string // the static labels beyond the allowlist, by config key
+		orgs []string
+		path string // where to report static labels that leave no room at all
+	}
+	var groups []*group
+	allowlist := loki.AllowedLabelNames()
+	for i, o := range c.OrgList() {
+		var own map[string]string // the org's labels, over sink.loki.labels
+		if len(c.Orgs) > 0 {
+			own = c.Orgs[i].Sink.Loki.Labels
+		}
+		var keys []string
+		path := "sink.loki.labels"
+		for _, n := range slices.Sorted(maps.Keys(o.Sink.Labels)) {
+			if slices.Contains(allowlist, n) {
+				continue
+			}
+			key := "sink.loki.labels." + n
+			if _, ok := own[n]; ok {
+				key, path = fmt.Sprintf("orgs[%d].sink.loki.labels.%s", i, n), fmt.Sprintf("orgs[%d].sink.loki.labels", i)
+			}
+			keys = append(keys, key)
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		if k := slices.IndexFunc(groups, func(g *group) bool { return slices.Equal(g.keys, keys) }); k >= 0 {
+			groups[k].orgs = append(groups[k].orgs, o.Name)
+			continue
+		}
+		groups = append(groups, &group{keys: keys, orgs: []string{o.Name}, path: path})
+	}
+	for _, g := range groups {
+		of := ""
+		switch {
+		case len(g.orgs) == 1 && g.orgs[0] != "":
+			of = " of org " + g.orgs[0]
+		case len(g.orgs) > 1:
+			of = " of orgs " + strings.Join(g.orgs, ", ")
+		}
+		room := shape.PromotedLabelRoom(len(g.keys))
+		if room < 0 {
+			errs.add(g.path, "the %d static labels%s allowed by sink.loki.extra_labels (%s) do not fit in Loki's %d labels per stream (service_name not counted) beside the labels sf2loki sets (backfill included); at most %d fit, and each leaves room for one promoted label less",
+				len(g.keys), of, strings.Join(g.keys, ", "), loki.MaxLabelNames, shape.PromotedLabelRoom(0))
+			continue
+		}
+		for i, t := range c.Shape.Types {
+			if len(t.Labels) > room {
+				errs.add(fmt.Sprintf("shape.types[%d].labels", i), "%d promoted labels of %s do not fit in Loki's %d labels per stream (service_name not counted) beside the labels sf2loki sets (backfill included) and the static labels%s allowed by sink.loki.extra_labels (%s); promote at most %d",
+					len(t.Labels), t.Type, loki.MaxLabelNames, of, strings.Join(g.keys, ", "), room)
+			}
+		}
+	}
 }

@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/shape"
 )
 
 // oneOrgSink is a multi-org configuration whose only org sets the static labels sink (YAML flow
@@ -90,4 +92,93 @@ func TestStaticLabelVerdictsAreTheLokiClients(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPromotedLabelsLeaveRoomForStaticLabels: each static label allowed through extra_labels, in
+// sink.loki.labels or an org's, is one more label on every stream of the org. Config check lets a
+// type promote only as many fields as the Loki client's guard then accepts on the org's streams,
+// a backfill's included (backfill), and its refusal names the type, the org, the static labels
+// and how many promoted labels fit.
+func TestPromotedLabelsLeaveRoomForStaticLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sink      string // the body of sink.loki
+		orgLabels string // orgs[0].sink.loki.labels
+		want      []string
+	}{
+		{"sink.loki.labels", "    extra_labels: [team]\n    labels: {team: sec, environment: prod}\n", "{}",
+			[]string{"sink.loki.labels.team"}},
+		{"an org's labels", "    extra_labels: [team, region]\n    labels: {environment: prod}\n", "{team: sec, region: eu}",
+			[]string{"orgs[0].sink.loki.labels.region", "orgs[0].sink.loki.labels.team"}},
+		{"both", "    extra_labels: [team, region]\n    labels: {team: sec, environment: prod}\n", "{region: eu}",
+			[]string{"orgs[0].sink.loki.labels.region", "sink.loki.labels.team"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := func(n int) string {
+				var promoted []string
+				for i := range n {
+					promoted = append(promoted, fmt.Sprintf("F%d", i))
+				}
+				return oneOrgSink(tc.orgLabels) + "sink:\n  loki:\n" + tc.sink +
+					"shape:\n  types:\n    - type: Login\n      labels: [" + strings.Join(promoted, ", ") + "]\n"
+			}
+			// Every label the org's backfill streams of Login carry with no field promoted.
+			set, _ := orgStream(t, mustLoad(t, yaml(0)))
+			room := loki.MaxLabelNames - (set.Len() - 1) // service_name is not counted
+			for _, n := range []int{room, room + 1} {
+				cfg, err := load(t, yaml(n))
+				if n > room {
+					wantErrors(t, err, append([]string{"shape.types[0].labels: ", "Login", "org a", fmt.Sprintf("at most %d", room)}, tc.want...)...)
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%d promoted labels: %v", n, err)
+				}
+				set, g := orgStream(t, cfg)
+				if err := g.Check(set); err != nil {
+					t.Errorf("config check accepted %d promoted labels, but the guard refuses the stream %s: %v", n, set, err)
+				}
+			}
+		})
+	}
+	// The single-org form: no org to name.
+	_, err := load(t, "sink:\n  loki:\n    extra_labels: [team]\n    labels: {team: sec}\n"+
+		"shape:\n  types:\n    - type: API\n      labels: [A, B, C, D, E, F, G, H]\n")
+	wantErrors(t, err, "shape.types[0].labels: 8 promoted labels of API", "sink.loki.labels.team", "at most 7")
+	// Static labels that leave no room for the labels sf2loki sets are refused whatever is promoted.
+	var names []string
+	for i := range loki.MaxLabelNames {
+		names = append(names, fmt.Sprintf("l%d", i))
+	}
+	_, err = load(t, oneOrgSink("{"+strings.Join(names, ": v, ")+": v}")+"sink:\n  loki:\n    extra_labels: ["+strings.Join(names, ", ")+"]\n")
+	wantErrors(t, err, "orgs[0].sink.loki.labels: ", "org a")
+}
+
+// orgStream returns the labels the first org's backfill entries of Login carry, every promoted
+// field set, the way the run builds them (sink.loki.labels, the org's over them, org, sf_org_id,
+// backfill), and the Loki client's label guard for them.
+func orgStream(t *testing.T, cfg *Config) (loki.Labels, *loki.LabelGuard) {
+	t.Helper()
+	sh, err := shape.New(cfg.ShaperOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := cfg.OrgList()[0]
+	sh = sh.WithMap(org.Sink.Labels).With(org.OrgLabels()...)
+	var promoted []string
+	for _, tr := range cfg.Shape.Types {
+		promoted = append(promoted, tr.Labels...)
+	}
+	p := sh.Plan(shape.Schema{Source: "eventlogfile", Type: "Login", Fields: promoted,
+		Labels: []loki.Label{{Name: "sf_org_id", Value: "00D000000000001"}}})
+	var r shape.Record
+	for _, f := range promoted {
+		r.AppendString(f, shape.String, "v")
+	}
+	e, _ := p.Shape(&r)
+	g, err := loki.NewLabelGuard(loki.LabelOptions{ExtraAllowed: append(slices.Clone(org.Sink.ExtraLabels), sh.PromotedLabelNames()...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Labels.With(loki.Label{Name: "backfill", Value: "true"}), g // eventlogfile.BackfillLabel
 }

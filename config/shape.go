@@ -75,6 +75,7 @@ func (c *Config) validateShape(errs *Errors) {
 		}
 	}
 	c.validateAliasOverlap(errs)
+	c.validateLabelRoom(errs)
 	c.validateLabelCardinality(errs)
 }
 

@@ -285,12 +285,10 @@ func Validate(opts Options) error {
 				}
 			}
 		}
-		// The Loki client's guard refuses a stream of more than loki.MaxLabelNames labels
-		// (service_name not counted), and one configuration ships the live streams and a
-		// backfill's, which carry backfill too: the promoted labels must fit beside both.
-		if set := everyStreamLabels(); len(tr.Labels)+len(set)+1 > loki.MaxLabelNames {
+		if room := PromotedLabelRoom(0); len(tr.Labels) > room {
+			set := everyStreamLabels()
 			add(p+".labels", "%d promoted labels do not fit in Loki's %d labels per stream (service_name not counted) beside the %d sf2loki sets: %s, and %s on the streams of sf2loki backfill; promote at most %d",
-				len(tr.Labels), loki.MaxLabelNames, len(set)+1, strings.Join(set, ", "), backfillLabel, loki.MaxLabelNames-len(set)-1)
+				len(tr.Labels), loki.MaxLabelNames, len(set)+1, strings.Join(set, ", "), backfillLabel, room)
 		}
 	}
 	for n := range opts.Labels {
@@ -304,6 +302,16 @@ func Validate(opts Options) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// PromotedLabelRoom returns how many fields one type may promote to stream labels when each of its
+// streams also carries extraStatic static labels beyond those sf2loki sets (names allowed by
+// loki.LabelOptions.ExtraAllowed): what the Loki client's guard leaves of loki.MaxLabelNames
+// (service_name not counted) beside them and every label sf2loki sets. One configuration ships
+// the live streams and a backfill's, which carry backfill too: the promoted labels must fit
+// beside both. Below zero, the static labels alone do not fit.
+func PromotedLabelRoom(extraStatic int) int {
+	return loki.MaxLabelNames - len(everyStreamLabels()) - 1 - extraStatic
 }
 
 // everyStreamLabels returns the labels sf2loki sets on every stream that Loki counts against its

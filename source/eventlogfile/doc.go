@@ -50,7 +50,9 @@
 // right after a comma, inside the header, inside a row over max_row_bytes — the bytes do not
 // tell which. Its whole rows, those before its last line break, ship; the file is not finished:
 // the cursor stays at the next row and remembers the body's length ("short_bytes"; warning,
-// file_incomplete), and the type stops there for the run. The next run downloads the file again
+// file_incomplete), and the type stops there for the run, waiting for a later one
+// (source.ErrWaiting: the run is not caught up, and its report names the file and why; a backfill
+// is not finished until it is run again). The next run downloads the file again
 // and resumes at that row. A body that grew goes on as any (held again while it is still short);
 // a body of the same length again is no longer being written and is taken as it is — a last
 // record without a line break is a record like any: a row (its last field empty when cut right

@@ -134,6 +134,7 @@ type runResult struct {
 	entries int
 	skips   map[string]int
 	errs    map[string]error
+	waiting map[string]error // keys that stopped with source.ErrWaiting, and the error
 	counts  map[string]int64
 	notes   []string
 }
@@ -144,7 +145,7 @@ type runResult struct {
 // record in pull order.
 func (e *env) run(src *Source, cursors map[string]json.RawMessage, budget int, each func(key string, rec source.Record)) runResult {
 	e.t.Helper()
-	res := runResult{skips: map[string]int{}, errs: map[string]error{}, counts: map[string]int64{}}
+	res := runResult{skips: map[string]int{}, errs: map[string]error{}, waiting: map[string]error{}, counts: map[string]int64{}}
 	var mu sync.Mutex
 	ctx := context.Background()
 	streams, err := src.Open(ctx, source.OpenRequest{
@@ -171,6 +172,11 @@ func (e *env) run(src *Source, cursors map[string]json.RawMessage, budget int, e
 				rec := sourcetest.Stale() // Next must overwrite it whole
 				err := s.Next(ctx, &rec)
 				if errors.Is(err, io.EOF) {
+					done = true
+					break
+				}
+				if errors.Is(err, source.ErrWaiting) {
+					res.waiting[s.Key()] = err
 					done = true
 					break
 				}

@@ -3,6 +3,7 @@ package eventlogfile
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,5 +191,72 @@ func TestRequestLimitsThroughJob(t *testing.T) {
 				t.Fatalf("%d downloads, want %d", n, tc.downloads)
 			}
 		})
+	}
+}
+
+// TestHeldFileIsNotCaughtUpThroughJob: under job.Run, a file whose body is shorter than its
+// LogFileLength (listed before Salesforce finished writing it) ships its whole rows and is held:
+// the run is ok but not caught up, its report lists the type as waiting and a note names the file
+// and why. The other type ships whole. Once the file is written, the next run ships the rest,
+// and is caught up; every row reaches the receiver once.
+func TestHeldFileIsNotCaughtUpThroughJob(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	day := epoch.Truncate(24 * time.Hour)
+	held := e.addFile(simsf.EventLogFileSpec{Rows: 40, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-2 * time.Hour),
+		PartialUntil: epoch.Add(time.Hour)})
+	api := e.addFile(simsf.EventLogFileSpec{EventType: "API", Rows: 20, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-2 * time.Hour)})
+	want := append(e.requestIDs(held), e.requestIDs(api)...)
+	srv := simloki.New(simloki.Options{Now: e.clock.Now})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord := jobtest.New()
+	opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
+		ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
+	run := func() *job.Report {
+		src := e.source(Options{EventTypes: []string{"Login", "API"}})
+		return job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
+	}
+
+	rep := run()
+	if rep.Outcome != job.OutcomeOK || rep.CaughtUp || len(rep.Errors) > 0 || rep.Records <= 20 || rep.Records >= 60 {
+		t.Fatalf("short body: outcome %s caught_up %v, %d records, errors %v; want ok, not caught up, API and part of Login",
+			rep.Outcome, rep.CaughtUp, rep.Records, rep.Errors)
+	}
+	if len(rep.Waiting) != 1 || rep.Waiting[0].Key != Key("Login") || !strings.Contains(rep.Waiting[0].Reason, held) {
+		t.Fatalf("waiting %+v; want Login, naming file %s", rep.Waiting, held)
+	}
+	note := ""
+	for _, n := range rep.Notes {
+		if strings.Contains(n, held) {
+			note = n
+		}
+	}
+	for _, s := range []string{Key("Login"), "shorter than its LogFileLength", "the next run downloads it again"} {
+		if !strings.Contains(note, s) {
+			t.Fatalf("note %q (notes %q); want one naming the file and saying %q", note, rep.Notes, s)
+		}
+	}
+	if c := decoded(t, coord.Stored(t), Key("Login")); c.Done || c.ShortBytes == nil {
+		t.Fatalf("Login cursor %+v; want the file held", c)
+	}
+
+	e.clock.Advance(2 * time.Hour) // the file is written now
+	rep = run()
+	if rep.Outcome != job.OutcomeOK || !rep.CaughtUp || len(rep.Waiting) > 0 {
+		t.Fatalf("complete body: outcome %s caught_up %v waiting %v (%s); want ok and caught up", rep.Outcome, rep.CaughtUp, rep.Waiting, rep.Error)
+	}
+	got := map[string]int{}
+	for _, en := range srv.Entries() {
+		got[requestID(en.Line)]++
+	}
+	for _, id := range want {
+		if got[id] != 1 {
+			t.Fatalf("row %s reached the receiver %d times, want once", id, got[id])
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the receiver holds %d distinct rows, want %d", len(got), len(want))
 	}
 }

@@ -30,7 +30,8 @@ type shortRun struct {
 // record without a line break is shipped as a row — and the file is finished with file_short.
 // Every row ships once, in order, and nothing is lost: a body cut right at a line break is not
 // taken for the whole file, and a LogFileLength that overstates a complete file holds it back
-// for one run only, not until download_max_age.
+// for one run only, not until download_max_age. A run that holds the file ends the type
+// waiting for a later run (source.ErrWaiting), naming the file: it is not caught up.
 func TestShortBodyIsConfirmedByASecondDownload(t *testing.T) {
 	const header = `"REQUEST_ID","TIMESTAMP_DERIVED","URI"` + "\n"
 	row := func(i int) string { return fmt.Sprintf(`"r%d","2026-06-30T01:00:0%d.000Z","/p%d"`, i, i, i) }
@@ -145,6 +146,13 @@ func TestShortBodyIsConfirmedByASecondDownload(t *testing.T) {
 						if res.counts[ev] != r.counts[ev] {
 							t.Errorf("run %d counted %s %d times, want %d (counts %v)", i+1, ev, res.counts[ev], r.counts[ev], res.counts)
 						}
+					}
+					// A held file stops the type with source.ErrWaiting, naming the file and why.
+					switch w := res.waiting[Key("Login")]; {
+					case r.done && w != nil:
+						t.Errorf("run %d: the file is finished, yet the type waits: %v", i+1, w)
+					case !r.done && (w == nil || !strings.Contains(w.Error(), id) || !strings.Contains(w.Error(), "shorter than its LogFileLength")):
+						t.Errorf("run %d: the file is held; the type waits with %v, want an error naming the file and why", i+1, w)
 					}
 					cur := decoded(t, cursors, Key("Login"))
 					switch {

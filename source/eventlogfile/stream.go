@@ -56,6 +56,7 @@ type stream struct {
 	listed   bool
 	more     bool // the last listing filled its page: list again after its files
 	finished bool
+	waiting  error // why the type stopped at a held file (wraps source.ErrWaiting); nil at its end
 
 	file *openFile
 	pos  positions
@@ -145,6 +146,9 @@ func (st *stream) Next(ctx context.Context, rec *source.Record) error {
 			return err
 		}
 		if st.finished {
+			if st.waiting != nil {
+				return st.waiting
+			}
 			return io.EOF
 		}
 		if st.file != nil {
@@ -405,8 +409,9 @@ func (st *stream) held(of *openFile) bool {
 }
 
 // hold ends the run's work on a held file (see held) after the rows consumed so far: it closes
-// the file, stops the type for the run, and returns the cursor after those rows, not done,
-// remembering the body's length.
+// the file, stops the type for the run — the next call of Next says it waits for a later run
+// (source.ErrWaiting), which names the file — and returns the cursor after those rows, not
+// done, remembering the body's length.
 func (st *stream) hold(of *openFile) source.Position {
 	f := of.info
 	n, row := of.csv.BytesRead(), of.row
@@ -415,6 +420,9 @@ func (st *stream) hold(of *openFile) source.Position {
 	st.count("file_incomplete", 1)
 	st.closeFile()
 	st.finished = true
+	st.waiting = fmt.Errorf("%w: EventLogFile %s (%s, created %s) is held after %d rows: its body is %d bytes, shorter than its LogFileLength %d "+
+		"(still being written, or a LogFileLength that says more); the next run downloads it again and ships the rest, or takes it as it is at the same length",
+		source.ErrWaiting, f.ID, st.typ, f.Created, row, n, f.length)
 	st.cur = Cursor{V: cursorVersion, Created: f.Created, FileID: f.ID, Row: row, ShortBytes: &n, created: f.created}
 	return source.CursorJSON(appendCursor(nil, f.Created, f.ID, row, false, st.daily(), &n))
 }

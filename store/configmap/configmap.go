@@ -3,10 +3,12 @@
 //
 // The version is the ConfigMap's resourceVersion and every write is an update carrying it
 // (409 Conflict is a conflict); the first write creates the ConfigMap (409 AlreadyExists is a
-// conflict) or adds the key to an existing one. Other keys of the ConfigMap are kept. A
-// ConfigMap holds at most 1 MiB, so the default size cap leaves room for metadata. Bytes that
-// are not valid UTF-8 are kept in binaryData so they read back exactly (and are reported as a
-// corrupt document, never silently repaired).
+// conflict) or adds the key to an existing one. Other keys of the ConfigMap are kept. The API
+// server refuses a ConfigMap whose values, all keys together, exceed 1 MiB, so a write is
+// checked against what the whole ConfigMap would hold, not the document alone: a document
+// that fits its own cap can still not fit beside the other keys of a shared ConfigMap. Bytes
+// that are not valid UTF-8 are kept in binaryData so they read back exactly (and are reported
+// as a corrupt document, never silently repaired).
 //
 // RBAC needed: get, create and update on configmaps in the namespace.
 package configmap
@@ -27,9 +29,13 @@ import (
 	"github.com/sf2loki/sf2loki/store"
 )
 
+// maxObject is the API server's limit for a ConfigMap: the values of data and binaryData, all
+// keys together (core.MaxSecretSize in its validation).
+const maxObject = 1 << 20
+
 // DefaultMaxSize is the default document cap: the 1 MiB ConfigMap limit minus room for
 // metadata and other keys.
-const DefaultMaxSize = 1<<20 - 64<<10
+const DefaultMaxSize = maxObject - 64<<10
 
 // Options configures the ConfigMap backend. Zero values mean the defaults.
 type Options struct {
@@ -99,12 +105,26 @@ func (b *Backend) String() string { return "configmap " + b.ns + "/" + b.name + 
 // MaxSize implements store.Backend.
 func (b *Backend) MaxSize() int { return b.max }
 
+// classify wraps an API server error in the store sentinel it stands for. A 422 Invalid is the
+// API server's validation refusing the object: the same write is refused every time, so it is
+// never ErrUnavailable (retried on every run, forever). "Too long" is the whole ConfigMap over
+// 1 MiB (ErrTooLarge: a person must make room); any other reason (an immutable ConfigMap, a
+// key that is not a valid ConfigMap key) is a store location that cannot work, which, like a
+// read-only file system for the file store, is ErrPermission: a configuration error, never
+// retried.
 func (b *Backend) classify(verb string, err error) error {
 	switch {
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 		return fmt.Errorf("%w: %s %s: %w (the service account needs get, create and update on configmaps)", store.ErrPermission, verb, b, err)
-	case apierrors.IsRequestEntityTooLargeError(err):
-		return fmt.Errorf("%w: %s %s: %w", store.ErrTooLarge, verb, b, err)
+	case apierrors.IsRequestEntityTooLargeError(err),
+		apierrors.IsInvalid(err) && apierrors.HasStatusCause(err, metav1.CauseTypeTooLong):
+		return fmt.Errorf("%w: %s %s: %w (a ConfigMap holds at most 1 MiB, all keys together: move its other keys "+
+			"to another ConfigMap, or remove stale keys with `sf2loki state delete`)", store.ErrTooLarge, verb, b, err)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("%w: %s %s: the API server refuses this ConfigMap for good: %w (an immutable ConfigMap "+
+			"cannot be written: point state.configmap.name at another ConfigMap; a key refused as invalid needs "+
+			"another state.configmap.key)",
+			store.ErrPermission, verb, b, err)
 	default:
 		return fmt.Errorf("%w: %s %s: %w", store.ErrUnavailable, verb, b, err)
 	}
@@ -119,6 +139,36 @@ func (b *Backend) value(cm *corev1.ConfigMap) ([]byte, bool) {
 		return v, true
 	}
 	return nil, false
+}
+
+// room is the largest document cm can hold: the backend's cap, or less when the ConfigMap's
+// other keys leave less of the API server's limit.
+func (b *Backend) room(cm *corev1.ConfigMap) (limit, others int) {
+	for k, v := range cm.Data {
+		if k != b.key {
+			others += len(v)
+		}
+	}
+	for k, v := range cm.BinaryData {
+		if k != b.key {
+			others += len(v)
+		}
+	}
+	return min(b.max, maxObject-others), others
+}
+
+// tooLarge is the ErrTooLarge for a document of n bytes that does not fit in cm.
+func (b *Backend) tooLarge(cm *corev1.ConfigMap, n int) error {
+	limit, others := b.room(cm)
+	if n <= limit {
+		return nil
+	}
+	if n > b.max {
+		return fmt.Errorf("%w: %s: %d bytes exceeds %d", store.ErrTooLarge, b, n, b.max)
+	}
+	return fmt.Errorf("%w: %s: the document (%d bytes) and the ConfigMap's other keys (%d bytes) exceed the "+
+		"%d bytes the API server accepts for a whole ConfigMap (move the other keys to another ConfigMap, "+
+		"or remove stale keys with `sf2loki state delete`)", store.ErrTooLarge, b, n, others, maxObject)
 }
 
 func (b *Backend) setValue(cm *corev1.ConfigMap, data []byte) {
@@ -150,8 +200,10 @@ func (b *Backend) Load(ctx context.Context) ([]byte, store.Version, error) {
 	if !ok {
 		return nil, "", store.ErrAbsent
 	}
-	if len(data) > b.max { // the API server already caps the object; the key is checked like the write path
-		return nil, "", fmt.Errorf("%w: %s is %d bytes, more than %d", store.ErrTooLarge, b, len(data), b.max)
+	// The same rule as the write path (the document against the room the other keys leave), so
+	// a document that could not be written back is refused on reading, not at the first commit.
+	if err := b.tooLarge(cm, len(data)); err != nil {
+		return nil, "", err
 	}
 	return data, store.Version(cm.ResourceVersion), nil
 }
@@ -186,6 +238,11 @@ func (b *Backend) Store(ctx context.Context, data []byte, expect store.Version) 
 	_, present := b.value(cm)
 	if expect == "" && present || expect != "" && (!present || store.Version(cm.ResourceVersion) != expect) {
 		return "", fmt.Errorf("%w: %s is at resourceVersion %s (expected %q)", store.ErrConflict, b, cm.ResourceVersion, expect)
+	}
+	// Checked before writing, with the other keys as they are at the version the update is
+	// conditioned on: the API server would refuse the whole ConfigMap otherwise.
+	if err := b.tooLarge(cm, len(data)); err != nil {
+		return "", err
 	}
 	b.setValue(cm, data)
 	updated, err := b.api.Update(ctx, cm, metav1.UpdateOptions{})

@@ -159,3 +159,92 @@ func TestE2EDocumentNearTheLimit(t *testing.T) {
 		t.Fatal("the refused write changed the ConfigMap")
 	}
 }
+
+// The API server caps a whole ConfigMap (all keys together) at 1 MiB. A commit whose document
+// fits the backend's cap but not beside a shared ConfigMap's other keys is refused before it
+// is sent, as ErrTooLarge (a person must make room: exit 7), never as ErrUnavailable retried
+// on every run; nothing is written.
+func TestE2ESharedConfigMapOverLimitIsTooLarge(t *testing.T) {
+	ctx := context.Background()
+	kube, ns := leastPrivilege(t)
+	admin := kube.AdminClient(t)
+	_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared-big"},
+		Data:       map[string]string{"other": strings.Repeat("o", 300<<10)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := configmap.New(configmap.Options{Namespace: ns, Name: "shared-big", RESTConfig: kube.RESTConfig(kube.UserToken("user-1"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := storetest.NewStore(b)
+	w, err := st.Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, v, err := b.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 800 KiB: under the backend's 960 KiB document cap, over 1 MiB with the other key.
+	err = w.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"big": store.StringValue(strings.Repeat("x", 800<<10))}})
+	if !errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("commit that makes the shared ConfigMap exceed 1 MiB: got %v; want ErrTooLarge", err)
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("other keys (%d bytes)", 300<<10)) {
+		t.Fatalf("the message does not say how much the other keys take: %v", err)
+	}
+	if s := w.Stats(); s.Retries != 0 {
+		t.Fatalf("a refused oversize commit was retried: %+v", s)
+	}
+	after, v2, err := b.Load(ctx)
+	if err != nil || v2 != v || string(after) != string(before) {
+		t.Fatalf("the refused write changed the ConfigMap (%v)", err)
+	}
+}
+
+// The API server's own 422 "Too long" (here for a backend whose cap is set above 1 MiB) is
+// ErrTooLarge too, not an unavailable store.
+func TestE2EConfigMapTooLongAnswerIsTooLarge(t *testing.T) {
+	kube, ns := leastPrivilege(t)
+	b, err := configmap.New(configmap.Options{
+		Namespace: ns, Name: "over-the-cap", MaxSize: 2 << 20, RESTConfig: kube.RESTConfig(kube.UserToken("user-1")),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Store(context.Background(), []byte(strings.Repeat("x", 1<<20+1)), "")
+	if !errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a ConfigMap the API server refuses as too long: got %v; want ErrTooLarge", err)
+	}
+}
+
+// Any other 422 Invalid is the API server refusing the ConfigMap for good: an immutable
+// ConfigMap is a store location that cannot work, ErrPermission (a configuration error,
+// exit 2), not an unavailable store retried on every run.
+func TestE2EImmutableConfigMapIsAConfigurationError(t *testing.T) {
+	ctx := context.Background()
+	kube, ns := leastPrivilege(t)
+	immutable := true
+	_, err := kube.AdminClient(t).CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "frozen"},
+		Data:       map[string]string{"other": "x"},
+		Immutable:  &immutable,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := configmap.New(configmap.Options{Namespace: ns, Name: "frozen", RESTConfig: kube.RESTConfig(kube.UserToken("user-1"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = storetest.NewStore(b).Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
+	if !errors.Is(err, store.ErrPermission) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("claim on an immutable ConfigMap: got %v; want ErrPermission", err)
+	}
+	if !strings.Contains(err.Error(), "immutable") {
+		t.Fatalf("the message does not name the cause: %v", err)
+	}
+}

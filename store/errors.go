@@ -33,7 +33,8 @@ var (
 	// never treated as absent and never overwritten.
 	ErrCorrupt = errors.New("corrupt document")
 	// ErrForeignLease means the document is fenced by a lease with a different name: two
-	// deployments point at one document. It is a configuration error, not a fence.
+	// deployments point at one document, or a deployment's lease changed. It is a configuration
+	// error, not a fence.
 	ErrForeignLease = errors.New("document belongs to a different lease")
 	// ErrTooLarge means the encoded document would exceed the backend's size limit; nothing
 	// was written.
@@ -91,10 +92,18 @@ type ForeignLeaseError struct {
 	Ours   LeaseRef // the lease this process was configured with
 }
 
+// Error says the two ways it comes about and what fixes each. Another deployment at the
+// document needs a document of its own: under one lease the two would make each other busy, and
+// a busy run ships nothing. A deployment whose lease changed (lease name, type or namespace, a
+// job group's lease, a renamed release) takes its lease back, or moves its checkpoints.
 func (e *ForeignLeaseError) Error() string {
-	return fmt.Sprintf("%s is fenced by lease %s but this deployment uses lease %s: two "+
-		"deployments point at one checkpoint document; give each its own document (state key/path) "+
-		"or use the same lease name", e.Object, e.Stored, e.Ours)
+	return fmt.Sprintf("%s is fenced by lease %s but this deployment uses lease %s: another "+
+		"deployment uses this checkpoint document, or this deployment's lease changed. Another "+
+		"deployment needs a document of its own (state key/path): under one lease the two would make "+
+		"each other busy. If this deployment's lease changed, set it back to %s, or export the "+
+		"checkpoints with the old lease (state export) and import them into a new, empty document "+
+		"with the new one (state import)",
+		e.Object, e.Stored, e.Ours, e.Stored)
 }
 
 // Unwrap makes errors.Is(err, ErrForeignLease) hold.

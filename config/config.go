@@ -109,7 +109,7 @@ type Loki struct {
 	MetadataMaxBytes   ByteSize          `yaml:"metadata_max_bytes" default:"64KiB" desc:"Largest structured metadata of one entry the receiver accepts, names and values summed (Loki max_structured_metadata_size)."`
 	MetadataMaxEntries int               `yaml:"metadata_max_entries" default:"128" min:"1" desc:"Most structured metadata pairs of one entry the receiver accepts (Loki max_structured_metadata_entries_count)."`
 	Labels             map[string]string `yaml:"labels" desc:"Static stream labels added to every entry (allowlisted names only)."`
-	ExtraLabels        []string          `yaml:"extra_labels" desc:"Label names allowed beyond the fixed allowlist job, service_name, source, event_type, sf_org_id, environment, org."`
+	ExtraLabels        []string          `yaml:"extra_labels" desc:"Label names allowed beyond the fixed allowlist (job, service_name, source, event_type, sf_org_id, environment, org, backfill) as static labels. Each static label of such a name is one more label on every stream: a type may promote one label fewer (shape.types[].labels)."`
 	OnPermanentReject  string            `yaml:"on_permanent_reject" default:"drop" enum:"drop|freeze" desc:"Entries the receiver rejects for good: drop (count, dead-letter, advance) or freeze the key."`
 	DeadLetterPath     string            `yaml:"dead_letter_path" desc:"File that receives dropped entries as JSON lines, or s3://bucket/prefix/ for one object per entry (optional)."`
 }

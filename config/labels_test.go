@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -181,4 +183,34 @@ func orgStream(t *testing.T, cfg *Config) (loki.Labels, *loki.LabelGuard) {
 		t.Fatal(err)
 	}
 	return e.Labels.With(loki.Label{Name: "backfill", Value: "true"}), g // eventlogfile.BackfillLabel
+}
+
+// TestLabelDescriptionsMatchTheLokiClient: the descriptions of sink.loki.extra_labels and
+// shape.types[].labels (struct tags: literal text, nothing computed) name the Loki client's fixed
+// allowlist, which a promoted field may not take either, and shape's count of the labels a type
+// may promote.
+func TestLabelDescriptionsMatchTheLokiClient(t *testing.T) {
+	desc := func(v any, name string) string {
+		f, _ := reflect.TypeOf(v).FieldByName(name)
+		return f.Tag.Get("desc")
+	}
+	list := regexp.MustCompile(`\(([a-z_]+(?:, [a-z_]+)+)\)`)
+	want := loki.AllowedLabelNames()
+	slices.Sort(want)
+	for _, d := range []string{desc(Loki{}, "ExtraLabels"), desc(ShapeType{}, "Labels")} {
+		m := list.FindStringSubmatch(d)
+		if m == nil {
+			t.Errorf("the description does not list the allowlist in parentheses: %s", d)
+			continue
+		}
+		got := strings.Split(m[1], ", ")
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("the description lists %v, the Loki client's allowlist is %v: %s", got, want, d)
+		}
+	}
+	d := desc(ShapeType{}, "Labels")
+	if want := fmt.Sprintf("at most %d per type", shape.PromotedLabelRoom(0)); !strings.Contains(d, want) {
+		t.Errorf("the description does not say %q: %s", want, d)
+	}
 }

@@ -35,7 +35,7 @@ type ShapeTransform struct {
 // ShapeType is one entry of shape.types.
 type ShapeType struct {
 	Type        string   `yaml:"type" example:"Login" desc:"Event type or object name (case-insensitive)."`
-	Labels      []string `yaml:"labels" desc:"Fields promoted to stream labels for this type (label name: the field lower-cased, e.g. login_status). Keep cardinality low."`
+	Labels      []string `yaml:"labels" desc:"Fields promoted to stream labels for this type (label name: the field lower-cased, e.g. login_status), at most 8 per type, one fewer for each static label sink.loki.extra_labels allows; none may become a name sf2loki sets itself (job, service_name, source, event_type, sf_org_id, environment, org, backfill). Keep cardinality low."`
 	Metadata    []string `yaml:"metadata" desc:"Fields sent as structured metadata for this type, besides shape.metadata."`
 	SampleRate  float64  `yaml:"sample_rate" desc:"Keep this fraction of the type's records (0 < rate <= 1; 0 = keep all), chosen deterministically so a re-run keeps the same ones."`
 	SampleField string   `yaml:"sample_field" desc:"Field whose value decides sampling (e.g. REQUEST_ID); empty = the record's stable id."`

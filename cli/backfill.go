@@ -30,7 +30,10 @@ func backfillCommand() *cli.Command {
 		Description: "Ships the rows whose event time is in [--since, --until) through the same claim and commit protocol as\n" +
 			"run-once (a commit after every push), with its own checkpoint document and lease (<name>-backfill), so it\n" +
 			"never touches the live cursors nor fences the live job. Interrupted, the same command resumes at the next\n" +
-			"unshipped row. Transforms apply; sampling does not. Rows go to streams of their own, labelled backfill=\"true\"\n" +
+			"unshipped row. A file Salesforce may still be writing (a download shorter than its LogFileLength) is held\n" +
+			"after its whole rows: the backfill ends partial (exit 4; 3 if nothing shipped), not complete, naming the file, and\n" +
+			"the same command, run again once the file is complete, ships the rest.\n" +
+			"Transforms apply; sampling does not. Rows go to streams of their own, labelled backfill=\"true\"\n" +
 			"(--own-streams). Prints a JSON summary on stdout.\n" +
 			"Rows older than sink.loki.max_age are refused by Loki: for such a window choose --ingest-time (timestamp\n" +
 			"= now, the event time kept in structured metadata " + loki.EventTimeMetadata + ") or --event-time (the receiver accepts them).",
@@ -172,6 +175,9 @@ func runBackfill(c *cli.Context) error {
 		return storeExit(err)
 	}
 	p.opts.Log, p.opts.Drain, p.opts.MaxDuration, p.opts.Observer = log, true, c.Duration("max-duration"), prog
+	// The live job never reads the window's keys: one that waits (a held file) ships the rest
+	// only when the backfill is run again, so the run must not end as if the window were done.
+	p.opts.MustFinish = true
 	stopProgress := obs.StartProgress(c.App.ErrWriter, log, c.Duration("progress-interval"), "backfill progress", prog.bar, prog.attrs)
 	start := time.Now()
 	rep := job.Run(ctx, p.deps, p.opts)
@@ -216,6 +222,15 @@ func backfillHuman(s backfillSummary) string {
 		s.Since.Format(time.RFC3339), s.Until.Format(time.RFC3339), s.Interval, s.Outcome, s.Files, s.Rows, s.RowsShipped,
 		s.RowsOutsideWindow, s.Bytes, calls, s.Commits)
 	switch {
+	case len(s.Report.Waiting) > 0:
+		if s.Report.Error != "" {
+			fmt.Fprintf(&b, "  %s\n", s.Report.Error)
+		}
+		for _, w := range s.Report.Waiting {
+			fmt.Fprintf(&b, "  %s %s\n", w.Key, w.Reason)
+		}
+		b.WriteString("  the window is not complete: run the same command again once the file is complete (Salesforce has finished writing it); " +
+			"that run ships the rest and finishes the window\n")
 	case s.Outcome != job.OutcomeOK:
 		fmt.Fprintf(&b, "  %s; run the same command again to resume\n", s.Report.Error)
 	case !s.CaughtUp:

@@ -456,11 +456,12 @@ func (r *run) decide(interrupted bool, aborted error) {
 	case r.policyFrozen:
 		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))
 	case r.opts.MustFinish && len(r.rep.Waiting) > 0:
-		why := make([]string, len(r.rep.Waiting))
+		keys := make([]string, len(r.rep.Waiting))
 		for i, w := range r.rep.Waiting {
-			why[i] = w.Key + ": " + w.Reason
+			keys[i] = w.Key
 		}
-		r.end(r.partialOr(OutcomeUnavailable), errors.New("not finished, and only running it again ships the rest: "+strings.Join(why, "; ")))
+		r.end(r.partialOr(OutcomeUnavailable), fmt.Errorf("not finished: %s waits for a later run, and only running this again ships the rest (see waiting)",
+			strings.Join(keys, ", ")))
 	default:
 		if r.held > 0 {
 			r.note(fmt.Sprintf("the egress rate caps (egress.lines_per_second, egress.bytes_per_second) left no time in this run "+

@@ -15,7 +15,7 @@ import (
 // on, nothing is an error — but the run is not caught up: the report lists the key with its
 // source's reason under waiting and says so in a note. For a scheduled run the outcome is ok
 // (the next run ships the rest); with MustFinish (a backfill: no later run reads its keys) it
-// is partial, or unavailable when nothing was shipped, naming the key and the reason. The next
+// is partial, or unavailable when nothing was shipped, naming the key. The next
 // run ships the rest once, and is caught up.
 func TestAWaitingKeyIsNotCaughtUp(t *testing.T) {
 	for _, c := range []struct {
@@ -49,8 +49,8 @@ func TestAWaitingKeyIsNotCaughtUp(t *testing.T) {
 			if notes := strings.Join(rep.Notes, "\n"); !strings.Contains(notes, "numbered: a: waits for a later run: a #") {
 				t.Errorf("notes %q; want one naming the key and why it waits", notes)
 			}
-			if c.mustFinish && (!strings.Contains(rep.Error, "not finished") || !strings.Contains(rep.Error, "a: waits for a later run: a #")) {
-				t.Errorf("error %q; want it to say the run is not finished, naming the key and the reason", rep.Error)
+			if c.mustFinish && (!strings.Contains(rep.Error, "not finished: a waits for a later run") || !strings.Contains(rep.Error, "running this again")) {
+				t.Errorf("error %q; want it to say the run is not finished, naming the key, and that running it again finishes it", rep.Error)
 			}
 			if got := checkpoints(t, coord); got["a"] != c.waitAt-1 || got["b"] != c.totals["b"] {
 				t.Fatalf("stored cursors %v; want a at %d, b at its end", got, c.waitAt-1)

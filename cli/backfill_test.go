@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/job"
+)
+
+// TestBackfillIsNotCompleteWhileAFileIsHeld: a backfill whose window holds an EventLogFile that
+// Salesforce has not finished writing (its download is shorter than its LogFileLength) ships
+// the file's whole rows and the rest of the window, but does not report the window complete: the
+// live job never reads the backfill's keys, so only running the backfill again ships the rest
+// of the file. It ends partial (exit 4), not caught up; the summary names the file and says to
+// run the same command again once the file is complete. Run again after that, the backfill
+// ships the rest of the file and reports the window complete (exit 0, caught up); every row of
+// the window reaches the receiver once.
+func TestBackfillIsNotCompleteWhileAFileIsHeld(t *testing.T) {
+	var ahead atomic.Int64 // how far the org's clock runs ahead of the wall clock
+	w := newBackfillWorld(t, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+	now := time.Now().UTC()
+	since, until := now.Add(-6*time.Hour).Truncate(time.Hour), now.Add(-2*time.Hour).Truncate(time.Hour)
+	logDate := since.Add(time.Hour)
+	add := func(typ string, partialUntil time.Time) string {
+		t.Helper()
+		id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: typ, Interval: simsf.IntervalHourly, LogDate: logDate,
+			CreatedDate: logDate.Add(70 * time.Minute), Rows: 40, PartialUntil: partialUntil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	held := add("Login", now.Add(time.Hour)) // only the first half of its bytes until then
+	whole := add("API", time.Time{})
+	cfg := w.config(t, "", "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [Login, API]\n", "")
+	backfill := func() (backfillSummary, string, int) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := Main([]string{"sf2loki", "--config", cfg, "backfill", "--since", since.Format(time.RFC3339), "--until", until.Format(time.RFC3339),
+			"--event-types", "Login,API", "--interval", "Hourly", "--progress-interval", "1h"}, &stdout, &stderr)
+		var sum backfillSummary
+		if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.Report == nil {
+			t.Fatalf("exit %d, no summary: %v\nstdout: %s\nstderr: %s", code, err, stdout.String(), stderr.String())
+		}
+		return sum, stderr.String(), code
+	}
+
+	sum, human, code := backfill()
+	if sum.Outcome != job.OutcomePartial || code != ExitPartial || sum.ExitCode != ExitPartial || sum.CaughtUp || sum.RowsShipped <= 40 || sum.RowsShipped >= 80 {
+		t.Fatalf("held file: outcome %s exit %d (summary %d) caught_up %v, %d rows shipped (%s); want partial, exit 4, not caught up, "+
+			"API's 40 rows and part of Login's\n%s", sum.Outcome, code, sum.ExitCode, sum.CaughtUp, sum.RowsShipped, sum.Report.Error, human)
+	}
+	if ws := sum.Report.Waiting; len(ws) != 1 || !strings.HasSuffix(ws[0].Key, "eventlogfile:Login") || !strings.Contains(ws[0].Reason, held) {
+		t.Fatalf("waiting %+v; want the Login key, naming file %s", ws, held)
+	}
+	for _, s := range []string{held, "shorter than its LogFileLength", "not complete", "run the same command again once the file is complete"} {
+		if !strings.Contains(human, s) {
+			t.Errorf("the summary does not say %q:\n%s", s, human)
+		}
+	}
+	if strings.Contains(human, "  complete\n") {
+		t.Errorf("the summary says the window is complete:\n%s", human)
+	}
+
+	ahead.Store(int64(2 * time.Hour)) // Salesforce has finished writing the file
+	sum, human, code = backfill()
+	if sum.Outcome != job.OutcomeOK || code != ExitOK || !sum.CaughtUp || len(sum.Report.Waiting) > 0 || !strings.Contains(human, "  complete\n") {
+		t.Fatalf("complete file: outcome %s exit %d caught_up %v waiting %v (%s); want ok, exit 0, caught up, complete\n%s",
+			sum.Outcome, code, sum.CaughtUp, sum.Report.Waiting, sum.Report.Error, human)
+	}
+	got := map[string]int{}
+	for _, e := range w.receiver.Entries() {
+		got[backfillRequestID(e.Line)]++
+	}
+	want := 0
+	for _, id := range []string{held, whole} {
+		var body bytes.Buffer
+		if err := w.org.EventLogFileContent(id, &body); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(&body).ReadAll()
+		if err != nil || len(rows) < 2 {
+			t.Fatalf("file %s: %d records, %v", id, len(rows), err)
+		}
+		col := slices.Index(rows[0], "REQUEST_ID")
+		for _, row := range rows[1:] {
+			want++
+			rid := row[col]
+			if got[rid] != 1 {
+				t.Fatalf("row %s of %s reached the receiver %d times, want once", rid, id, got[rid])
+			}
+		}
+	}
+	if len(got) != want {
+		t.Fatalf("the receiver holds %d distinct rows, want the window's %d", len(got), want)
+	}
+}
+
+// newBackfillWorld is a simWorld whose org keeps the clock now (a JWT assertion, stamped by the
+// wall clock, is accepted however far now runs ahead of it).
+func newBackfillWorld(t *testing.T, now func() time.Time) *simWorld {
+	t.Helper()
+	keys, err := simsf.NewKeyPair(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := simsf.New(simsf.Options{Seed: 31, Now: now, JWTClockSkew: 24 * time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	org.AddUser("feature@example.com", simsf.AllPermissions())
+	if err := org.AddJWTApp("3MVG9-feature", keys.Certificate, "feature@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	sf, err := org.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sf.Close() })
+	w := &simWorld{org: org, sfURL: sf.URL, receiver: simloki.Start(t, simloki.Options{}), dir: t.TempDir()}
+	w.keyPath = filepath.Join(w.dir, "key.pem")
+	if err := os.WriteFile(w.keyPath, keys.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// backfillRequestID is the REQUEST_ID of an entry's JSON line.
+func backfillRequestID(line string) string {
+	var v struct {
+		ID string `json:"REQUEST_ID"`
+	}
+	if err := json.Unmarshal([]byte(line), &v); err != nil {
+		return fmt.Sprintf("(not JSON: %q)", line)
+	}
+	return v.ID
+}

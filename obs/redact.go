@@ -114,9 +114,10 @@ var (
 	// urlRE stops at a backslash too, so a URL inside a JSON string ends before its escaped quote.
 	urlRE = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>\\]+`)
 	// sensitiveKey matches query parameters that carry credentials: any name containing token,
-	// secret, password, key, signature or credential (access_token, refresh_token, api_key,
-	// X-Amz-Security-Token, X-Goog-Signature, ...), and a few exact names.
-	sensitiveKey = regexp.MustCompile(`(?i)(token|secret|passw|pwd|key|signature|credential|^(sig|assertion|auth|authorization|code|session)$)`)
+	// secret, password, key, signature, credential, assertion or jwt (access_token,
+	// refresh_token, id_token, api_key, client_assertion, X-Amz-Security-Token,
+	// X-Goog-Signature, ...), and a few exact names (sid: a Salesforce frontdoor session id).
+	sensitiveKey = regexp.MustCompile(`(?i)(token|secret|passw|pwd|key|signature|credential|assertion|jwt|^(sig|sid|pass|auth|authorization|code|session)$)`)
 	bearerRE     = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/!=-]{8,}`)
 )
 
@@ -145,12 +146,14 @@ func (r *Redactor) Scrub(s string) string {
 const urlMask = "xxxxx"
 
 // RedactURL removes the password of a URL's userinfo and the values of token-like query (and
-// fragment) parameters. A string that does not parse as a URL, or has nothing to remove (also
-// when it was redacted before), is returned unchanged.
+// fragment) parameters. It fails closed: a string that does not parse as a URL is redacted by
+// its shape (the userinfo between the scheme and the host, the query and the fragment), never
+// returned as it is. A URL with nothing to remove (also when it was redacted before) is
+// returned unchanged.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return raw
+		return redactURLShape(raw)
 	}
 	changed := false
 	if u.User != nil {
@@ -177,27 +180,75 @@ func RedactURL(raw string) string {
 	return out
 }
 
+// redactURLShape redacts a URL that does not parse (a bad escape or port, a password with
+// characters a URL does not allow): the password of what looks like userinfo, and sensitive
+// parameters wherever they are.
+func redactURLShape(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	head, rest := raw[:i+3], raw[i+3:]
+	// The userinfo ends at the last '@' of the authority, which ends at the first '/', '?' or
+	// '#' after an '@': a password may hold any of them, a host none.
+	if at := strings.IndexByte(rest, '@'); at >= 0 {
+		end := len(rest)
+		if j := strings.IndexAny(rest[at+1:], "/?#"); j >= 0 {
+			end = at + 1 + j
+		}
+		at = strings.LastIndexByte(rest[:end], '@')
+		user := rest[:at]
+		if colon := strings.IndexByte(user, ':'); colon >= 0 {
+			user = user[:colon+1] + urlMask
+		}
+		head, rest = head+user+"@", rest[at+1:]
+	}
+	// Where the query and the fragment start is not certain either (a '?' may have been taken
+	// for the userinfo's): the rest is read as parameters, split at any of their separators.
+	rest, _ = redactParams(rest, "?#&;")
+	return head + rest
+}
+
 // redactQuery replaces the values of sensitive parameters of a query string; ok is false when
 // there are none.
-func redactQuery(raw string) (string, bool) {
+func redactQuery(raw string) (string, bool) { return redactParams(raw, "&;") }
+
+// redactParams replaces, in place, the values of sensitive name=value pairs of raw, split at
+// any byte of seps; ok is false when there are none. It fails closed where a query parser
+// would drop a pair and keep the rest: ';' separates pairs as '&' does (a server may read
+// "a=1;access_token=..." as two), and a pair whose name does not decode, so that it cannot
+// tell whether the name is sensitive, has its value replaced too.
+func redactParams(raw, seps string) (string, bool) {
 	if raw == "" || !strings.Contains(raw, "=") {
 		return raw, false
 	}
-	q, err := url.ParseQuery(raw)
-	if err != nil && len(q) == 0 {
-		return raw, false
-	}
+	var b strings.Builder
 	changed := false
-	for k, vs := range q {
-		if sensitiveKey.MatchString(k) && (len(vs) != 1 || vs[0] != urlMask) {
-			q.Set(k, urlMask)
-			changed = true
+	for pos := 0; pos <= len(raw); {
+		end := strings.IndexAny(raw[pos:], seps)
+		if end < 0 {
+			end = len(raw)
+		} else {
+			end += pos
 		}
+		pair := raw[pos:end]
+		if eq := strings.IndexByte(pair, '='); eq >= 0 && pair[eq+1:] != urlMask {
+			name, err := url.QueryUnescape(pair[:eq])
+			if err != nil || sensitiveKey.MatchString(name) || sensitiveKey.MatchString(pair[:eq]) {
+				pair = pair[:eq+1] + urlMask
+				changed = true
+			}
+		}
+		b.WriteString(pair)
+		if end < len(raw) {
+			b.WriteByte(raw[end])
+		}
+		pos = end + 1
 	}
 	if !changed {
 		return raw, false
 	}
-	return q.Encode(), true
+	return b.String(), true
 }
 
 func (r *Redactor) scrubAttr(a slog.Attr) slog.Attr {

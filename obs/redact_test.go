@@ -90,6 +90,12 @@ func TestRedactURLForms(t *testing.T) {
 		"https://loki.example.com/push?password=" + secret,
 		"https://loki.example.com/push?client_secret=" + secret,
 		"https://login.example.com/callback#access_token=" + secret + "&state=x",
+		"https://login.example.com/callback#id_token=" + secret,
+		"https://x.my.salesforce.com/secur/frontdoor.jsp?sid=" + secret + "&retURL=%2Fhome",
+		"https://login.example.com/token?client_assertion=" + secret + "&grant_type=x",
+		"https://login.example.com/token?assertion=" + secret,
+		"https://login.example.com/token?jwt=" + secret,
+		"https://loki.example.com/push?pass=" + secret,
 	}
 	for _, u := range forms {
 		got := RedactURL(u)
@@ -191,6 +197,40 @@ func TestAddTwiceRegistersOnce(t *testing.T) {
 	for _, form := range []string{"MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", url.QueryEscape("q/+x=<&>\"\\ long enough"), `q/+x=\u003c\u0026\u003e\"\\ long enough`} {
 		if !r.known[form] {
 			t.Errorf("form %q not registered", form)
+		}
+	}
+}
+
+// Redaction fails closed: a URL the parser rejects (a bad escape or port, a password with
+// characters a URL does not allow) or a query whose pairs it drops still loses its
+// credentials, by their shape.
+func TestRedactURLFailsClosed(t *testing.T) {
+	const secret = "Sekr3t-value-42"
+	cases := []struct{ in, want string }{
+		// a '%' that is not an escape
+		{"https://grafana-user:50%off-" + secret + "@logs.example.net/loki/api/v1/push", "https://grafana-user:xxxxx@logs.example.net/loki/api/v1/push"},
+		// a port that is not a number
+		{"https://user:" + secret + "@loki.example.net:31OO/push?token=" + secret, "https://user:xxxxx@loki.example.net:31OO/push?token=xxxxx"},
+		// a password holding '/', '#' and '@'
+		{"https://user:a/b#c@" + secret + "@host.example.net/x", "https://user:xxxxx@host.example.net/x"},
+		// ';' makes the query parser drop the pair
+		{"https://x.my.salesforce.com/cb?a=1;access_token=" + secret, "https://x.my.salesforce.com/cb?a=1;access_token=xxxxx"},
+		// a name that does not decode cannot be told harmless
+		{"https://host.example.net/x?a=1&to%zzken=" + secret + "&b=2", "https://host.example.net/x?a=1&to%zzken=xxxxx&b=2"},
+		// an '@' in the query of a URL that does not parse: the parameters after it still count
+		{"https://host.example.net:31OO/x?email=a@b.example&sid=" + secret, "https://host.example.net:xxxxx@b.example&sid=xxxxx"},
+		{"https://host.example.net:31OO/cb#state=1&access_token=" + secret, "https://host.example.net:31OO/cb#state=1&access_token=xxxxx"},
+	}
+	for _, c := range cases {
+		got := RedactURL(c.in)
+		if got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if again := RedactURL(got); again != got {
+			t.Errorf("redacting %q again changed it to %q", got, again)
+		}
+		if scrubbed := NewRedactor().Scrub(`sink.loki.url: "` + c.in + `" is not an absolute http(s) URL`); strings.Contains(scrubbed, secret) {
+			t.Errorf("Scrub leaves the credential in: %q", scrubbed)
 		}
 	}
 }

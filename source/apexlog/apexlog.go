@@ -149,7 +149,8 @@ type Options struct {
 	// MaxDownloadConcurrency (0 = DefaultDownloadConcurrency; 1 = one at a time, when the job
 	// pulls the log).
 	DownloadConcurrency int
-	// MaxRecordsPerRun ends the key's run after this many logs (0 = only the job's budget).
+	// MaxRecordsPerRun ends the key's run after this many logs (0 = only the job's budget),
+	// waiting for the next run (source.ErrWaiting): the run is not caught up.
 	MaxRecordsPerRun int
 	// Now is the wall clock (nil = time.Now).
 	Now func() time.Time
@@ -406,7 +407,8 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 	}
 	o := st.src.opts
 	if m := o.MaxRecordsPerRun; m > 0 && st.emitted >= m {
-		return source.Record{}, io.EOF
+		// More logs may follow: the run is not caught up.
+		return source.Record{}, fmt.Errorf("%w: stopped at max_records_per_run (%d logs); the next run goes on after the last log shipped", source.ErrWaiting, m)
 	}
 	ctx = salesforce.WithCounter(ctx, o.Counter)
 	for len(st.buf) == 0 {

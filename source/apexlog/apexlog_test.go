@@ -528,3 +528,36 @@ func TestConcurrentLimitStopsTheKey(t *testing.T) {
 			meta(res.records[0].Entry, "body_skip_reason"))
 	}
 }
+
+// TestMaxRecordsPerRunWaits: a key stopped at MaxRecordsPerRun ends with source.ErrWaiting,
+// saying so (the run is not caught up: more logs may follow), not io.EOF; the next runs go on
+// after the last log shipped, and the run that finds fewer logs than the cap ends at io.EOF.
+func TestMaxRecordsPerRunWaits(t *testing.T) {
+	e := newEnv(t)
+	for i := range 5 {
+		if _, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-time.Duration(30-i) * time.Minute), BodyBytes: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cur json.RawMessage
+	seen := map[string]bool{}
+	for i, want := range []int{2, 2, 1} {
+		res := e.run(t, apexlog.Options{MaxRecordsPerRun: 2}, cur, 0)
+		if len(res.records) != want {
+			t.Fatalf("run %d: %d logs, want %d", i+1, len(res.records), want)
+		}
+		for _, rec := range res.records {
+			seen[meta(rec.Entry, "Id")] = true
+		}
+		switch {
+		case want == 2 && (!errors.Is(res.err, source.ErrWaiting) || !strings.Contains(res.err.Error(), "max_records_per_run")):
+			t.Fatalf("run %d stopped at the cap with %v; want source.ErrWaiting naming max_records_per_run", i+1, res.err)
+		case want < 2 && res.err != nil:
+			t.Fatalf("run %d: %v; want the key caught up", i+1, res.err)
+		}
+		cur = res.cursor
+	}
+	if len(seen) != 5 {
+		t.Fatalf("%d distinct logs shipped, want 5", len(seen))
+	}
+}

@@ -98,7 +98,7 @@ type Object struct {
 	// when the run's budget is smaller than a page.
 	PageSize int
 	// MaxRecordsPerRun ends the key's run after this many records (0 = no limit but the job's
-	// budget).
+	// budget), waiting for the next run (source.ErrWaiting): the run is not caught up.
 	MaxRecordsPerRun int
 	// BufferRows bounds the Big Object rows held in memory (0 = DefaultBufferRows).
 	BufferRows int

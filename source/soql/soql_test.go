@@ -2,6 +2,7 @@ package soql_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
+	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/soql"
 )
 
@@ -436,5 +438,47 @@ func TestLineValuesAsSent(t *testing.T) {
 	}
 	if len(res.records) != len(values) {
 		t.Fatalf("%d records, want %d", len(res.records), len(values))
+	}
+}
+
+// TestMaxRecordsPerRunWaits: an object stopped at its MaxRecordsPerRun ends with
+// source.ErrWaiting, saying so (the run is not caught up: more rows may follow), not io.EOF;
+// the next runs go on after the last row shipped, and the run that finds fewer rows than the cap
+// ends at io.EOF. Every row ships once.
+func TestMaxRecordsPerRunWaits(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	var rows []simsf.Record
+	for i := range 25 {
+		rows = append(rows, loginRow(epoch.Add(-30*time.Minute+time.Duration(i)*time.Second), i))
+	}
+	insertShuffled(t, e.org.Org, "LoginHistory", rows, 6)
+	opts := soql.Options{Objects: []soql.Object{{Name: "LoginHistory", MaxRecordsPerRun: 10}}}
+	key := soql.Key("LoginHistory")
+	cursors := map[string]json.RawMessage{}
+	seen := map[string]int{}
+	for i, want := range []int{10, 10, 5} {
+		res := e.run(t, opts, cursors, 0)
+		if n := len(res.entries()); n != want {
+			t.Fatalf("run %d: %d rows, want %d", i+1, n, want)
+		}
+		for _, rec := range res.entries() {
+			seen[lineField(t, rec, "Id")]++
+		}
+		err := res.errs[key]
+		switch {
+		case want == 10 && (!errors.Is(err, source.ErrWaiting) || !strings.Contains(err.Error(), "max_records_per_run")):
+			t.Fatalf("run %d stopped at the cap with %v; want source.ErrWaiting naming max_records_per_run", i+1, err)
+		case want < 10 && err != nil:
+			t.Fatalf("run %d: %v; want the object caught up", i+1, err)
+		}
+		cursors = res.cursors
+	}
+	if len(seen) != 25 {
+		t.Fatalf("%d distinct rows shipped, want 25", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("row %s shipped %d times", id, n)
+		}
 	}
 }

@@ -181,7 +181,8 @@ func (st *stream) Next(ctx context.Context, rec *source.Record) error {
 		return st.err
 	}
 	if m := st.obj.MaxRecordsPerRun; m > 0 && st.emitted >= m {
-		return io.EOF
+		// More rows may follow: the run is not caught up.
+		return fmt.Errorf("%w: stopped at max_records_per_run (%d rows); the next run goes on after the last row shipped", source.ErrWaiting, m)
 	}
 	if ctx != st.ctxIn { // the job passes the same context every time: attach the counter once
 		st.ctxIn, st.ctx = ctx, salesforce.WithCounter(ctx, st.src.counter)

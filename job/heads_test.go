@@ -110,6 +110,47 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestRetryStamp: an entry the receiver refused for its timestamp goes again a little above the
+// cutoff the receiver stated (the clock when it states none, or refuses it as too new), and
+// then, for every reason alike, to its stream's head when that stamp would be too far behind
+// it: the push that was refused may have just raised the head above the receiver's cutoff.
+func TestRetryStamp(t *testing.T) {
+	now := time.Date(2026, 6, 30, 14, 37, 0, 0, time.UTC)
+	l := loki.NewLabels(loki.Label{Name: "event_type", Value: "API"})
+	refused := func(reason loki.Reason, cutoff time.Time) loki.Rejection {
+		detail := "entry for stream '{event_type=\"API\"}' refused"
+		if !cutoff.IsZero() {
+			detail += ", oldest acceptable timestamp is: " + cutoff.Format(time.RFC3339)
+		}
+		return loki.Rejection{Reason: reason, Status: 400, Detail: detail}
+	}
+	ageCutoff := now.Add(-3 * 24 * time.Hour) // a receiver whose max age is 3 days, not 7
+	cases := []struct {
+		name string
+		rej  loki.Rejection
+		head time.Time // zero: unknown
+		want time.Time
+	}{
+		{"too old, no head", refused(loki.ReasonTooOld, ageCutoff), time.Time{}, ageCutoff.Add(time.Hour)},
+		{"too old, head inside the window", refused(loki.ReasonTooOld, ageCutoff), ageCutoff.Add(90 * time.Minute), ageCutoff.Add(time.Hour)},
+		{"too old, head hours above the cutoff", refused(loki.ReasonTooOld, ageCutoff), ageCutoff.Add(4 * time.Hour), ageCutoff.Add(4 * time.Hour)},
+		{"too far behind, head as stated", refused(loki.ReasonTooFarBehind, now.Add(-2*time.Hour)), now.Add(-time.Hour), now.Add(-105 * time.Minute)},
+		{"too far behind, head raised since", refused(loki.ReasonTooFarBehind, now.Add(-5*time.Hour)), now.Add(-time.Hour), now.Add(-time.Hour)},
+		{"too far behind, no cutoff stated", refused(loki.ReasonTooFarBehind, time.Time{}), now.Add(-time.Hour), now},
+		{"too new", refused(loki.ReasonTooNew, time.Time{}), now.Add(-time.Hour), now},
+	}
+	for _, tc := range cases {
+		var stored map[string]store.Counter
+		if !tc.head.IsZero() {
+			stored = map[string]store.Counter{HeadCounterPrefix + StreamID("", l): {Value: tc.head.UnixNano()}}
+		}
+		d := newOrderer(OrderingOptions{}, stored, nil)
+		if got := d.retryStamp(now, tc.rej, 0, l); !got.Equal(tc.want) {
+			t.Errorf("%s: pushed again at %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestRestampKeepsTheFirstEventTime: a re-stamp adds event_time once, without touching the
 // entry's metadata slice (shared with the source), and a second move keeps the true time.
 func TestRestampKeepsTheFirstEventTime(t *testing.T) {

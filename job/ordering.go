@@ -248,26 +248,27 @@ func (d *orderer) retryable(rej loki.Rejection) bool {
 	return rej.Status != 0 && rej.Reason.Restampable() && d.o.Policy == Restamp && !d.lim.DisallowStructuredMetadata
 }
 
-// retryStamp is the timestamp to push a refused entry again with. When the receiver stated its
-// cutoff, a little above it: inside its window without raising the stream's head far (a head
-// raised to the clock would move every later entry of the stream). Otherwise the clock, which
-// every timestamp rule accepts.
-func (d *orderer) retryStamp(now time.Time, rej loki.Rejection) time.Time {
-	if rej.Reason == loki.ReasonTooNew {
-		return now
+// retryStamp is the timestamp to push again with an entry of labels that destination dest
+// refused for its timestamp. It starts from the lowest stamp the refusal allows: a little above
+// the cutoff the receiver stated (not the clock, which would raise the stream's head to now and
+// move every later entry of the stream), or the clock when it stated none or refused the entry
+// as too new. That stamp is then decided like any entry, against the stream's head as the push
+// left it and the configured limits: the receiver has just stored the rest of the push, and a
+// stamp above an age cutoff can still be hours behind what it stored.
+func (d *orderer) retryStamp(now time.Time, rej loki.Rejection, dest int, labels loki.Labels) time.Time {
+	floor := now
+	if from, ok := loki.OldestAcceptable(rej.Detail); ok && rej.Reason != loki.ReasonTooNew {
+		room := d.margin()
+		if rej.Reason == loki.ReasonTooOld {
+			room = d.ageSafety()
+		}
+		if t := from.Add(room); t.Before(now) {
+			floor = t
+		}
 	}
-	from, ok := loki.OldestAcceptable(rej.Detail)
-	if !ok {
-		return now
-	}
-	room := d.margin()
-	if rej.Reason == loki.ReasonTooOld {
-		room = d.ageSafety()
-	}
-	if t := from.Add(room); t.Before(now) {
-		return t
-	}
-	return now
+	c := d.cutoffs(now)
+	ts, _ := c.decide(floor, c.stream(d.heads.get(StreamID(d.dests[dest], labels))))
+	return ts
 }
 
 // change is the heads' part of the next commit; expired heads and, above the bound, the oldest

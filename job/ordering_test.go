@@ -156,6 +156,44 @@ func TestAnUnknownNewerHeadCostsARequestNotAnEntry(t *testing.T) {
 	})
 }
 
+// TestAStricterMaxAgeCostsARequestNotAnEntry: the receiver's max age (3 days) is stricter than
+// configured (Loki's default, 7 days). A key catching up ships, in one push, rows from 3 d 1 h to
+// 3 d − 4 h ago: the receiver refuses the oldest hour as too old and stores the rest, so its
+// stream head is now hours above the age cutoff it states. The refused rows are pushed again at
+// a stamp inside both the cutoff and the window behind that head (the head itself), and none is
+// dropped. (The splits of the first request also send again rows it stored; those refused as too
+// far behind the second time are pushed again re-stamped, and the receiver holds them twice: a
+// duplicate, never a loss.)
+func TestAStricterMaxAgeCostsARequestNotAnEntry(t *testing.T) {
+	now := time.Now()
+	start := now.Add(-3*24*time.Hour - time.Hour)
+	const n = 300 // one a minute: 5 hours
+	stamp := func(_ string, i int) time.Time { return start.Add(time.Duration(i-1) * time.Minute) }
+	srv, sink := receiver(t, simloki.Options{RejectOldSamplesMaxAge: 3 * 24 * time.Hour})
+	src := &sourcetest.Numbered{Totals: map[string]int{"a": n}, Stamp: stamp}
+	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
+	if rep.Outcome != job.OutcomeOK || len(rep.Dropped) != 0 {
+		t.Fatalf("%s %s, dropped %v (restamped %v): entries lost although the receiver only had a stricter max age",
+			rep.Outcome, rep.Error, rep.Dropped, rep.Restamped)
+	}
+	if rep.Restamped["greater_than_max_sample_age"] == 0 {
+		t.Fatalf("restamped %v; want the rows the receiver refused as too old pushed again", rep.Restamped)
+	}
+	got := delivered(t, srv)["a"]
+	head := stamp("a", n)
+	for _, e := range srv.Entries() {
+		if _, i, _ := sourcetest.ParseLine(e.Line); stamp("a", i).Before(now.Add(-3*24*time.Hour)) && e.Timestamp.Before(head) {
+			t.Fatalf("#%d, too old for the receiver, is held at %s, behind the head %s it was pushed again after", i, e.Timestamp, head)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		if got[i] == 0 {
+			t.Fatalf("#%d never reached the receiver", i)
+		}
+	}
+	eventTimes(t, srv, stamp)
+}
+
 // TestStreamHeadsAreBounded: the document keeps at most MaxStreamHeads heads, the newest.
 func TestStreamHeadsAreBounded(t *testing.T) {
 	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)

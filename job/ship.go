@@ -185,7 +185,7 @@ func (r *run) pushRefusedAgain(pushBase context.Context, d int, res *loki.Result
 			continue
 		}
 		n := slots[rej.Index]
-		restamp(ptrs[n], r.order.retryStamp(r.opts.Now(), rej))
+		restamp(ptrs[n], r.order.retryStamp(r.opts.Now(), rej, d, ptrs[n].Labels))
 		r.restamped(rej.Reason)
 		delete(sh.rejected, n)
 		sh.outcomes[n] = loki.NotDelivered // until pushed again

@@ -168,17 +168,22 @@ func TestRestampKeepsTheFirstEventTime(t *testing.T) {
 }
 
 // TestPushedRaisesEachStreamToItsNewest: after a push, every stream's head is the newest time of
-// its entries that were accepted or not delivered (their fate unknown), over runs of one stream and streams
-// interleaved; rejected entries and entries past the outcomes raise nothing.
+// its entries the receiver may hold: accepted, or sent without an answer (in doubt), over runs
+// of one stream and streams interleaved. Rejected entries, entries answered without being
+// stored and entries past the outcomes raise nothing.
 func TestPushedRaisesEachStreamToItsNewest(t *testing.T) {
 	a := loki.NewLabels(loki.Label{Name: "event_type", Value: "API"})
 	b := loki.NewLabels(loki.Label{Name: "event_type", Value: "Login"})
 	c := loki.NewLabels(loki.Label{Name: "event_type", Value: "URI"})
 	at := func(l loki.Labels, s int64) loki.Entry { return loki.Entry{Labels: l, Timestamp: time.Unix(s, 0)} }
-	es := []loki.Entry{at(a, 10), at(a, 30), at(a, 20), at(b, 5), at(a, 40), at(b, 7), at(b, 90), at(c, 60), at(c, 50), at(c, 70)}
-	outcomes := []loki.Outcome{loki.Accepted, loki.Accepted, loki.NotDelivered, loki.Accepted, loki.NotDelivered, loki.Accepted, loki.Rejected, loki.Accepted, loki.Accepted}
+	es := []loki.Entry{at(a, 10), at(a, 30), at(a, 20), at(b, 5), at(a, 40), at(b, 7), at(b, 90), at(b, 80), at(c, 60), at(c, 50), at(c, 70)}
+	res := loki.Result{
+		Outcomes: []loki.Outcome{loki.Accepted, loki.Accepted, loki.NotDelivered, loki.Accepted, loki.NotDelivered, loki.Accepted,
+			loki.Rejected, loki.NotDelivered, loki.Accepted, loki.Accepted},
+		InDoubtIndexes: []int{4}, // a at 40; b at 80 was answered and not stored
+	}
 	d := newOrderer(OrderingOptions{}, nil, []string{""})
-	d.pushed(0, es, outcomes)
+	d.pushed(0, es, &res)
 	for _, w := range []struct {
 		l    loki.Labels
 		want int64

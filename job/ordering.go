@@ -212,18 +212,25 @@ func restamp(e *loki.Entry, ts time.Time) {
 	e.Timestamp = ts
 }
 
-// pushed raises the heads of the streams a push to destination dest may have written to:
-// entries accepted, and entries whose fate is unknown (sent without an answer). Consecutive
-// entries mostly share a stream (a source's rows, an event type's): its head is raised once per
-// run of them, to the run's newest time, instead of once per entry.
-func (d *orderer) pushed(dest int, es []loki.Entry, outcomes []loki.Outcome) {
+// pushed raises the heads of the streams a push to destination dest may have written to, from
+// its result: entries accepted, and entries sent without an answer (in doubt). Entries the
+// receiver answered without storing (a 401, a 5xx after the last try) or that were never sent
+// raise nothing: a head above what the receiver holds moves later entries it would take as they
+// are. Consecutive entries mostly share a stream (a source's rows, an event type's): its head is
+// raised once per run of them, to the run's newest time, instead of once per entry.
+func (d *orderer) pushed(dest int, es []loki.Entry, res *loki.Result) {
 	var (
 		run    loki.Labels
 		newest int64
 		open   bool
 	)
+	doubt := res.InDoubtIndexes // ascending
 	for i := range es {
-		if i >= len(outcomes) || outcomes[i] == loki.Rejected {
+		for len(doubt) > 0 && doubt[0] < i {
+			doubt = doubt[1:]
+		}
+		held := i < len(res.Outcomes) && res.Outcomes[i] == loki.Accepted
+		if !held && (len(doubt) == 0 || doubt[0] != i) {
 			continue
 		}
 		ns := es[i].Timestamp.UnixNano()

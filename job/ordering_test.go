@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,58 @@ func TestAStricterMaxAgeCostsARequestNotAnEntry(t *testing.T) {
 		}
 	}
 	eventTimes(t, srv, stamp)
+}
+
+// TestAHeadCoversOnlyWhatTheReceiverMayHold: a stream's head is the newest entry pushed that
+// the receiver may have stored, accepted or sent without an answer. Destination b fails every
+// push of a run while destination a accepts, and a's cursors are committed with the heads. When
+// b answers (a 401: a rotated credential) it stored nothing, and no head of b's is committed:
+// the next run ships b's rows at their own time, none moved onto a stream that holds nothing.
+// When b's answers are lost, it may hold the rows, and b's head is their newest.
+func TestAHeadCoversOnlyWhatTheReceiverMayHold(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-4 * time.Hour)
+	stamp := func(_ string, i int) time.Time { return base.Add(time.Duration(i) * time.Minute) }
+	for _, tc := range []struct {
+		name     string
+		fail     func(*simloki.Running)
+		wantHead bool
+	}{
+		{"answered 401", func(srv *simloki.Running) { srv.FailNext(1000, http.StatusUnauthorized, "") }, false},
+		{"answer lost", func(srv *simloki.Running) { srv.DropResponses(1000) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, sinkA := receiver(t, simloki.Options{})
+			srvB := simloki.Start(t, simloki.Options{})
+			sinkB, err := loki.New(loki.Options{URL: srvB.PushURL(), MaxAttempts: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.fail(srvB)
+			srcA := &sourcetest.Numbered{SourceName: "a", Totals: map[string]int{"a": 10}, Stamp: stamp}
+			srcB := &sourcetest.Numbered{SourceName: "b", Totals: map[string]int{"b": 120}, Stamp: stamp}
+			coord := jobtest.New()
+			deps := job.Deps{Coordinator: coord, Sink: sinkA,
+				Bindings: []job.Binding{{Source: srcA}, {Source: srcB, Destination: &job.Destination{Name: "tenant-b", Sink: sinkB}}}}
+			if rep := job.Run(context.Background(), deps, baseOptions()); len(rep.Frozen) != 1 || checkpoints(t, coord)["a"] != 10 {
+				t.Fatalf("setup: %s (%s), frozen %v, cursors %v; want b frozen and a committed", rep.Outcome, rep.Error, rep.Frozen, checkpoints(t, coord))
+			}
+			stream := `tenant-b|{event_type="b", job="sf2loki", source="b"}`
+			head, ok := headCounters(t, coord)[stream]
+			if tc.wantHead != ok || (ok && head != stamp("b", 120).UnixNano()) {
+				t.Fatalf("b's head committed %v at %s; want committed %v at its newest row, %s",
+					ok, time.Unix(0, head).UTC(), tc.wantHead, stamp("b", 120).UTC())
+			}
+			if tc.wantHead {
+				return
+			}
+			srvB.ClearFaults() // the credential is fixed
+			rep := job.Run(context.Background(), deps, baseOptions())
+			if rep.Outcome != job.OutcomeOK || len(rep.Restamped) != 0 || srvB.Count() != 120 {
+				t.Fatalf("second run: %s %s, restamped %v, b holds %d; want b's 120 rows at their own time",
+					rep.Outcome, rep.Error, rep.Restamped, srvB.Count())
+			}
+		})
+	}
 }
 
 // TestStreamHeadsAreBounded: the document keeps at most MaxStreamHeads heads, the newest.

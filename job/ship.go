@@ -256,7 +256,7 @@ func (r *run) push(pushBase context.Context, d int, entries []loki.Entry) loki.R
 	if r.egress != nil {
 		r.egress.accepted(entries, res.Outcomes)
 	}
-	r.order.pushed(d, entries, res.Outcomes)
+	r.order.pushed(d, entries, &res)
 	r.rep.Resent += int64(res.Resent)
 	r.rep.Truncated += int64(res.Truncated)
 	r.rep.InDoubt += int64(res.InDoubt)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,5 +125,50 @@ func TestRefusalReadInPartIsHeld(t *testing.T) {
 	}
 	if !strings.Contains(res.Err.Error(), "HTTP 400") {
 		t.Fatalf("err %v, want it to quote the 400", res.Err)
+	}
+}
+
+// loseAnswer passes every request on to the receiver and loses the answer to the n-th (the
+// connection broke once the request was written): the receiver stored its entries, the client
+// never hears so.
+type loseAnswer struct {
+	next http.RoundTripper
+	n    int
+	seen int
+}
+
+func (l *loseAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if l.seen++; l.seen != l.n || err != nil {
+		return resp, err
+	}
+	_ = resp.Body.Close()
+	return nil, errors.New("connection reset by peer")
+}
+
+// TestInDoubtIndexesNameTheEntriesOfTheUnansweredRequest: of a push's entries not delivered,
+// InDoubtIndexes names those of the request written and never answered, by their position in
+// the pushed slice, and not those the push never sent after it.
+func TestInDoubtIndexesNameTheEntriesOfTheUnansweredRequest(t *testing.T) {
+	srv := simloki.Start(t, simloki.Options{})
+	c, err := New(Options{URL: srv.PushURL(), Logger: quietLogger, MaxAttempts: 1, MaxEntriesPerRequest: 10,
+		Transport: &loseAnswer{next: cleanhttp.DefaultTransport(), n: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two streams interleaved: the requests hold API's entries (odd positions), then Login's.
+	es := batch(40)
+	res := c.Push(context.Background(), es)
+	checkResultConsistent(t, res, es)
+	var want []int
+	for i := 21; i < 40; i += 2 { // API's second request
+		want = append(want, i)
+	}
+	if len(res.Accepted) != 10 || len(res.NotDelivered) != 30 || res.InDoubt != 10 || !slices.Equal(res.InDoubtIndexes, want) {
+		t.Fatalf("accepted %d, not delivered %d, in doubt %d at %v; want 10, 30, and 10 at %v",
+			len(res.Accepted), len(res.NotDelivered), res.InDoubt, res.InDoubtIndexes, want)
+	}
+	if n := srv.Count(); n != 20 {
+		t.Fatalf("receiver holds %d entries, want the 20 of the first two requests", n)
 	}
 }

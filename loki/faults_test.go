@@ -399,4 +399,8 @@ func checkResultConsistent(t *testing.T, res Result, es []Entry) {
 	if (len(nd) == 0) != (res.Err == nil) {
 		t.Fatalf("Err %v with %d not delivered", res.Err, len(nd))
 	}
+	if len(res.InDoubtIndexes) != res.InDoubt || !slices.IsSorted(res.InDoubtIndexes) ||
+		slices.ContainsFunc(res.InDoubtIndexes, func(i int) bool { return res.Outcomes[i] != NotDelivered }) {
+		t.Fatalf("in doubt %d at %v: want as many positions, ascending, of entries not delivered", res.InDoubt, res.InDoubtIndexes)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -139,6 +140,9 @@ func (p *push) send(ctx context.Context, lo, hi int) error {
 	default:
 		if a.inDoubt {
 			p.res.InDoubt += hi - lo
+			for _, it := range p.s.items[lo:hi] {
+				p.res.InDoubtIndexes = append(p.res.InDoubtIndexes, int(it.idx))
+			}
 		}
 		p.c.log.Warn("loki push: entries not delivered", "url", p.c.url, "entries", hi-lo, "in_doubt", a.inDoubt, "error", a.err)
 		return a.err
@@ -279,6 +283,7 @@ func (p *push) finish() {
 	if len(r.Rejected) > 1 {
 		sortRejections(r.Rejected)
 	}
+	slices.Sort(r.InDoubtIndexes) // the items of a request are in stream order
 	if nn == 0 {
 		r.Err = nil
 	} else if r.Err == nil {

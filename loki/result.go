@@ -113,6 +113,10 @@ type Result struct {
 	// never answered (a timeout, a lost connection, the push's context ended): the receiver
 	// may have stored them. They are pushed again later like every NotDelivered entry.
 	InDoubt int
+	// InDoubtIndexes lists the positions, in the slice given to Push, of the entries InDoubt
+	// counts, in ascending order. The other NotDelivered entries were answered without being
+	// stored (a 401, a 5xx or 429 after the last try, a 2xx that did not ingest) or never sent.
+	InDoubtIndexes []int
 }
 
 // Truncation is one line cut by the line cap.

@@ -6,10 +6,12 @@
 // Each topic is one checkpoint key, pubsub:<topic>, whose cursor holds the replay id to resume
 // after (see Cursor). A run resumes there with CUSTOM, keeps at most num_requested (≤ 100)
 // events outstanding, and stops the topic on the first of: max_events events, the idle period
-// with nothing arriving, or the run's deadline. Every event becomes one JSON line (the decoded
-// Avro record, fields in schema order) with its replay id in structured metadata. Events that
-// shaping drops, events whose payload does not decode, and keepalives carrying a newer
-// latest_replay_id become Skip records: they advance the cursor without a log line.
+// with nothing arriving, or the run's deadline. A topic stopped at max_events may have more
+// events waiting: it ends with source.ErrWaiting, and the run is not caught up. Every event
+// becomes one JSON line (the decoded Avro record, fields in schema order) with its replay id in
+// structured metadata. Events that shaping drops, events whose payload does not decode, and
+// keepalives carrying a newer latest_replay_id become Skip records: they advance the cursor
+// without a log line.
 //
 // Replay ids age out after about 72 hours. A quiet topic's position would silently age towards
 // that horizon, because Salesforce sends keepalives only every ~270 s, longer than the idle
@@ -108,7 +110,8 @@ type Options struct {
 	// Monitoring streams found by describeGlobal (every <X>EventStream, and <X>Event when
 	// <X>EventStore exists too). Custom platform events and CDC channels are listed explicitly.
 	Topics []string
-	// MaxEvents is N, the most events one topic ships per run (default 1000).
+	// MaxEvents is N, the most events one topic ships per run (default 1000). A topic stopped
+	// there waits for the next run (source.ErrWaiting): the run is not caught up.
 	MaxEvents int
 	// NumRequested is the most events outstanding on one subscription, 1..100 (default 100).
 	NumRequested int

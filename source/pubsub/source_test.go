@@ -63,10 +63,16 @@ func TestTenThousandEventsExactlyOnceAcrossRunsOfN(t *testing.T) {
 			if stop != sfpubsub.StopMax || rep.Records != n {
 				t.Fatalf("run %d ended on %q with %d records, want the N rule with %d", runs, stop, rep.Records, n)
 			}
+			if rep.CaughtUp || len(rep.Waiting) != 1 || rep.Waiting[0].Key != loginKey || !strings.Contains(rep.Waiting[0].Reason, "max_events") {
+				t.Fatalf("run %d stopped at N: caught_up %v, waiting %+v; want not caught up, the topic waiting at max_events", runs, rep.CaughtUp, rep.Waiting)
+			}
 			continue
 		}
 		if shipped != total%n || stop != sfpubsub.StopIdle {
 			t.Fatalf("last run shipped %d and ended on %q, want %d and the idle rule", shipped, stop, total%n)
+		}
+		if !rep.CaughtUp || len(rep.Waiting) > 0 {
+			t.Fatalf("last run: caught_up %v, waiting %+v; want caught up", rep.CaughtUp, rep.Waiting)
 		}
 		break
 	}
@@ -91,6 +97,43 @@ func TestTenThousandEventsExactlyOnceAcrossRunsOfN(t *testing.T) {
 	}
 	if got := e.ps.Stats().MaxRequestedOutstanding; got > sfpubsub.MaxOutstanding {
 		t.Fatalf("the source had %d events outstanding, more than %d", got, sfpubsub.MaxOutstanding)
+	}
+}
+
+// TestOnlyTheCapLeavesATopicWaiting: a topic whose pull stopped at MaxEvents may have more
+// events waiting, so it ends with source.ErrWaiting naming max_events (the run is not caught
+// up); a pull that idle or the run's deadline stopped ends at io.EOF.
+func TestOnlyTheCapLeavesATopicWaiting(t *testing.T) {
+	cases := []struct {
+		name      string
+		published int
+		idle      time.Duration
+		run       time.Duration // the run's deadline, from now
+		stop      sfpubsub.StopReason
+		records   int
+		waits     bool
+	}{
+		{"max_events", 5, time.Second, 50 * time.Second, sfpubsub.StopMax, 3, true},
+		{"idle", 2, 200 * time.Millisecond, 50 * time.Second, sfpubsub.StopIdle, 2, false},
+		{"deadline", 2, time.Minute, 800 * time.Millisecond, sfpubsub.StopDeadline, 2, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+			e.publishLogins(t, 0, tc.published)
+			src := e.source(t, pubsub.Options{Topics: []string{loginTopic}, MaxEvents: 3, Idle: tc.idle, RefreshAfter: -1})
+			p := pullUntil(t, src, nil, time.Now().Add(tc.run))
+			if n, stop := len(p.records[loginKey]), src.Topics()[0].Stop; n != tc.records || stop != tc.stop {
+				t.Fatalf("%d records, stopped on %q; want %d and %q", n, stop, tc.records, tc.stop)
+			}
+			err := p.errs[loginKey]
+			switch {
+			case tc.waits && (!errors.Is(err, source.ErrWaiting) || !strings.Contains(err.Error(), "max_events")):
+				t.Fatalf("stopped at the cap with %v; want source.ErrWaiting naming max_events", err)
+			case !tc.waits && err != nil:
+				t.Fatalf("stopped on %s with %v; want io.EOF", tc.stop, err)
+			}
+		})
 	}
 }
 

@@ -205,6 +205,12 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 			st.src.update(func() { st.rep.Stop = reason })
 			st.count("stopped_"+string(reason), 1)
 			st.log.Debug("topic pull ended", "reason", reason, "delivered", st.sub.Delivered())
+			if reason == sfpubsub.StopMax {
+				// More events may follow: the run is not caught up. Idle means none came for
+				// the idle period; the deadline is the run's end, not the topic's.
+				return source.Record{}, fmt.Errorf("%w: stopped at max_events (%d events); the next run goes on after the last event shipped",
+					source.ErrWaiting, st.src.opts.MaxEvents)
+			}
 			return source.Record{}, io.EOF
 		}
 		if err != nil {

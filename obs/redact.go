@@ -1,6 +1,7 @@
 package obs
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -15,8 +16,9 @@ import (
 // Redacted replaces a secret wherever one is scrubbed.
 const Redacted = "[REDACTED]"
 
-// Redactor scrubs registered secret values and the credentials embedded in URLs (userinfo and
-// token-like query parameters) from strings. It is safe for concurrent use.
+// Redactor scrubs registered secret values, the credentials embedded in URLs (userinfo and
+// token-like query parameters) and those of Authorization headers from strings. It is safe for
+// concurrent use.
 type Redactor struct {
 	mu      sync.RWMutex
 	secrets []string // longest first, so a secret containing another is replaced whole
@@ -33,8 +35,8 @@ func NewRedactor(secrets ...string) *Redactor {
 
 // Add registers more secret values. Values shorter than 4 bytes are ignored: scrubbing them would
 // mangle ordinary text without protecting anything. Each value is also registered as it looks
-// inside a JSON string, a quoted Go string and a URL, so it is found in a run report or a quoted
-// log attribute too.
+// inside a JSON string, a quoted Go string, a URL and a basic-auth credential, so it is found in
+// a run report, a quoted log attribute or a logged request header too.
 func (r *Redactor) Add(secrets ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -71,9 +73,10 @@ func (r *Redactor) Add(secrets ...string) {
 }
 
 // encodings returns s as written raw, inside a JSON string (with and without HTML escaping),
-// inside a quoted Go string, and escaped in a URL query or path.
+// inside a quoted Go string, escaped in a URL query or path, and in base64 as the password of
+// HTTP basic auth.
 func encodings(s string) []string {
-	out := []string{s}
+	out := append([]string{s}, basicAuth(s)...)
 	if quotesAsIs(s) { // a line of a PEM key, a token: only the URL escapes can differ
 		return append(out, url.QueryEscape(s), url.PathEscape(s))
 	}
@@ -87,6 +90,20 @@ func encodings(s string) []string {
 	out = append(out, unquote(b.String()))
 	out = append(out, unquote(strconv.Quote(s)), url.QueryEscape(s), url.PathEscape(s))
 	return out
+}
+
+// basicAuth returns the forms password takes inside an HTTP basic-auth credential,
+// base64("user:password"), whatever the user: base64 encodes 3 bytes at a time, so the password
+// is encoded in one of three ways depending on where it starts in a group. Each form holds only
+// characters that the user does not change (no padding: a credential may be written without
+// it). The first is also the base64 of the password alone (a Kubernetes Secret's data).
+func basicAuth(password string) []string {
+	enc := base64.RawStdEncoding
+	return []string{
+		enc.EncodeToString([]byte(password)),               // the password starts a group
+		enc.EncodeToString([]byte(":" + password)),         // the ':' does
+		enc.EncodeToString([]byte("\x00:" + password))[2:], // the ':' is in the middle of one
+	}
 }
 
 // quotesAsIs reports whether s is written unchanged inside a JSON string (with or without HTML
@@ -119,9 +136,26 @@ var (
 	// X-Goog-Signature, ...), and a few exact names (sid: a Salesforce frontdoor session id).
 	sensitiveKey = regexp.MustCompile(`(?i)(token|secret|passw|pwd|key|signature|credential|assertion|jwt|^(sig|sid|pass|auth|authorization|code|session)$)`)
 	bearerRE     = regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/!=-]{8,}`)
+	// authHeaderRE finds an Authorization or Proxy-Authorization header name and what separates
+	// it from its value, as written in a request, a JSON object (also one inside a JSON string),
+	// a Go http.Header printed with %v or %#v, or a text log attribute.
+	authHeaderRE = regexp.MustCompile(`(?i)\b(?:proxy-)?authorization(?:\\?["'])?\s*[:=]\s*(?:\[\]string\{)?\[?(?:\\?["'])?\s*`)
+	// authSchemeRE is a known authentication scheme and the space after it: what follows is the
+	// credential. A value that starts otherwise is redacted whole.
+	authSchemeRE = regexp.MustCompile(`(?i)^(?:basic|bearer|digest|token|negotiate|ntlm|oauth|dpop|gnap|hoba|mutual|vapid|` +
+		`privatetoken|concealed|scram-sha-1|scram-sha-256|aws4-hmac-sha256|apikey|ssws)\s+`)
+	// authCredentialRE is a credential: a list of auth-params (Digest, AWS4-HMAC-SHA256:
+	// name=token or name="quoted", the quotes escaped inside a JSON string) or a token68 (Basic,
+	// Bearer and most others; one a registered secret was replaced in is still one).
+	authCredentialRE = regexp.MustCompile(`^(?:` + authParam + `(?:\s*,\s*` + authParam + `)*|(?:[A-Za-z0-9._~+/!%:-]|` +
+		regexp.QuoteMeta(Redacted) + `)+=*)`)
 )
 
-// Scrub returns s with every registered secret, URL credential and bearer token replaced.
+// authParam is one auth-param of a credential: name=token or name="quoted string".
+const authParam = `[A-Za-z0-9_.-]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|\\"(?:[^"\\]|\\[^"])*\\"|[^\s,"'\\\]]+)`
+
+// Scrub returns s with every registered secret, URL credential, Authorization header credential
+// and bearer token replaced.
 func (r *Redactor) Scrub(s string) string {
 	if s == "" {
 		return s
@@ -136,10 +170,70 @@ func (r *Redactor) Scrub(s string) string {
 	if strings.Contains(s, "://") {
 		s = urlRE.ReplaceAllStringFunc(s, RedactURL)
 	}
-	if strings.Contains(strings.ToLower(s), "bearer") {
+	lower := strings.ToLower(s)
+	if strings.Contains(lower, "authorization") {
+		s = scrubAuthorization(s)
+	}
+	if strings.Contains(lower, "bearer") {
 		s = bearerRE.ReplaceAllString(s, "${1}"+Redacted)
 	}
 	return s
+}
+
+// scrubAuthorization replaces the credentials of the Authorization and Proxy-Authorization
+// headers in s, whatever their scheme.
+func scrubAuthorization(s string) string {
+	locs := authHeaderRE.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	done := 0
+	for _, loc := range locs {
+		if loc[0] < done { // inside the value just redacted
+			continue
+		}
+		if strings.HasPrefix(s[loc[1]-1:], Redacted) { // the separator took its '[': redacted before
+			continue
+		}
+		start, end := authCredential(s[loc[1]:])
+		if start == end {
+			continue
+		}
+		b.WriteString(s[done : loc[1]+start])
+		b.WriteString(Redacted)
+		done = loc[1] + end
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// redactAuthorization returns an Authorization header's value with its credential replaced.
+func redactAuthorization(v string) string {
+	start, end := authCredential(v)
+	if start == end {
+		return v
+	}
+	return v[:start] + Redacted + v[end:]
+}
+
+// authCredential returns where the credential of an Authorization header value v starts and
+// ends: after a known scheme, the credential that follows; otherwise the first word and, when
+// another follows, that one too (an unknown scheme and its credential).
+func authCredential(v string) (start, end int) {
+	start = len(authSchemeRE.FindString(v))
+	end = start + len(authCredentialRE.FindString(v[start:]))
+	if start == 0 && end > 0 {
+		if next := strings.TrimLeft(v[end:], " \t"); len(next) < len(v[end:]) {
+			if n := len(authCredentialRE.FindString(next)); n > 0 {
+				end = len(v) - len(next) + n
+			}
+		}
+	}
+	return start, end
 }
 
 // urlMask replaces a credential inside a URL.
@@ -251,11 +345,18 @@ func redactParams(raw, seps string) (string, bool) {
 	return b.String(), true
 }
 
+// authHeaderName matches an attribute that holds an Authorization header's value alone.
+var authHeaderName = regexp.MustCompile(`(?i)^(?:proxy-)?authorization$`)
+
 func (r *Redactor) scrubAttr(a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {
 	case slog.KindString:
 		if s := a.Value.String(); s != "" {
-			if scrubbed := r.Scrub(s); scrubbed != s {
+			scrubbed := r.Scrub(s)
+			if authHeaderName.MatchString(a.Key) {
+				scrubbed = redactAuthorization(scrubbed)
+			}
+			if scrubbed != s {
 				return slog.String(a.Key, scrubbed)
 			}
 		}

@@ -2,6 +2,7 @@ package obs
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/url"
@@ -232,5 +233,72 @@ func TestRedactURLFailsClosed(t *testing.T) {
 		if scrubbed := NewRedactor().Scrub(`sink.loki.url: "` + c.in + `" is not an absolute http(s) URL`); strings.Contains(scrubbed, secret) {
 			t.Errorf("Scrub leaves the credential in: %q", scrubbed)
 		}
+	}
+}
+
+// The credential of an Authorization or Proxy-Authorization header is scrubbed whatever its
+// scheme and however the header was written out, registered as a secret or not; the scheme
+// and what surrounds the header stay.
+func TestScrubAuthorizationHeaders(t *testing.T) {
+	const cred = "c2VrcmV0LWNyZWQ6cHc9PQ" // base64-like, as a Basic credential is
+	cases := []struct{ in, want string }{
+		{"Authorization: Basic " + cred + "==", "Authorization: Basic [REDACTED]"},
+		{`401 from proxy, request headers: {"Authorization":"Basic ` + cred + `","Accept":"*/*"}`,
+			`401 from proxy, request headers: {"Authorization":"Basic [REDACTED]","Accept":"*/*"}`},
+		{`{"error":"echo {\"authorization\":\"Token ` + cred + `\",\"x\":1}"}`,
+			`{"error":"echo {\"authorization\":\"Token [REDACTED]\",\"x\":1}"}`},
+		{"map[Accept:[*/*] Authorization:[Bearer " + cred + "]]", "map[Accept:[*/*] Authorization:[Bearer [REDACTED]]]"},
+		{`http.Header{"Proxy-Authorization":[]string{"Basic ` + cred + `"}}`, `http.Header{"Proxy-Authorization":[]string{"Basic [REDACTED]"}}`},
+		{"Proxy-Authorization: Digest username=\"bob\", realm=\"r\", nonce=\"n1\", response=\"" + cred + "\"\r\nHost: h",
+			"Proxy-Authorization: Digest [REDACTED]\r\nHost: h"},
+		{`{"Authorization":"Digest username=\"bob\", response=\"` + cred + `\"","Host":"h"}`,
+			`{"Authorization":"Digest [REDACTED]","Host":"h"}`},
+		{"Authorization: AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=" + cred,
+			"Authorization: AWS4-HMAC-SHA256 [REDACTED]"},
+		{`level=WARN msg=retry authorization="Negotiate ` + cred + `" attempt=2`, `level=WARN msg=retry authorization="Negotiate [REDACTED]" attempt=2`},
+		// an unknown scheme cannot be told from the credential: both go
+		{"Authorization: Custom " + cred, "Authorization: [REDACTED]"},
+		{"AuthorizationHeaderMalformed: the authorization header is malformed", "AuthorizationHeaderMalformed: the authorization header is malformed"},
+	}
+	r := NewRedactor()
+	for _, c := range cases {
+		got := r.Scrub(c.in)
+		if got != c.want {
+			t.Errorf("Scrub(%q)\n = %q\nwant %q", c.in, got, c.want)
+		}
+		if again := r.Scrub(got); again != got {
+			t.Errorf("scrubbing %q again changed it to %q", got, again)
+		}
+	}
+
+	var buf bytes.Buffer
+	log, err := NewLogger(&buf, LogOptions{Format: "json", Redactor: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("request", "Authorization", "Basic "+cred)
+	if out := buf.String(); strings.Contains(out, cred) || !strings.Contains(out, `"Authorization":"Basic [REDACTED]"`) {
+		t.Errorf("an Authorization attribute is logged as %s", out)
+	}
+}
+
+// A registered password is found inside a basic-auth credential, base64("user:password"), even
+// away from its header and whatever the user: only characters that encode the user are left.
+func TestScrubBasicAuthOfARegisteredPassword(t *testing.T) {
+	const password = "lokiPassw0rd-42"
+	r := NewRedactor(password)
+	for _, user := range []string{"", "1", "12", "123", "loki-user", "1234567"} { // every alignment
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+			cred := enc.EncodeToString([]byte(user + ":" + password))
+			got := r.Scrub("credential " + cred + " refused")
+			left, ok := strings.CutPrefix(got, "credential ")
+			left, _, found := strings.Cut(left, Redacted)
+			if !ok || !found || !strings.HasPrefix(base64.RawStdEncoding.EncodeToString([]byte(user+":")), left) {
+				t.Errorf("user %q: Scrub(%q) = %q: what is left must encode the user only", user, cred, got)
+			}
+		}
+	}
+	if got := r.Scrub("data: " + base64.StdEncoding.EncodeToString([]byte(password))); strings.Contains(got, base64.RawStdEncoding.EncodeToString([]byte(password))) {
+		t.Errorf("the base64 of the password is left in: %q", got)
 	}
 }

@@ -3,9 +3,11 @@
 // JSON, gzip and deflate), validates them like Loki's distributor and ingester
 // (label syntax and limits, line size, timestamp bounds against an injectable
 // clock, the out-of-order window, structured-metadata limits), stores what it
-// accepts, counts exact duplicates, and injects faults on demand (429 with
-// Retry-After, 5xx, 413 above a size, 260, partial 400s, disallowed structured
-// metadata, slow answers, and accepted requests whose response is lost).
+// accepts, skips and counts duplicates (same timestamp and line, as Loki's
+// head block: structured metadata is not compared), and injects faults on
+// demand (429 with Retry-After, 5xx, 413 above a size, 260, partial 400s,
+// disallowed structured metadata, slow answers, and accepted requests whose
+// response is lost).
 //
 // A 400 answer carries Loki's body, which is not a complete account of what
 // failed: the distributor's validation errors grouped by message, or, when the

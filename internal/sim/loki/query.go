@@ -58,9 +58,9 @@ func (s *Server) Stream(labels string) []Entry {
 	return out
 }
 
-// Duplicates returns the exact duplicates (same stream, timestamp, line and
-// metadata as a stored entry) that were received and silently skipped, as
-// Loki does.
+// Duplicates returns the duplicates (same stream, timestamp and line as a
+// stored entry, whatever their structured metadata) that were received and
+// silently skipped, as Loki does.
 func (s *Server) Duplicates() []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -214,7 +214,7 @@ type Server struct {
 type streamState struct {
 	highest time.Time
 	idx     []int          // positions in Server.entries
-	seen    map[string]int // exact-duplicate key -> count
+	seen    map[string]int // duplicate key (timestamp and line) -> count
 }
 
 // New returns a receiver for opts.
@@ -670,7 +670,10 @@ func (s *Server) checkEntry(now time.Time, e *Entry) (reason, msg string) {
 
 // store applies the ingester rules: the out-of-order window (newest entry of
 // the stream, earlier entries of this request included) and silent skipping
-// of exact duplicates (same timestamp, line and metadata), which are counted.
+// of duplicates, which are counted. Loki's head block skips an entry whose
+// timestamp and line equal a stored one's without comparing structured
+// metadata, so two different rows with the same line and timestamp are one
+// entry at the receiver.
 func (s *Server) store(c candidate) (reason, msg string) {
 	st := s.streams[c.key]
 	if st == nil {
@@ -709,11 +712,6 @@ func dupKey(e Entry) string {
 	b.WriteString(strconv.Itoa(len(e.Line)))
 	b.WriteByte(0)
 	b.WriteString(e.Line)
-	for _, p := range e.Metadata {
-		b.WriteByte(0)
-		b.WriteString(strconv.Quote(p.Name))
-		b.WriteString(strconv.Quote(p.Value))
-	}
 	return b.String()
 }
 

@@ -320,7 +320,10 @@ func TestErrorBodyIsLokisIncompleteAccount(t *testing.T) {
 	}
 }
 
-func TestExactDuplicatesAreCountedNotStored(t *testing.T) {
+// TestDuplicatesAreCountedNotStored: as Loki's head block, an entry with the timestamp and line
+// of a stored one is skipped whatever its structured metadata; another line, timestamp or
+// stream is stored.
+func TestDuplicatesAreCountedNotStored(t *testing.T) {
 	s := New(Options{Now: fixedClock})
 	body := snap(protoPush(ps{`{job="x"}`, []pe{{ts: clockNow, line: "a", md: []Pair{{"k", "1"}}}}}))
 	for range 3 {
@@ -328,10 +331,15 @@ func TestExactDuplicatesAreCountedNotStored(t *testing.T) {
 			t.Fatalf("answer %d", w.Code)
 		}
 	}
-	// Same timestamp and line but different metadata is not an exact duplicate.
+	// Same timestamp and line, different metadata: a duplicate all the same.
 	do(t, s, post(snap(protoPush(ps{`{job="x"}`, []pe{{ts: clockNow, line: "a", md: []Pair{{"k", "2"}}}}}))))
-	if s.Count() != 2 || len(s.Duplicates()) != 2 {
-		t.Fatalf("stored %d duplicates %d, want 2 and 2", s.Count(), len(s.Duplicates()))
+	if s.Count() != 1 || len(s.Duplicates()) != 3 {
+		t.Fatalf("stored %d duplicates %d, want 1 and 3", s.Count(), len(s.Duplicates()))
+	}
+	do(t, s, post(snap(protoPush(ps{`{job="x"}`, []pe{{ts: clockNow, line: "b"}, {ts: clockNow.Add(1), line: "a"}}}))))
+	do(t, s, post(snap(protoPush(ps{`{job="y"}`, []pe{{ts: clockNow, line: "a"}}}))))
+	if s.Count() != 4 || len(s.Duplicates()) != 3 {
+		t.Fatalf("stored %d duplicates %d, want 4 and 3", s.Count(), len(s.Duplicates()))
 	}
 }
 

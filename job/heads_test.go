@@ -112,8 +112,9 @@ func TestDecide(t *testing.T) {
 
 // TestRetryStamp: an entry the receiver refused for its timestamp goes again a little above the
 // cutoff the receiver stated (the clock when it states none, or refuses it as too new), and
-// then, for every reason alike, to its stream's head when that stamp would be too far behind
-// it: the push that was refused may have just raised the head above the receiver's cutoff.
+// then, for every reason alike, just above its stream's head when that stamp is not above it:
+// the push that was refused may have just raised the head above the receiver's cutoff. Entries
+// pushed again together each take a nanosecond of their own.
 func TestRetryStamp(t *testing.T) {
 	now := time.Date(2026, 6, 30, 14, 37, 0, 0, time.UTC)
 	l := loki.NewLabels(loki.Label{Name: "event_type", Value: "API"})
@@ -132,10 +133,10 @@ func TestRetryStamp(t *testing.T) {
 		want time.Time
 	}{
 		{"too old, no head", refused(loki.ReasonTooOld, ageCutoff), time.Time{}, ageCutoff.Add(time.Hour)},
-		{"too old, head inside the window", refused(loki.ReasonTooOld, ageCutoff), ageCutoff.Add(90 * time.Minute), ageCutoff.Add(time.Hour)},
-		{"too old, head hours above the cutoff", refused(loki.ReasonTooOld, ageCutoff), ageCutoff.Add(4 * time.Hour), ageCutoff.Add(4 * time.Hour)},
-		{"too far behind, head as stated", refused(loki.ReasonTooFarBehind, now.Add(-2*time.Hour)), now.Add(-time.Hour), now.Add(-105 * time.Minute)},
-		{"too far behind, head raised since", refused(loki.ReasonTooFarBehind, now.Add(-5*time.Hour)), now.Add(-time.Hour), now.Add(-time.Hour)},
+		{"too old, head below the stamp", refused(loki.ReasonTooOld, ageCutoff), ageCutoff.Add(30 * time.Minute), ageCutoff.Add(time.Hour)},
+		{"too old, head hours above the cutoff", refused(loki.ReasonTooOld, ageCutoff), ageCutoff.Add(4 * time.Hour), ageCutoff.Add(4*time.Hour + 1)},
+		{"too far behind a head the job does not know", refused(loki.ReasonTooFarBehind, now.Add(-2*time.Hour)), time.Time{}, now.Add(-105 * time.Minute)},
+		{"too far behind, head above the stamp", refused(loki.ReasonTooFarBehind, now.Add(-5*time.Hour)), now.Add(-time.Hour), now.Add(-time.Hour + 1)},
 		{"too far behind, no cutoff stated", refused(loki.ReasonTooFarBehind, time.Time{}), now.Add(-time.Hour), now},
 		{"too new", refused(loki.ReasonTooNew, time.Time{}), now.Add(-time.Hour), now},
 	}
@@ -145,8 +146,10 @@ func TestRetryStamp(t *testing.T) {
 			stored = map[string]store.Counter{HeadCounterPrefix + StreamID("", l): {Value: tc.head.UnixNano()}}
 		}
 		d := newOrderer(OrderingOptions{}, stored, nil)
-		if got := d.retryStamp(now, tc.rej, 0, l); !got.Equal(tc.want) {
-			t.Errorf("%s: pushed again at %s, want %s", tc.name, got, tc.want)
+		m := moves{}
+		first, second := d.retryStamp(now, tc.rej, 0, l, m), d.retryStamp(now, tc.rej, 0, l, m)
+		if !first.Equal(tc.want) || !second.Equal(tc.want.Add(1)) {
+			t.Errorf("%s: pushed again at %s and %s, want %s and a nanosecond later", tc.name, first, second, tc.want)
 		}
 	}
 }
@@ -198,7 +201,8 @@ func TestPushedRaisesEachStreamToItsNewest(t *testing.T) {
 
 // TestPlanLooksUpEachEntrysOwnStream: the plan decides each entry against its own stream's head
 // at its own destination, over runs of one stream, streams interleaved, the same labels at two
-// destinations and skips between them.
+// destinations and skips between them. The entries it moves take the nanoseconds above the
+// head, one each, in push order.
 func TestPlanLooksUpEachEntrysOwnStream(t *testing.T) {
 	now := time.Date(2026, 6, 30, 14, 37, 0, 0, time.UTC)
 	head := now.Add(-30 * time.Minute)
@@ -222,8 +226,12 @@ func TestPlanLooksUpEachEntrysOwnStream(t *testing.T) {
 	if len(plan) != len(items) {
 		t.Fatalf("plan of %d items for %d", len(plan), len(items))
 	}
+	var above time.Duration
 	for i, w := range want {
-		moved := plan[i].moved == restampBehind && items[i].rec.Entry.Timestamp.Equal(head)
+		if w {
+			above++
+		}
+		moved := plan[i].moved == restampBehind && items[i].rec.Entry.Timestamp.Equal(head.Add(above))
 		kept := plan[i].moved == "" && items[i].rec.Entry.Timestamp.Equal(behind)
 		if (w && !moved) || (!w && !kept) {
 			t.Errorf("item %d (dest %d, %s, skip %v): moved %q to %s, want moved %v",

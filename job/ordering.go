@@ -166,7 +166,9 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 		run     loki.Labels
 		runDest int
 		open    bool
+		id      string
 		s       streamCutoff
+		m       moves
 	)
 	for i := range items {
 		if items[i].rec.Skip {
@@ -174,7 +176,8 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 		}
 		e := &items[i].rec.Entry
 		if dest := items[i].ks.dest; !open || dest != runDest || e.Labels.String() != run.String() {
-			s = c.stream(d.heads.get(StreamID(d.dests[dest], e.Labels)))
+			id = StreamID(d.dests[dest], e.Labels)
+			s = c.stream(d.heads.get(id))
 			run, runDest, open = e.Labels, dest, true
 		}
 		ts, reason := c.decide(e.Timestamp, s)
@@ -195,10 +198,37 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 			out[i].rejected = &loki.Rejection{Reason: reason, Detail: detail}
 			continue
 		}
-		restamp(e, ts)
+		if m == nil {
+			m = moves{}
+		}
+		restamp(e, m.stamp(id, ts, s))
 		out[i].moved = reason
 	}
 	return out
+}
+
+// moves gives the entries moved in one push timestamps of their own in their stream: Loki keeps
+// one of two entries of a stream with the same timestamp and line, whatever their structured
+// metadata, and rows whose lines are alike (shaping kept none of the columns that tell them
+// apart) are moved to the same target. Each takes the first nanosecond at or after its target
+// that is above its stream's head (the entry there may have the same line) and above the
+// entries moved before it in the push: head + 1 ns, head + 2 ns, … in push order. A few
+// nanoseconds change nothing the receiver's limits look at, and the stamps are still the same
+// for a push replayed against the same committed head.
+type moves map[string]int64 // stream id -> the last stamp given (Unix ns)
+
+// stamp returns the timestamp of an entry of stream id (whose head is s) moved to target.
+func (m moves) stamp(id string, target time.Time, s streamCutoff) time.Time {
+	taken, ok := m[id]
+	if !ok && s.known {
+		taken, ok = s.head.UnixNano(), true
+	}
+	ns := target.UnixNano()
+	if ok && ns <= taken {
+		ns = taken + 1
+	}
+	m[id] = ns
+	return target.Add(time.Duration(ns - target.UnixNano()))
 }
 
 // restamp ships e at ts and keeps its own time in structured metadata, unless an earlier
@@ -256,13 +286,14 @@ func (d *orderer) retryable(rej loki.Rejection) bool {
 }
 
 // retryStamp is the timestamp to push again with an entry of labels that destination dest
-// refused for its timestamp. It starts from the lowest stamp the refusal allows: a little above
-// the cutoff the receiver stated (not the clock, which would raise the stream's head to now and
-// move every later entry of the stream), or the clock when it stated none or refused the entry
-// as too new. That stamp is then decided like any entry, against the stream's head as the push
-// left it and the configured limits: the receiver has just stored the rest of the push, and a
-// stamp above an age cutoff can still be hours behind what it stored.
-func (d *orderer) retryStamp(now time.Time, rej loki.Rejection, dest int, labels loki.Labels) time.Time {
+// refused for its timestamp; m holds the stamps given to the other entries pushed again with it.
+// It starts from the lowest stamp the refusal allows: a little above the cutoff the receiver
+// stated (not the clock, which would raise the stream's head to now and move every later entry
+// of the stream), or the clock when it stated none or refused the entry as too new. That stamp
+// is then decided like any entry, against the stream's head as the push left it and the
+// configured limits (the receiver has just stored the rest of the push, and a stamp above an age
+// cutoff can still be hours behind what it stored), and given a nanosecond of its own.
+func (d *orderer) retryStamp(now time.Time, rej loki.Rejection, dest int, labels loki.Labels, m moves) time.Time {
 	floor := now
 	if from, ok := loki.OldestAcceptable(rej.Detail); ok && rej.Reason != loki.ReasonTooNew {
 		room := d.margin()
@@ -274,8 +305,10 @@ func (d *orderer) retryStamp(now time.Time, rej loki.Rejection, dest int, labels
 		}
 	}
 	c := d.cutoffs(now)
-	ts, _ := c.decide(floor, c.stream(d.heads.get(StreamID(d.dests[dest], labels))))
-	return ts
+	id := StreamID(d.dests[dest], labels)
+	s := c.stream(d.heads.get(id))
+	ts, _ := c.decide(floor, s)
+	return m.stamp(id, ts, s)
 }
 
 // change is the heads' part of the next commit; expired heads and, above the bound, the oldest

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/loki"
+	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/sourcetest"
 )
 
@@ -242,6 +244,87 @@ func TestAHeadCoversOnlyWhatTheReceiverMayHold(t *testing.T) {
 			if rep.Outcome != job.OutcomeOK || len(rep.Restamped) != 0 || srvB.Count() != 120 {
 				t.Fatalf("second run: %s %s, restamped %v, b holds %d; want b's 120 rows at their own time",
 					rep.Outcome, rep.Error, rep.Restamped, srvB.Count())
+			}
+		})
+	}
+}
+
+// sameLines is a source whose rows all have the same line (shaping kept none of the columns
+// that tell them apart); the structured metadata field n still numbers them.
+type sameLines struct{ *sourcetest.Numbered }
+
+func (s sameLines) Open(ctx context.Context, req source.OpenRequest) ([]source.Stream, error) {
+	ss, err := s.Numbered.Open(ctx, req)
+	for i := range ss {
+		ss[i] = sameLinesStream{ss[i]}
+	}
+	return ss, err
+}
+
+type sameLinesStream struct{ source.Stream }
+
+func (s sameLinesStream) Next(ctx context.Context, rec *source.Record) error {
+	err := s.Stream.Next(ctx, rec)
+	if err == nil && !rec.Skip {
+		rec.Entry.Line = sameLine
+	}
+	return err
+}
+
+const sameLine = `{"event_type":"Login"}`
+
+// TestMovedRowsWithTheSameLineAllReachTheReceiver: Loki keeps one of two entries of a stream
+// with the same timestamp and line, whatever their structured metadata. Rows whose lines are
+// alike, moved to one timestamp, would be one entry at the receiver, or none when the entry at
+// the stream's head has that line too. Every entry the job moves takes a timestamp of its own in
+// its stream, whether it moves before the push (behind the head) or when it is pushed again
+// after a refusal the heads did not predict (a newer entry the job did not commit).
+func TestMovedRowsWithTheSameLineAllReachTheReceiver(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
+	cases := []struct {
+		name  string
+		hours []int
+		setup func(t *testing.T, srv *simloki.Server, deps job.Deps, src *sourcetest.Numbered) // before the run that moves
+		moved int
+	}{
+		{"behind the head", []int{3, 0}, func(t *testing.T, _ *simloki.Server, deps job.Deps, src *sourcetest.Numbered) {
+			src.SetTotal("Login", 60) // hour 3 is shipped first: its last row, at the head, has the same line
+			if rep := job.Run(context.Background(), deps, baseOptions()); rep.Outcome != job.OutcomeOK {
+				t.Fatalf("first run: %s %s", rep.Outcome, rep.Error)
+			}
+			src.SetTotal("Login", 120)
+		}, 60},
+		{"pushed again", []int{0, 1}, func(t *testing.T, srv *simloki.Server, _ job.Deps, _ *sourcetest.Numbered) {
+			other, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := loki.Entry{Timestamp: base.Add(4 * time.Hour), Labels: labels, Line: sameLine, Metadata: []loki.Label{{Name: "n", Value: "0"}}}
+			if res := other.Push(context.Background(), []loki.Entry{e}); !res.OK() {
+				t.Fatal(res.Err)
+			}
+		}, 120},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, sink := receiver(t, simloki.Options{})
+			src := hourly(base, map[string][]int{"Login": tc.hours}, nil)
+			deps := job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: sameLines{src}}}, Sink: sink}
+			tc.setup(t, srv, deps, src)
+			rep := job.Run(context.Background(), deps, baseOptions())
+			if rep.Outcome != job.OutcomeOK || len(rep.Dropped) != 0 || rep.Restamped["too_far_behind"] != int64(tc.moved) {
+				t.Fatalf("%s %s, dropped %v, restamped %v; want %d moved", rep.Outcome, rep.Error, rep.Dropped, rep.Restamped, tc.moved)
+			}
+			rows := map[string]int{}
+			for _, e := range srv.Entries() {
+				rows[e.MetadataValue("n")]++
+			}
+			for n := 1; n <= 120; n++ {
+				if c := rows[strconv.Itoa(n)]; c != 1 {
+					t.Fatalf("row %d is held %d times, want once (the receiver skipped %d entries as duplicates of one with the same timestamp and line)",
+						n, c, len(srv.Duplicates()))
+				}
 			}
 		})
 	}

@@ -180,12 +180,16 @@ func grown[T any](s []T, n int) []T {
 func (r *run) pushRefusedAgain(pushBase context.Context, d int, res *loki.Result, slots []int, ptrs []*loki.Entry, sh *shipment) paced {
 	var again []loki.Entry
 	var againSlots []int
+	var m moves
 	for _, rej := range res.Rejected {
 		if !r.order.retryable(rej) {
 			continue
 		}
+		if m == nil {
+			m = moves{}
+		}
 		n := slots[rej.Index]
-		restamp(ptrs[n], r.order.retryStamp(r.opts.Now(), rej, d, ptrs[n].Labels))
+		restamp(ptrs[n], r.order.retryStamp(r.opts.Now(), rej, d, ptrs[n].Labels, m))
 		r.restamped(rej.Reason)
 		delete(sh.rejected, n)
 		sh.outcomes[n] = loki.NotDelivered // until pushed again

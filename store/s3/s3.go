@@ -123,11 +123,23 @@ func codeAndStatus(err error) (string, int) {
 }
 
 // classify maps errors every operation shares.
+//
+// RequestTimeTooSkewed (a 403) is not a permission problem: S3 refuses requests signed more
+// than 15 minutes away from its own time, so this host's clock is wrong. The SDK corrects a
+// skew it can measure from the response's Date header and retries; when the error still
+// reaches here the clock needs fixing by a person, and every run fails the same way until it
+// is. So it is ErrIntegrity (exit 7, "needs a human"), not ErrPermission (a configuration error
+// that sends the operator to the IAM policy) nor ErrUnavailable (transient, retried quietly run
+// after run): the lease and checkpoint times this host records rest on its clock too.
 func (b *Backend) classify(verb string, err error) error {
 	code, status := codeAndStatus(err)
 	switch {
 	case code == "NoSuchBucket":
 		return fmt.Errorf("%w: %s %s: bucket %q does not exist: %w", store.ErrNoLocation, verb, b, b.bucket, err)
+	case code == "RequestTimeTooSkewed":
+		return fmt.Errorf("%w: %s %s: this host's clock is too far from the S3 endpoint's (AWS allows 15 minutes), so it "+
+			"refuses the host's signed requests and nothing was read or written: fix the host's time synchronization (NTP, chrony, "+
+			"systemd-timesyncd; for a container, the node's clock), then run again: %w", store.ErrIntegrity, verb, b, err)
 	case code == "AccessDenied" || code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || status == http.StatusForbidden:
 		return fmt.Errorf("%w: %s %s: %w", store.ErrPermission, verb, b, err)
 	default:

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sf2loki/sf2loki/loki"
@@ -132,6 +133,9 @@ const (
 // delivered: their keys freeze, and what follows could not be committed. ptrs gives the
 // re-stamped retries their entries (nil: no retries).
 func (r *run) pushPaced(pushBase context.Context, d int, entries []loki.Entry, slots []int, ptrs []*loki.Entry, sh *shipment) paced {
+	if r.egress != nil { // the caps may cut them into several pushes
+		inStreamOrder(entries, slots)
+	}
 	for off := 0; off < len(entries); {
 		n := len(entries) - off
 		if r.egress != nil {
@@ -163,6 +167,47 @@ func (r *run) pushPaced(pushBase context.Context, d int, entries []loki.Entry, s
 		}
 	}
 	return pacedAll
+}
+
+// inStreamOrder orders entries (Ref = index), their slots moving with them, so that each
+// stream's entries come oldest first, as within one push (the client sends each stream's
+// entries in time order). Items are not in time order within a stream (a late file after a
+// newer one, two keys of one stream), and a batch cut into several pushes in item order would
+// send an entry after a newer one of its stream: refused as too far behind when the window lies
+// between them, although the orderer planned it against the stream's head and found it in time.
+// Each stream's entries take the positions its entries held, so the streams stay interleaved as
+// the items were. A key whose newer entries the caps hold while its older ones go out is held at
+// the first held one: the entries pushed after it are sent again by the next run.
+func inStreamOrder(entries []loki.Entry, slots []int) {
+	newest := map[string]int64{}
+	ordered := true
+	for i := range entries {
+		id, ns := entries[i].Labels.String(), entries[i].Timestamp.UnixNano()
+		if last, ok := newest[id]; ok && ns < last {
+			ordered = false
+			break
+		}
+		newest[id] = ns
+	}
+	if ordered {
+		return
+	}
+	at := map[string][]int{} // stream -> the positions of its entries, ascending
+	for i := range entries {
+		id := entries[i].Labels.String()
+		at[id] = append(at[id], i)
+	}
+	es, ss := slices.Clone(entries), slices.Clone(slots)
+	for _, pos := range at {
+		byTime := slices.Clone(pos)
+		slices.SortStableFunc(byTime, func(a, b int) int { return es[a].Timestamp.Compare(es[b].Timestamp) })
+		for j, p := range pos {
+			entries[p], slots[p] = es[byTime[j]], ss[byTime[j]]
+		}
+	}
+	for i := range entries {
+		entries[i].Ref = uint64(i)
+	}
 }
 
 // grown returns s emptied, with room for n elements.

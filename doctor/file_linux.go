@@ -26,27 +26,44 @@ var networkFilesystems = map[uint32]string{
 	0x0BD00BD0: "Lustre",
 }
 
-const accessW, accessR = 0x2, 0x4
+const accessX, accessW, accessR = 0x1, 0x2, 0x4
 
 // checkFile checks the file store's real paths without writing them: the directory must take
 // new files (tmp + rename), the document and its lock file must be readable and writable by
 // this user, the owner must be one sf2loki may keep, and flock on a network filesystem earns a
-// warning.
+// warning. A directory that does not exist yet is judged as the first write meets it: that
+// write creates it (and any missing parents) in its nearest existing ancestor, which must
+// take new directories.
 func checkFile(path string) Result {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // as the file backend resolves it
+	}
 	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
+	uid := os.Geteuid()
+	existing, st, err := existingAncestor(dir)
 	if err != nil {
-		return Fail("create the directory "+dir+" (or fix state.file.path)", "the state directory: %v", err)
+		return Fail("fix state.file.path, or the permissions of the directories above it", "the state directory: %v", err)
 	}
 	if !st.IsDir() {
-		return Fail("fix state.file.path", "%s is not a directory", dir)
+		return Fail("fix state.file.path", "%s is not a directory", existing)
 	}
-	if err := syscall.Access(dir, accessW); err != nil {
-		return Fail(fmt.Sprintf("give uid %d write access to %s (each write is a temporary file renamed over the document)", os.Geteuid(), dir),
+	if existing != dir {
+		if err := syscall.Access(existing, accessW|accessX); err != nil {
+			return Fail(fmt.Sprintf("create %s writable by uid %d, or give uid %d write access to %s (the first write creates the missing directories)", dir, uid, uid, existing),
+				"%s does not exist and uid %d cannot create it in %s: %v", dir, uid, existing, err)
+		}
+		r := Info("%s does not exist yet: the first run creates it in %s, which uid %d may write", dir, existing, uid)
+		if name := networkFilesystem(existing); name != "" {
+			r = Warn("with more than one host, prefer state.store s3, gcs or configmap; on one host this is fine",
+				"%s does not exist yet and will be created on %s (the first run creates it): flock across hosts depends on that filesystem", dir, name)
+		}
+		return r.With(path+": absent (created by the first write)", path+".lock: absent (created by the first write)")
+	}
+	if err := syscall.Access(dir, accessW|accessX); err != nil {
+		return Fail(fmt.Sprintf("give uid %d write access to %s (each write is a temporary file renamed over the document)", uid, dir),
 			"cannot create files in %s: %v", dir, err)
 	}
 	var details []string
-	uid := os.Geteuid()
 	for _, p := range []string{path, path + ".lock"} {
 		fi, err := os.Stat(p)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -70,12 +87,36 @@ func checkFile(path string) Result {
 		}
 		details = append(details, line)
 	}
-	var fsst syscall.Statfs_t
-	if err := syscall.Statfs(dir, &fsst); err == nil {
-		if name, ok := networkFilesystems[uint32(fsst.Type)]; ok {
-			return Warn("with more than one host, prefer state.store s3, gcs or configmap; on one host this is fine",
-				"%s is on %s: flock across hosts depends on that filesystem", dir, name).With(details...)
-		}
+	if name := networkFilesystem(dir); name != "" {
+		return Warn("with more than one host, prefer state.store s3, gcs or configmap; on one host this is fine",
+			"%s is on %s: flock across hosts depends on that filesystem", dir, name).With(details...)
 	}
 	return Pass("%s is writable by uid %d on a local filesystem", dir, uid).With(details...)
+}
+
+// existingAncestor returns dir and its FileInfo when it exists, otherwise its nearest existing
+// ancestor: where a first write's MkdirAll starts creating. Any error but "does not exist" (a
+// path component that is a file, a directory the user may not search) is returned, as the
+// write would meet it.
+func existingAncestor(dir string) (string, os.FileInfo, error) {
+	for {
+		st, err := os.Stat(dir)
+		if err == nil {
+			return dir, st, nil
+		}
+		if parent := filepath.Dir(dir); errors.Is(err, fs.ErrNotExist) && parent != dir {
+			dir = parent
+			continue
+		}
+		return "", nil, err
+	}
+}
+
+// networkFilesystem names the network filesystem dir is on, or returns "" for a local one.
+func networkFilesystem(dir string) string {
+	var fsst syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fsst); err != nil {
+		return ""
+	}
+	return networkFilesystems[uint32(fsst.Type)]
 }

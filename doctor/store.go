@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -25,7 +28,7 @@ type Store struct {
 	ProbeErr  error
 	ProbeNote string
 	// FilePath is the document's path for the file backend (permissions, lock file, network
-	// filesystem).
+	// filesystem; the probe does not run while its directory is missing).
 	FilePath string
 	// Kube is the ConfigMap of the configmap backend (permissions by dry run).
 	Kube *KubeObject
@@ -148,6 +151,13 @@ func (s Store) checkProbe(ctx context.Context) Result {
 		}
 		return Pass("%s", s.ProbeNote)
 	}
+	if s.FilePath != "" {
+		// The probe's first write would create the state directory (store/file's MkdirAll):
+		// doctor must not, so the probe waits for a run to have created it.
+		if dir := filepath.Dir(s.FilePath); !dirExists(dir) {
+			return Skip("%s does not exist yet and the probe would create it: the first run creates it, run doctor again after it to probe conditional writes", dir)
+		}
+	}
 	err := store.CheckConditionalWrites(ctx, s.Probe)
 	switch {
 	case err == nil:
@@ -159,6 +169,14 @@ func (s Store) checkProbe(ctx context.Context) Result {
 		return Fail("allow sf2loki to put, get and delete "+s.Probe.String()+" (the probe object next to the document)", "%v", err)
 	}
 	return storeFailure(s.Probe.String(), err)
+}
+
+// dirExists reports false only when dir does not exist: any other stat error (a file in the
+// path, a directory the user may not search) fails the probe's write as it fails the run's,
+// creating nothing.
+func dirExists(dir string) bool {
+	_, err := os.Stat(dir)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // ago renders the time since t (human.Ago), with a hint for a future t.

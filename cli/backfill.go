@@ -30,9 +30,10 @@ func backfillCommand() *cli.Command {
 		Description: "Ships the rows whose event time is in [--since, --until) through the same claim and commit protocol as\n" +
 			"run-once (a commit after every push), with its own checkpoint document and lease (<name>-backfill), so it\n" +
 			"never touches the live cursors nor fences the live job. Interrupted, the same command resumes at the next\n" +
-			"unshipped row. A file Salesforce may still be writing (a download shorter than its LogFileLength) is held\n" +
-			"after its whole rows: the backfill ends partial (exit 4; 3 if nothing shipped), not complete, naming the file, and\n" +
-			"the same command, run again once the file is complete, ships the rest.\n" +
+			"unshipped row. A window left unfinished (--max-duration ran out, or a file Salesforce may still be writing, a\n" +
+			"download shorter than its LogFileLength, is held after its whole rows) ends partial (exit 4; 3 if nothing\n" +
+			"shipped), not complete, saying what is left: run the same command again (for a held file, once it is complete)\n" +
+			"and it ships the rest.\n" +
 			"Transforms apply; sampling does not. Rows go to streams of their own, labelled backfill=\"true\"\n" +
 			"(--own-streams). Prints a JSON summary on stdout.\n" +
 			"Rows older than sink.loki.max_age are refused by Loki: for such a window choose --ingest-time (timestamp\n" +
@@ -46,7 +47,7 @@ func backfillCommand() *cli.Command {
 			&cli.BoolFlag{Name: "ingest-time", Usage: "stamp entries with the time they are shipped; the event time goes to structured metadata " + loki.EventTimeMetadata},
 			&cli.BoolFlag{Name: "event-time", Usage: "keep the event time as the entry timestamp even beyond sink.loki.max_age"},
 			&cli.BoolFlag{Name: "own-streams", Value: true, Usage: "ship into streams of their own, labelled backfill=\"true\" (false: into the live job's streams, where rows behind what the live job shipped are re-stamped)"},
-			&cli.DurationFlag{Name: "max-duration", Value: 6 * time.Hour, Usage: "stop after this long (run the command again to continue)"},
+			&cli.DurationFlag{Name: "max-duration", Value: 6 * time.Hour, Usage: "stop after this long; a window left unfinished ends partial (exit 4): run the command again to continue"},
 			&cli.DurationFlag{Name: "wait", Usage: "how long to wait for another backfill holding the backfill lease"},
 			&cli.DurationFlag{Name: "progress-interval", Value: 30 * time.Second, Usage: "how often progress is logged when stderr is not a terminal"},
 			&cli.BoolFlag{Name: "plan", Usage: "estimate the backfill's cost per event type and day from the file listing: nothing is downloaded, no lease is taken"},
@@ -175,8 +176,9 @@ func runBackfill(c *cli.Context) error {
 		return storeExit(err)
 	}
 	p.opts.Log, p.opts.Drain, p.opts.MaxDuration, p.opts.Observer = log, true, c.Duration("max-duration"), prog
-	// The live job never reads the window's keys: one that waits (a held file) ships the rest
-	// only when the backfill is run again, so the run must not end as if the window were done.
+	// The live job never reads the window's keys: what a run leaves (a held file, the rest of
+	// the window when --max-duration runs out) ships only when the backfill is run again, so
+	// the run must not end ok as if the window were done.
 	p.opts.MustFinish = true
 	stopProgress := obs.StartProgress(c.App.ErrWriter, log, c.Duration("progress-interval"), "backfill progress", prog.bar, prog.attrs)
 	start := time.Now()
@@ -221,23 +223,22 @@ func backfillHuman(s backfillSummary) string {
 	fmt.Fprintf(&b, "backfill %s..%s (%s): %s; %d files, %d rows in the window (%d shipped), %d rows outside it, %d bytes, %d API calls, %d commits\n",
 		s.Since.Format(time.RFC3339), s.Until.Format(time.RFC3339), s.Interval, s.Outcome, s.Files, s.Rows, s.RowsShipped,
 		s.RowsOutsideWindow, s.Bytes, calls, s.Commits)
-	switch {
-	case len(s.Report.Waiting) > 0:
-		if s.Report.Error != "" {
-			fmt.Fprintf(&b, "  %s\n", s.Report.Error)
-		}
+	if s.Outcome == job.OutcomeOK && s.CaughtUp {
+		b.WriteString("  complete\n")
+		return b.String()
+	}
+	if s.Report.Error != "" {
+		fmt.Fprintf(&b, "  %s\n", s.Report.Error)
+	}
+	if len(s.Report.Waiting) > 0 {
 		for _, w := range s.Report.Waiting {
 			fmt.Fprintf(&b, "  %s %s\n", w.Key, w.Reason)
 		}
 		b.WriteString("  the window is not complete: run the same command again once the file is complete (Salesforce has finished writing it); " +
 			"that run ships the rest and finishes the window\n")
-	case s.Outcome != job.OutcomeOK:
-		fmt.Fprintf(&b, "  %s; run the same command again to resume\n", s.Report.Error)
-	case !s.CaughtUp:
-		b.WriteString("  not finished within --max-duration: run the same command again to continue\n")
-	default:
-		b.WriteString("  complete\n")
+		return b.String()
 	}
+	b.WriteString("  the window is not complete: run the same command again; it resumes at the next unshipped row\n")
 	return b.String()
 }
 

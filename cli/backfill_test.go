@@ -45,17 +45,7 @@ func TestBackfillIsNotCompleteWhileAFileIsHeld(t *testing.T) {
 	held := add("Login", now.Add(time.Hour)) // only the first half of its bytes until then
 	whole := add("API", time.Time{})
 	cfg := w.config(t, "", "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [Login, API]\n", "")
-	backfill := func() (backfillSummary, string, int) {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		code := Main([]string{"sf2loki", "--config", cfg, "backfill", "--since", since.Format(time.RFC3339), "--until", until.Format(time.RFC3339),
-			"--event-types", "Login,API", "--interval", "Hourly", "--progress-interval", "1h"}, &stdout, &stderr)
-		var sum backfillSummary
-		if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.Report == nil {
-			t.Fatalf("exit %d, no summary: %v\nstdout: %s\nstderr: %s", code, err, stdout.String(), stderr.String())
-		}
-		return sum, stderr.String(), code
-	}
+	backfill := func() (backfillSummary, string, int) { return runWindowBackfill(t, cfg, since, until) }
 
 	sum, human, code := backfill()
 	if sum.Outcome != job.OutcomePartial || code != ExitPartial || sum.ExitCode != ExitPartial || sum.CaughtUp || sum.RowsShipped <= 40 || sum.RowsShipped >= 80 {
@@ -80,12 +70,114 @@ func TestBackfillIsNotCompleteWhileAFileIsHeld(t *testing.T) {
 		t.Fatalf("complete file: outcome %s exit %d caught_up %v waiting %v (%s); want ok, exit 0, caught up, complete\n%s",
 			sum.Outcome, code, sum.CaughtUp, sum.Report.Waiting, sum.Report.Error, human)
 	}
+	assertWindowShippedOnce(t, w, held, whole)
+}
+
+// TestBackfillIsNotCompleteWhenTimeRunsOut: a backfill that runs out of --max-duration with
+// the window unfinished, in the middle of it or before its listing was even read, ships and
+// commits what it pulled, but does not exit 0: the live job never reads the backfill's keys, so
+// a script that takes exit 0 as done would leave the rest of the window unshipped. It ends
+// partial (exit 4; unavailable, 3, when nothing shipped), not caught up; the summary says the
+// window is not complete and to run the same command again. Run again, the backfill resumes and
+// reports the window complete (exit 0, caught up); every row of the window reaches the receiver
+// once.
+func TestBackfillIsNotCompleteWhenTimeRunsOut(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		fault   simsf.Fault // answers only after the run's intake is over
+		outcome job.Outcome
+		code    int
+		shipped int64 // by the run that runs out of time, of 80
+	}{
+		// The first file's rows ship (one push per 10 entries), the second download hangs.
+		{"mid-window", simsf.Fault{Kind: simsf.KindDownload, After: 1, Delay: time.Hour}, job.OutcomePartial, ExitPartial, 40},
+		{"before the listing", simsf.Fault{Kind: simsf.KindQuery, Times: -1, Delay: time.Hour}, job.OutcomeUnavailable, ExitUnavailable, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newBackfillWorld(t, time.Now)
+			now := time.Now().UTC()
+			since, until := now.Add(-6*time.Hour).Truncate(time.Hour), now.Add(-2*time.Hour).Truncate(time.Hour)
+			var ids []string
+			for _, typ := range []string{"Login", "API"} {
+				logDate := since.Add(time.Hour)
+				id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: typ, Interval: simsf.IntervalHourly, LogDate: logDate,
+					CreatedDate: logDate.Add(70 * time.Minute), Rows: 40})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			cfg := w.config(t, "", "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [Login, API]\n", "")
+			setBatchMaxEntries(t, cfg, 10)
+			w.org.AddFault(c.fault)
+			// run.push_timeout + commit_timeout + release_timeout are 47s: 3s are left to pull.
+			sum, human, code := runWindowBackfill(t, cfg, since, until, "--max-duration", "50s")
+			if sum.Outcome != c.outcome || code != c.code || sum.ExitCode != c.code || sum.CaughtUp || sum.RowsShipped != c.shipped {
+				t.Fatalf("out of time: outcome %s exit %d (summary %d) caught_up %v, %d rows shipped (%s); want %s, exit %d, not caught up, "+
+					"%d rows\n%s", sum.Outcome, code, sum.ExitCode, sum.CaughtUp, sum.RowsShipped, sum.Report.Error, c.outcome, c.code, c.shipped, human)
+			}
+			for _, s := range []string{"time ran out", "the window is not complete", "run the same command again"} {
+				if !strings.Contains(human, s) {
+					t.Errorf("the summary does not say %q:\n%s", s, human)
+				}
+			}
+			if strings.Contains(human, "  complete\n") {
+				t.Errorf("the summary says the window is complete:\n%s", human)
+			}
+
+			w.org.ClearFaults()
+			sum, human, code = runWindowBackfill(t, cfg, since, until)
+			if sum.Outcome != job.OutcomeOK || code != ExitOK || !sum.CaughtUp || sum.RowsShipped != 80-c.shipped || !strings.Contains(human, "  complete\n") {
+				t.Fatalf("run again: outcome %s exit %d caught_up %v, %d rows shipped (%s); want ok, exit 0, caught up, the other %d rows, complete\n%s",
+					sum.Outcome, code, sum.CaughtUp, sum.RowsShipped, sum.Report.Error, 80-c.shipped, human)
+			}
+			assertWindowShippedOnce(t, w, ids...)
+		})
+	}
+}
+
+// runWindowBackfill runs `sf2loki backfill` of the Hourly window [since, until) of Login and API
+// on cfg, with extra flags, and returns its summary, its stderr (the human summary) and its
+// exit code.
+func runWindowBackfill(t *testing.T, cfg string, since, until time.Time, extra ...string) (backfillSummary, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"sf2loki", "--config", cfg, "backfill", "--since", since.Format(time.RFC3339), "--until", until.Format(time.RFC3339),
+		"--event-types", "Login,API", "--interval", "Hourly", "--progress-interval", "1h"}, extra...)
+	code := Main(args, &stdout, &stderr)
+	var sum backfillSummary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.Report == nil {
+		t.Fatalf("exit %d, no summary: %v\nstdout: %s\nstderr: %s", code, err, stdout.String(), stderr.String())
+	}
+	return sum, stderr.String(), code
+}
+
+// setBatchMaxEntries sets sink.loki.batch_max_entries in the configuration a simWorld wrote.
+func setBatchMaxEntries(t *testing.T, cfg string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Replace(string(b), "\nsink:\n  loki:\n", fmt.Sprintf("\nsink:\n  loki:\n    batch_max_entries: %d\n", n), 1)
+	if out == string(b) {
+		t.Fatalf("no sink.loki section in %s", cfg)
+	}
+	if err := os.WriteFile(cfg, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertWindowShippedOnce checks that every row of the files ids, and nothing else, reached the
+// receiver exactly once.
+func assertWindowShippedOnce(t *testing.T, w *simWorld, ids ...string) {
+	t.Helper()
 	got := map[string]int{}
 	for _, e := range w.receiver.Entries() {
 		got[backfillRequestID(e.Line)]++
 	}
 	want := 0
-	for _, id := range []string{held, whole} {
+	for _, id := range ids {
 		var body bytes.Buffer
 		if err := w.org.EventLogFileContent(id, &body); err != nil {
 			t.Fatal(err)

@@ -179,8 +179,9 @@ type Options struct {
 	// Drain repeats pull, push and commit until every source is caught up or time is out.
 	Drain bool
 	// MustFinish is for a run whose keys no later scheduled run continues (a backfill's window):
-	// a key that waits for a later run (source.ErrWaiting) ends it partial (unavailable when
-	// nothing was shipped) instead of ok, since only running it again ships the rest.
+	// a run that would end ok but not caught up (a key that waits for a later run,
+	// source.ErrWaiting, or the time ran out with more to ship) ends partial instead
+	// (unavailable when nothing was shipped), since only running it again ships the rest.
 	MustFinish bool
 	// DryRun pulls and shapes one batch and writes the entries to DryRunOut as JSON lines,
 	// without acquiring, claiming, pushing or committing.

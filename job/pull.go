@@ -225,7 +225,9 @@ func (r *run) pull(ctx context.Context, streams []*keyStream, out chan<- *batch)
 		}
 		active = next
 	}
-	r.caughtUp = !failed && !waiting
+	// Intake that stopped (its time ran out) may also have kept a source from opening, which is
+	// not reported as an error: the loop then ends with keys that never reached their end.
+	r.caughtUp = !failed && !waiting && ctx.Err() == nil
 }
 
 // wait records a key that stopped with more to ship (source.ErrWaiting) in the run report, with

@@ -455,13 +455,8 @@ func (r *run) decide(interrupted bool, aborted error) {
 		r.end(OutcomeBudgetPaused, errBudgetPaused)
 	case r.policyFrozen:
 		r.end(OutcomePartial, errors.New("a key is frozen at an entry the receiver rejects (sink.loki.on_permanent_reject: freeze); see frozen"))
-	case r.opts.MustFinish && len(r.rep.Waiting) > 0:
-		keys := make([]string, len(r.rep.Waiting))
-		for i, w := range r.rep.Waiting {
-			keys[i] = w.Key
-		}
-		r.end(r.partialOr(OutcomeUnavailable), fmt.Errorf("not finished: %s waits for a later run, and only running this again ships the rest (see waiting)",
-			strings.Join(keys, ", ")))
+	case r.opts.MustFinish && (!r.caughtUp || r.held > 0):
+		r.end(r.partialOr(OutcomeUnavailable), r.unfinished())
 	default:
 		if r.held > 0 {
 			r.note(fmt.Sprintf("the egress rate caps (egress.lines_per_second, egress.bytes_per_second) left no time in this run "+
@@ -473,6 +468,28 @@ func (r *run) decide(interrupted bool, aborted error) {
 	if r.egress != nil && r.opts.Egress.DailyBytes > 0 {
 		r.rep.Egress = r.egress.report()
 	}
+}
+
+// unfinished says why a MustFinish run ended before every key reached its end, when nothing
+// failed: a key waits for a later run, or the run's time ran out (its intake deadline, or the
+// egress rate caps that held entries back until then).
+func (r *run) unfinished() error {
+	const again = "and only running this again ships the rest"
+	if len(r.rep.Waiting) > 0 {
+		keys := make([]string, len(r.rep.Waiting))
+		for i, w := range r.rep.Waiting {
+			keys[i] = w.Key
+		}
+		return fmt.Errorf("not finished: %s waits for a later run, %s (see waiting)", strings.Join(keys, ", "), again)
+	}
+	if r.held > 0 {
+		return fmt.Errorf("not finished: its time ran out with %d entries the egress rate caps (egress.lines_per_second, egress.bytes_per_second) held back, %s",
+			r.held, again)
+	}
+	if !r.opts.Drain {
+		return fmt.Errorf("not finished: the batch bounds were reached, or its time ran out, before every key reached its end, %s", again)
+	}
+	return fmt.Errorf("not finished: its time ran out before every key reached its end, %s", again)
 }
 
 func (r *run) partialOr(o Outcome) Outcome {

@@ -236,3 +236,24 @@ func backfillRequestID(line string) string {
 	}
 	return v.ID
 }
+
+// TestBackfillRefusesAMaxDurationWithNoTimeToPull: a --max-duration no longer than the push,
+// commit and release reserves leaves no time to pull, so every run would end unfinished and the
+// same command run again would never finish the window. The backfill refuses it (exit 2) before
+// taking its lease, naming the flag and the reserves.
+func TestBackfillRefusesAMaxDurationWithNoTimeToPull(t *testing.T) {
+	w := newBackfillWorld(t, time.Now)
+	now := time.Now().UTC()
+	since, until := now.Add(-6*time.Hour).Truncate(time.Hour), now.Add(-2*time.Hour).Truncate(time.Hour)
+	cfg := w.config(t, "", "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [Login, API]\n", "")
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"sf2loki", "--config", cfg, "backfill", "--since", since.Format(time.RFC3339), "--until", until.Format(time.RFC3339),
+		"--max-duration", "47s"}, &stdout, &stderr)
+	if code != ExitConfig || !strings.Contains(stderr.String(), "--max-duration 47s leaves no time to pull") ||
+		!strings.Contains(stderr.String(), "run.push_timeout + commit_timeout + release_timeout = 47s") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 naming --max-duration and the reserves", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "state-backfill.json")); !os.IsNotExist(err) {
+		t.Fatalf("the backfill document exists (%v): want nothing written", err)
+	}
+}

@@ -30,7 +30,7 @@ type SOQLObject struct {
 	LateProbe        bool     `yaml:"late_probe" default:"true" desc:"Standard objects: each query also fetches rows older than the overlap window with an Id above every Id read (inserted late); they are delivered, logged and counted as late_rows. Off: such rows are missed silently."`
 	PageSize         int      `yaml:"page_size" default:"200" min:"1" desc:"Big objects: rows per query (at most 200). Standard objects are paged by salesforce.batch_size."`
 	BufferRows       int      `yaml:"buffer_rows" default:"2000" min:"200" desc:"Big objects: rows held in memory while a window is drained newest-first."`
-	MaxRecordsPerRun int      `yaml:"max_records_per_run" default:"0" min:"0" desc:"Rows one run takes from this object (0 = only batch.max_records)."`
+	MaxRecordsPerRun int      `yaml:"max_records_per_run" default:"0" min:"0" desc:"Rows one run takes from this object (0 = only batch.max_records). Stopped there, the object's key leaves the run not caught_up: it is listed under waiting in the run report, and the next run goes on after the last row shipped."`
 }
 
 // SourceObject returns the source options of one configured object.

@@ -288,7 +288,7 @@ func decodeCursor(raw json.RawMessage) (keyset.State, bool, error) {
 	if err := salesforce.ValidateID(c.LastID); err != nil {
 		return keyset.State{}, false, errors.Join(source.ErrCursor, fmt.Errorf("last_id: %w", err))
 	}
-	st, err := c.Members.State(keyset.Position{TS: t, Key: c.LastID}, keyset.ByID)
+	st, err := c.State(keyset.Position{TS: t, Key: c.LastID}, keyset.ByID)
 	if err != nil {
 		return keyset.State{}, false, err
 	}

@@ -35,7 +35,7 @@ func decodeTest(t *testing.T, raw string) (State, bool, error) {
 	if err != nil {
 		return State{}, false, err
 	}
-	st, err := c.Members.State(Position{TS: ts, Key: c.LastID}, ByID)
+	st, err := c.State(Position{TS: ts, Key: c.LastID}, ByID)
 	return st, err == nil, err
 }
 

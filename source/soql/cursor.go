@@ -60,7 +60,7 @@ func decodeCursor(raw json.RawMessage, field string, kind keyset.Kind) (st keyse
 	if err := kind.ValidKey(c.LastID); err != nil {
 		return bad("last_id: %v", err)
 	}
-	st, err = c.Members.State(keyset.Position{TS: t, Key: c.LastID}, kind)
+	st, err = c.State(keyset.Position{TS: t, Key: c.LastID}, kind)
 	if err != nil {
 		return keyset.State{}, false, err
 	}

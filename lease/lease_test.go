@@ -75,20 +75,17 @@ func TestTakeoverRule(t *testing.T) {
 
 // fakeLease renews successfully until told otherwise.
 type fakeLease struct {
-	mu   sync.Mutex
-	fail error // returned by Renew when set
-	hang bool  // Renew blocks until its context ends
-	// stall makes Renew take this long whatever its context says, then succeed: a renewal
-	// held up (lease/store's, queued on the Writer behind a job's hung commit) that lands late.
-	stall   time.Duration
+	mu      sync.Mutex
+	fail    error // returned by Renew when set
+	hang    bool  // Renew blocks until its context ends
 	renewed int
 	c       lease.Config
 }
 
-func (f *fakeLease) set(err error, hang bool, stall time.Duration) {
+func (f *fakeLease) set(err error, hang bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.fail, f.hang, f.stall = err, hang, stall
+	f.fail, f.hang = err, hang
 }
 
 func (f *fakeLease) Acquire(context.Context, uint64, time.Duration) (lease.Grant, error) {
@@ -98,9 +95,8 @@ func (f *fakeLease) Acquire(context.Context, uint64, time.Duration) (lease.Grant
 func (f *fakeLease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
 	sent := time.Now()
 	f.mu.Lock()
-	fail, hang, stall := f.fail, f.hang, f.stall
+	fail, hang := f.fail, f.hang
 	f.mu.Unlock()
-	time.Sleep(stall)
 	if hang {
 		<-ctx.Done()
 		return g, fmt.Errorf("%w: %w", store.ErrUnavailable, ctx.Err())
@@ -122,27 +118,20 @@ func (f *fakeLease) ReleaseFor(context.Context, lease.Record) error { return nil
 func (f *fakeLease) Ref() store.LeaseRef                            { return store.LeaseRef{Kind: "Fake", Name: "fake"} }
 
 // The renewer cancels the context within one renew interval of losing the lease, and never
-// before the grant's validity passes when the API is merely unreachable — also when the
-// renewal in flight returns only long after that (the validity is watched, not the call). A
-// loss stands: a renewal landing after it extends nothing.
+// before the grant's validity passes when the API is merely unreachable.
 func TestRenewerCancelsWithinOneInterval(t *testing.T) {
 	const every = time.Second
 	unreachable := fmt.Errorf("%w: connection refused", store.ErrUnavailable)
-	// The grant's validity passes this long after the failure starts (at 5.5s, after the last
-	// successful renewal at 5s, valid for L - K).
-	const expiry = 5*time.Second + l - time.Second - 5500*time.Millisecond
 	for _, tc := range []struct {
-		name  string
-		fail  error
-		hang  bool
-		stall time.Duration
-		// earliest and latest cancel times after the failure starts
+		name string
+		fail error
+		hang bool
+		// earliest and latest cancel times after the failure starts (at 5.5s, last success 5s)
 		earliest, latest time.Duration
 	}{
-		{"taken by another holder", fmt.Errorf("%w: holder is b", lease.ErrLost), false, 0, 0, every},
-		{"api unreachable", unreachable, false, 0, expiry, expiry + every},
-		{"api hangs", nil, true, 0, expiry, expiry + every},
-		{"renewal held up past its timeout", nil, false, time.Minute, expiry, expiry + every},
+		{"taken by another holder", fmt.Errorf("%w: holder is b", lease.ErrLost), false, 0, every},
+		{"api unreachable", unreachable, false, 5*time.Second + l - time.Second - 5500*time.Millisecond, 5*time.Second + l - time.Second - 5500*time.Millisecond + every},
+		{"api hangs", nil, true, 5*time.Second + l - time.Second - 5500*time.Millisecond, 5*time.Second + l - time.Second - 5500*time.Millisecond + every},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -152,8 +141,7 @@ func TestRenewerCancelsWithinOneInterval(t *testing.T) {
 				defer r.Stop()
 				time.Sleep(5500 * time.Millisecond)
 				failedAt := time.Now()
-				held := r.Grant()
-				f.set(tc.fail, tc.hang, tc.stall)
+				f.set(tc.fail, tc.hang)
 				<-r.Context().Done()
 				after := time.Since(failedAt)
 				if after < tc.earliest || after > tc.latest {
@@ -161,10 +149,6 @@ func TestRenewerCancelsWithinOneInterval(t *testing.T) {
 				}
 				if !errors.Is(r.Lost(), lease.ErrLost) {
 					t.Fatalf("Lost() = %v", r.Lost())
-				}
-				time.Sleep(tc.stall + every) // any renewal still in flight has returned
-				if !errors.Is(r.Lost(), lease.ErrLost) || !r.Grant().ValidUntil.Equal(held.ValidUntil) {
-					t.Fatalf("after the loss: Lost() = %v, grant valid until %v (held %v)", r.Lost(), r.Grant().ValidUntil, held.ValidUntil)
 				}
 			})
 		})

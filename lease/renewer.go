@@ -11,7 +11,7 @@ import (
 
 // Renewer renews a grant every interval in its own goroutine and cancels its Context as soon
 // as the grant is lost (Renew reports ErrLost) or its validity passes without a successful
-// renewal — within one renew interval of either, even while a renewal is still in flight.
+// renewal — within one renew interval of either.
 type Renewer struct {
 	l     Lease
 	every time.Duration
@@ -86,26 +86,7 @@ func (r *Renewer) run() {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(r.rpc, r.every)
-		res := make(chan renewal, 1)
-		go func() {
-			ng, err := r.l.Renew(ctx, g)
-			res <- renewal{ng, err}
-		}()
-		var ng Grant
-		var err error
-		select {
-		case x := <-res:
-			ng, err = x.g, x.err
-		case <-validity.C:
-			// A renewal can be held up past its own timeout (lease/store's waits for the
-			// Writer while a job's commit holds it): the validity passing decides, not the
-			// renewal's return. Whatever it returns later is discarded, so a late success
-			// cannot revive the grant; it is waited for so that no renewal outlives Stop.
-			r.lose(fmt.Errorf("%w: %w: epoch %d: the renewal in flight did not return in time", ErrLost, ErrExpired, g.Epoch))
-			cancel()
-			<-res
-			return
-		}
+		ng, err := r.l.Renew(ctx, g)
 		cancel()
 		switch {
 		case err == nil:
@@ -127,12 +108,6 @@ func (r *Renewer) run() {
 				"epoch", g.Epoch, "valid_for", time.Until(g.ValidUntil).Round(time.Millisecond), "error", err)
 		}
 	}
-}
-
-// renewal is the outcome of one Renew call.
-type renewal struct {
-	g   Grant
-	err error
 }
 
 func (r *Renewer) lose(err error) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sf2loki/sf2loki/store"
 	"github.com/sf2loki/sf2loki/store/storetest"
@@ -357,5 +358,56 @@ func TestCommitRefusesInvalidUTF8(t *testing.T) {
 				t.Fatalf("checkpoints after the refused commit: %v", snap.Doc.Checkpoints)
 			}
 		})
+	}
+}
+
+// stallingBackend makes writes hang until their context ends once stall is set: an object
+// store that stopped answering.
+type stallingBackend struct {
+	store.Backend
+	stall chan struct{} // closed: writes hang
+}
+
+func (s *stallingBackend) Store(ctx context.Context, data []byte, v store.Version) (store.Version, error) {
+	select {
+	case <-s.stall:
+		<-ctx.Done()
+		return "", errors.Join(store.ErrUnavailable, ctx.Err())
+	default:
+		return s.Backend.Store(ctx, data, v)
+	}
+}
+
+// A commit queued behind another that hangs (the store stopped answering) gives up when its own
+// context ends, not when the one before it does: a store lease's renewal is a commit, and must
+// not be held past its own timeout behind a job's commit (the lease would outlive its validity).
+// Nothing of the queued commit is written.
+func TestCommitQueuedBehindAHungOneEndsWithItsContext(t *testing.T) {
+	b := &stallingBackend{Backend: storetest.NewMemory(), stall: make(chan struct{})}
+	st := storetest.NewStore(b)
+	w := claimed(t, st, 1, "a")
+	close(b.stall)
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+		defer cancel()
+		first <- w.Commit(ctx, set("job", 1))
+	}()
+	time.Sleep(50 * time.Millisecond) // the first commit holds the writer
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := w.Commit(ctx, set("renewal", 1))
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("the queued commit returned after %v, behind the hung one; want at its own timeout (100ms)", took.Round(time.Millisecond))
+	}
+	if !errors.Is(err, store.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("queued commit: %v; want ErrUnavailable with its context's end", err)
+	}
+	if err := <-first; !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("hung commit: %v; want ErrUnavailable", err)
+	}
+	if _, ok := w.Checkpoints()["renewal"]; ok {
+		t.Fatal("the queued commit, which gave up before it was sent, is in the writer's document")
 	}
 }

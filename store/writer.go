@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -75,14 +74,16 @@ type WriterStats struct {
 // Writer owns the version chain of a claimed document: every write conditions on the exact
 // version it last wrote, carries a fresh stamp, and is verified by re-reading after any
 // ambiguous failure. Its methods are serialized, so renewals (lease/store) and the job's
-// commits sharing one Writer never conflict with each other.
+// commits sharing one Writer never conflict with each other; a Commit waiting for another to
+// finish gives up when its context ends (a renewal is not held past its own timeout behind a
+// job's commit whose store stopped answering).
 type Writer struct {
 	s       *Store
 	epoch   uint64
 	inv     string
 	holder  string
-	mu      sync.Mutex
-	doc     *Document // last confirmed version
+	turn    chan struct{} // held (one element) by the method in progress
+	doc     *Document     // last confirmed version
 	version Version
 	seq     uint64   // highest seq used by any attempt
 	pending *attempt // an unconfirmed write whose outcome is unknown
@@ -91,7 +92,8 @@ type Writer struct {
 }
 
 func (s *Store) newWriter(req ClaimRequest, doc *Document, v Version) *Writer {
-	return &Writer{s: s, epoch: req.Epoch, inv: req.Invocation, holder: req.Holder, doc: doc, version: v, seq: doc.Writer.Seq}
+	return &Writer{s: s, epoch: req.Epoch, inv: req.Invocation, holder: req.Holder, doc: doc, version: v, seq: doc.Writer.Seq,
+		turn: make(chan struct{}, 1)}
 }
 
 // Epoch is the epoch the writer claimed.
@@ -102,29 +104,29 @@ func (w *Writer) Invocation() string { return w.inv }
 
 // Document returns a copy of the last confirmed document.
 func (w *Writer) Document() *Document {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.doc.Clone()
 }
 
 // Version returns the version of the last confirmed write.
 func (w *Writer) Version() Version {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.version
 }
 
 // Stats returns the writer's counters.
 func (w *Writer) Stats() WriterStats {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.stats
 }
 
 // Err returns the sticky error (ErrFenced or ErrIntegrity) that stopped the writer, or nil.
 func (w *Writer) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.failed
 }
 
@@ -141,8 +143,12 @@ func (w *Writer) Commit(ctx context.Context, c Change) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	select {
+	case w.turn <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: commit to %s not sent: waiting for the commit before it: %w", ErrUnavailable, w.s.Object(), ctx.Err())
+	}
+	defer w.unlock()
 	if w.failed != nil {
 		return w.failed
 	}
@@ -277,14 +283,18 @@ func (w *Writer) fail(err error) error {
 
 // Checkpoints returns a copy of the confirmed checkpoints.
 func (w *Writer) Checkpoints() map[string]Checkpoint {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return w.doc.Clone().Checkpoints
 }
 
 // Counters returns a copy of the confirmed counters.
 func (w *Writer) Counters() map[string]Counter {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.lock()
+	defer w.unlock()
 	return maps.Clone(w.doc.Counters)
 }
+
+// lock waits for the writer's turn; unlock gives it back.
+func (w *Writer) lock()   { w.turn <- struct{}{} }
+func (w *Writer) unlock() { <-w.turn }

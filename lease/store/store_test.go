@@ -268,3 +268,65 @@ func TestSoakRenewalsNeverConflictWithCommits(t *testing.T) {
 		})
 	}
 }
+
+// stallingBackend makes writes hang until their context ends once stall is set: an object
+// store that stopped answering.
+type stallingBackend struct {
+	store.Backend
+	stall atomic.Bool
+}
+
+func (s *stallingBackend) Store(ctx context.Context, data []byte, v store.Version) (store.Version, error) {
+	if s.stall.Load() {
+		<-ctx.Done()
+		return "", errors.Join(store.ErrUnavailable, ctx.Err())
+	}
+	return s.Backend.Store(ctx, data, v)
+}
+
+// A renewal of the store lease is a Writer commit, queued behind the job's commit; when that
+// commit hangs for its whole budget (run.commit_timeout), the renewal cannot return before it
+// does. Session.Context is still canceled within one renew interval of the grant's validity
+// passing, not when the job's commit gives up. Real time: the renewal waits on a mutex, which
+// a synctest bubble cannot wait out.
+func TestSessionLostAtValidityWhileJobCommitHangs(t *testing.T) {
+	const (
+		L          = 300 * time.Millisecond
+		every      = 100 * time.Millisecond
+		commitTime = 1200 * time.Millisecond // the job commit's budget, well past L
+	)
+	b := &stallingBackend{Backend: storetest.NewMemory()}
+	st := storetest.NewStore(b)
+	s, err := lease.Start(context.Background(), leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", L, 0)}), st,
+		lease.SessionOptions{RenewEvery: every, Logger: leasetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		b.stall.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = s.Release(ctx)
+	}()
+	validUntil := s.Grant().ValidUntil
+
+	b.stall.Store(true)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), commitTime)
+		defer cancel()
+		_ = s.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(1)}})
+	}()
+
+	select {
+	case <-s.Context().Done():
+		if late := time.Since(validUntil); late > every+100*time.Millisecond {
+			t.Fatalf("intake canceled %v after the grant's validity passed, want within one renew interval (%v)", late, every)
+		}
+		if !errors.Is(s.Lost(), lease.ErrLost) {
+			t.Fatalf("Lost() = %v, want ErrLost", s.Lost())
+		}
+	case <-time.After(time.Until(validUntil) + every + 500*time.Millisecond):
+		t.Fatalf("the grant's validity passed %v ago and Session.Context is not canceled (lost: %v): the loss waits for the renewal queued behind the job's commit",
+			time.Since(validUntil).Round(time.Millisecond), s.Lost())
+	}
+}

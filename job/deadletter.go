@@ -83,11 +83,9 @@ func (d *deadLetterWriter) write(it item, rej loki.Rejection, dest string) error
 
 // sync makes what was written since the last sync durable, when the writer can be synced (a
 // file, or anything with a Sync method; an S3 dead letter is stored by each write). A file
-// that cannot be synced (a pipe, a terminal) has nothing on disk to make durable.
+// that cannot be synced (a pipe, a terminal) has nothing on disk to make durable. The caller
+// calls it only when unsynced is set.
 func (d *deadLetterWriter) sync() error {
-	if !d.unsynced {
-		return nil
-	}
 	// Whatever the result: after a failed sync, nothing may rely on the bytes written before it
 	// (the caller takes back what did), and a retry's success would not prove them written.
 	d.unsynced = false

@@ -176,12 +176,13 @@ func reserve(l *rate.Limiter, now time.Time, n int64) time.Duration {
 // millisecond is kept for the rounding of the waits); any other entry would hold its key back
 // run after run.
 func (e *egress) refuses(b int64, d time.Duration) error {
+	// The options, not the limiters: Limiter.Limit takes a lock, and this runs for every entry.
 	s := (d - time.Millisecond).Seconds()
-	if e.lines != nil && float64(e.lines.Limit())*s < 1 {
+	if e.lines != nil && e.o.LinesPerSecond*s < 1 {
 		return fmt.Errorf("egress.lines_per_second %v lets less than one entry through in run.push_timeout %s: raise either",
 			e.o.LinesPerSecond, d)
 	}
-	if e.bytes != nil && float64(e.bytes.Limit())*s < float64(b) {
+	if e.bytes != nil && e.o.BytesPerSecond*s < float64(b) {
 		return fmt.Errorf("egress.bytes_per_second %v lets fewer bytes through in run.push_timeout %s than an entry of %d bytes "+
 			"(line and structured metadata) holds: raise either", e.o.BytesPerSecond, d, b)
 	}

@@ -32,6 +32,14 @@ func (sh *shipment) hold(slots []int) {
 	}
 }
 
+// refuse marks a slot as one the rate caps can never let through, with why.
+func (sh *shipment) refuse(slot int, err error) {
+	if sh.refused == nil {
+		sh.refused = map[int]error{}
+	}
+	sh.refused[slot] = err
+}
+
 // lineBytes is the length of the slot's line as the receiver got it.
 func (sh *shipment) lineBytes(slot int, line string) int64 {
 	if n, ok := sh.sent[slot]; ok {
@@ -100,9 +108,10 @@ func (r *run) ship(pushBase context.Context, items []item, plan []planned) shipm
 		if r.egress != nil {
 			if err := r.egress.refuses(entryBytes(&items[i].rec.Entry), r.opts.PushReserve); err != nil {
 				if refusedKeys == nil {
-					refusedKeys, sh.refused = map[*keyState]bool{}, map[int]error{}
+					refusedKeys = map[*keyState]bool{}
 				}
-				refusedKeys[ks], sh.refused[n] = true, err
+				refusedKeys[ks] = true
+				sh.refuse(n, err)
 				continue
 			}
 		}
@@ -240,10 +249,7 @@ func (r *run) pushRefusedAgain(pushBase context.Context, d int, res *loki.Result
 		sh.outcomes[n] = loki.NotDelivered // until pushed again
 		if r.egress != nil {
 			if err := r.egress.refuses(entryBytes(ptrs[n]), r.opts.PushReserve); err != nil {
-				if sh.refused == nil {
-					sh.refused = map[int]error{}
-				}
-				sh.refused[n] = err // the re-stamp made it larger
+				sh.refuse(n, err) // the re-stamp made it larger
 				continue
 			}
 		}

@@ -27,13 +27,7 @@ func TestDeadLetterSourceReplaysAFile(t *testing.T) {
 		`not a dead letter`,
 		`{"time":"2026-06-30T12:00:00Z","key":"eventlogfile:Login","reason":"disallowed_structured_metadata","status":400,"timestamp":"` + own.Add(time.Hour).Format(time.RFC3339Nano) + `","labels":"{event_type=\"Login\", job=\"sf2loki\"}","metadata":{"event_time":"` + own.Add(time.Second).Format(time.RFC3339Nano) + `"},"line":"two"}`,
 	}
-	path := filepath.Join(t.TempDir(), "dead.jsonl")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, sink := receiver(t, simloki.Options{})
-	coord := jobtest.New()
-	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}
+	_, srv, deps := deadLetterReplay(t, []byte(strings.Join(lines, "\n")+"\n"))
 	rep := job.Run(context.Background(), deps, baseOptions())
 	if rep.Outcome != job.OutcomeOK || rep.Records != 2 || rep.Events["deadletter.unreadable_dead_letter"] != 1 {
 		t.Fatalf("%s %s: %d records, events %v", rep.Outcome, rep.Error, rep.Records, rep.Events)
@@ -75,6 +69,18 @@ func deadLetterLine(own time.Time, line string) string {
 		own.Format(time.RFC3339Nano) + `","labels":"{event_type=\"Login\", job=\"sf2loki\"}","line":"` + line + `"}`
 }
 
+// deadLetterReplay writes data to a dead-letter file and returns a job that replays it to a new
+// receiver, and the file's path.
+func deadLetterReplay(t *testing.T, data []byte) (string, *simloki.Server, job.Deps) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dead.jsonl")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, sink := receiver(t, simloki.Options{})
+	return path, srv, job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}
+}
+
 // A replay opens the dead-letter file while another writer (a backfill, another job group
 // sharing sink.loki.dead_letter_path) is appending a dead letter: the file ends in half a
 // line. The replay stops before it, neither skipping it as unreadable nor moving its cursor
@@ -82,14 +88,8 @@ func deadLetterLine(own time.Time, line string) string {
 func TestDeadLetterReplayStopsBeforeALineStillBeingWritten(t *testing.T) {
 	own := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
 	first, second := deadLetterLine(own, "one")+"\n", deadLetterLine(own.Add(time.Second), "two")+"\n"
-	path := filepath.Join(t.TempDir(), "dead.jsonl")
 	half := len(second) / 2
-	if err := os.WriteFile(path, []byte(first+second[:half]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, sink := receiver(t, simloki.Options{})
-	coord := jobtest.New()
-	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}
+	path, srv, deps := deadLetterReplay(t, []byte(first+second[:half]))
 	rep := job.Run(context.Background(), deps, baseOptions())
 	if rep.Outcome != job.OutcomeOK || rep.Records != 1 || rep.Events["deadletter.unreadable_dead_letter"] != 0 {
 		t.Fatalf("first replay: %s %s, %d records, events %v; want ok, one record, nothing unreadable",
@@ -137,13 +137,8 @@ func (w *fullOnceWriter) Write(p []byte) (int, error) {
 // it holds each numbered record, and the replay's report.
 func replayDeadLetters(t *testing.T, data []byte) (map[string]map[int]int, *job.Report) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "dead.jsonl")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, sink := receiver(t, simloki.Options{})
-	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(),
-		Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}, baseOptions())
+	_, srv, deps := deadLetterReplay(t, data)
+	rep := job.Run(context.Background(), deps, baseOptions())
 	return delivered(t, srv), rep
 }
 
@@ -345,13 +340,7 @@ func TestDeadLetterToAPipeNeedsNoSync(t *testing.T) {
 func TestDeadLetterReplayPassesEmptyLinesSilently(t *testing.T) {
 	own := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Millisecond)
 	data := "\n" + deadLetterLine(own, "one") + "\n\n\n \r\nnot a dead letter\n" + deadLetterLine(own.Add(time.Second), "two") + "\n\n"
-	path := filepath.Join(t.TempDir(), "dead.jsonl")
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, sink := receiver(t, simloki.Options{})
-	coord := jobtest.New()
-	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: &job.DeadLetterSource{Path: path}}}, Sink: sink}
+	_, srv, deps := deadLetterReplay(t, []byte(data))
 	rep := job.Run(context.Background(), deps, baseOptions())
 	if rep.Outcome != job.OutcomeOK || rep.Records != 2 || rep.Events["deadletter.unreadable_dead_letter"] != 1 {
 		t.Fatalf("%s %s: %d records, events %v; want ok, 2 records, the one line that is not a dead letter unreadable",

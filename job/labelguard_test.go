@@ -115,9 +115,10 @@ func TestLabelGuardCapsValuesAcrossATakeover(t *testing.T) {
 	}
 }
 
-// The cap is per UTC day: the next day every value counts again, and the previous day's
-// values leave the document.
-func TestLabelGuardStartsOverEachDay(t *testing.T) {
+// userIDLogins is a job over 30 Login rows whose user_id label is userID(n), pushing to a
+// receiver that takes user_id as a label.
+func userIDLogins(t *testing.T, userID func(n int) string) (*jobtest.Coordinator, *sourcetest.Numbered, job.Deps) {
+	t.Helper()
 	coord := jobtest.New()
 	srv := simloki.New(simloki.Options{})
 	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
@@ -126,8 +127,14 @@ func TestLabelGuardStartsOverEachDay(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &sourcetest.Numbered{Totals: map[string]int{"Login": 30}, Base: time.Now().Add(-time.Hour),
-		Labels: func(_ string, n int) []loki.Label { return []loki.Label{{Name: "user_id", Value: strconv.Itoa(n)}} }}
-	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}
+		Labels: func(_ string, n int) []loki.Label { return []loki.Label{{Name: "user_id", Value: userID(n)}} }}
+	return coord, src, job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}
+}
+
+// The cap is per UTC day: the next day every value counts again, and the previous day's
+// values leave the document.
+func TestLabelGuardStartsOverEachDay(t *testing.T) {
+	coord, src, deps := userIDLogins(t, strconv.Itoa)
 	now := time.Now().UTC()
 	opts := baseOptions()
 	opts.Now = func() time.Time { return now }
@@ -150,16 +157,7 @@ func TestLabelGuardStartsOverEachDay(t *testing.T) {
 // name: the commit sets that counter with today's window instead of also deleting it, so the
 // day's commits land and the cursor advances.
 func TestLabelGuardAdmitsYesterdaysValuesAgain(t *testing.T) {
-	coord := jobtest.New()
-	srv := simloki.New(simloki.Options{})
-	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
-		Labels: loki.LabelOptions{ExtraAllowed: []string{"user_id"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &sourcetest.Numbered{Totals: map[string]int{"Login": 30}, Base: time.Now().Add(-time.Hour),
-		Labels: func(_ string, n int) []loki.Label { return []loki.Label{{Name: "user_id", Value: strconv.Itoa(n % 3)}} }}
-	deps := job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}
+	coord, src, deps := userIDLogins(t, func(n int) string { return strconv.Itoa(n % 3) })
 	now := time.Now().UTC()
 	opts := baseOptions()
 	opts.Now = func() time.Time { return now }

@@ -155,9 +155,11 @@ func runBackfill(c *cli.Context) error {
 	}
 	// The flag, not run.max_duration, bounds a backfill, so the configuration's check of the
 	// time budget never saw it: with no time to pull, every run would end unfinished.
-	if b, d := cfg.Budget(), c.Duration("max-duration"); d <= b.Push+b.Commit+b.Release {
+	budget := cfg.Budget()
+	budget.MaxDuration = c.Duration("max-duration")
+	if budget.IntakeWindow() <= 0 {
 		return exitf(ExitConfig, "--max-duration %s leaves no time to pull: it must exceed run.push_timeout + commit_timeout + release_timeout = %s",
-			d, b.Push+b.Commit+b.Release)
+			budget.MaxDuration, budget.Push+budget.Commit+budget.Release)
 	}
 	bcfg := cfg.ForBackfill()
 	bcfg.Lease.AcquireWait = config.Duration(c.Duration("wait")) // another backfill may hold the backfill lease

@@ -71,18 +71,6 @@ func validateOrgLabels(labels map[string]string, extra []string, path string, er
 	validateStaticLabels(labels, extra, path, errs)
 }
 
-// joined returns the errors err joins (errors.Join), err alone, or none for nil.
-func joined(err error) []error {
-	var list interface{ Unwrap() []error }
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &list):
-		return list.Unwrap()
-	}
-	return []error{err}
-}
-
 // validateLabelRoom refuses, for each org, a type promoting more fields than fit in the Loki
 // client's count beside the labels sf2loki sets, backfill, and the org's static labels beyond the
 // allowlist (those sink.loki.extra_labels allows): every stream of the org carries them, and the

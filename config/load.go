@@ -54,6 +54,18 @@ func (es *Errors) add(path, format string, args ...any) {
 	*es = append(*es, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// joined returns the errors err joins (errors.Join), err alone, or none for nil.
+func joined(err error) []error {
+	var list interface{ Unwrap() []error }
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &list):
+		return list.Unwrap()
+	}
+	return []error{err}
+}
+
 // LoadOptions controls Load.
 type LoadOptions struct {
 	// Path of the YAML file; empty means defaults plus environment only.

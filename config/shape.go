@@ -81,12 +81,7 @@ func (c *Config) validateShape(errs *Errors) {
 
 // addShapeErrors turns the shape package's *OptionErrors into key-named config errors.
 func addShapeErrors(err error, prefix string, errs *Errors) {
-	var list interface{ Unwrap() []error }
-	all := []error{err}
-	if errors.As(err, &list) {
-		all = list.Unwrap()
-	}
-	for _, e := range all {
+	for _, e := range joined(err) {
 		var oe *shape.OptionError
 		switch {
 		case errors.As(e, &oe) && (oe.Path == "salt" || strings.HasSuffix(oe.Path, "].op")):
@@ -158,17 +153,8 @@ func overlaps(s Sources, path string, aliases map[string]string) []*shape.Overla
 	if s.AllowOverlap {
 		return nil
 	}
-	err := shape.CheckOverlap(s.Claims(path), aliases)
-	if err == nil {
-		return nil
-	}
-	var list interface{ Unwrap() []error }
-	all := []error{err}
-	if errors.As(err, &list) {
-		all = list.Unwrap()
-	}
 	var out []*shape.OverlapError
-	for _, e := range all {
+	for _, e := range joined(shape.CheckOverlap(s.Claims(path), aliases)) {
 		var oe *shape.OverlapError
 		if errors.As(e, &oe) {
 			out = append(out, oe)

@@ -76,13 +76,7 @@ func validateSOQL(s SOQLSource, path string, errs *Errors) {
 		if o.Lookback == 0 {
 			errs.add(p+".lookback", "must be positive")
 		}
-		err := o.SourceObject().Validate()
-		var list interface{ Unwrap() []error }
-		all := []error{err}
-		if errors.As(err, &list) {
-			all = list.Unwrap()
-		}
-		for _, e := range all {
+		for _, e := range joined(o.SourceObject().Validate()) {
 			var oe *soql.ObjectError
 			if !errors.As(e, &oe) {
 				continue

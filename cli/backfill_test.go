@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/job"
 )
@@ -204,26 +202,7 @@ func assertWindowShippedOnce(t *testing.T, w *simWorld, ids ...string) {
 // wall clock, is accepted however far now runs ahead of it).
 func newBackfillWorld(t *testing.T, now func() time.Time) *simWorld {
 	t.Helper()
-	keys, err := simsf.NewKeyPair(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	org := simsf.New(simsf.Options{Seed: 31, Now: now, JWTClockSkew: 24 * time.Hour, Logger: slog.New(slog.DiscardHandler)})
-	org.AddUser("feature@example.com", simsf.AllPermissions())
-	if err := org.AddJWTApp("3MVG9-feature", keys.Certificate, "feature@example.com"); err != nil {
-		t.Fatal(err)
-	}
-	sf, err := org.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sf.Close() })
-	w := &simWorld{org: org, sfURL: sf.URL, receiver: simloki.Start(t, simloki.Options{}), dir: t.TempDir()}
-	w.keyPath = filepath.Join(w.dir, "key.pem")
-	if err := os.WriteFile(w.keyPath, keys.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return startSimWorld(t, simsf.Options{Seed: 31, Now: now, JWTClockSkew: 24 * time.Hour})
 }
 
 // backfillRequestID is the REQUEST_ID of an entry's JSON line.

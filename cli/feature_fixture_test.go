@@ -28,11 +28,18 @@ type simWorld struct {
 
 func newSimWorld(t *testing.T, seed int64) *simWorld {
 	t.Helper()
+	return startSimWorld(t, simsf.Options{Seed: seed})
+}
+
+// startSimWorld is a simWorld whose org is built with opts (its logger discards).
+func startSimWorld(t *testing.T, opts simsf.Options) *simWorld {
+	t.Helper()
 	keys, err := simsf.NewKeyPair(time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	org := simsf.New(simsf.Options{Seed: seed, Logger: slog.New(slog.DiscardHandler)})
+	opts.Logger = slog.New(slog.DiscardHandler)
+	org := simsf.New(opts)
 	org.AddUser("feature@example.com", simsf.AllPermissions())
 	if err := org.AddJWTApp("3MVG9-feature", keys.Certificate, "feature@example.com"); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,11 @@ import (
 
 // oneOrgSink is a multi-org configuration whose only org sets the static labels sink (YAML flow
 // map); sink.loki is appended by the caller.
-func oneOrgSink(labels string) string {
+func oneOrgSink(labels string) string { return oneOrgLoki("        labels: " + labels + "\n") }
+
+// oneOrgLoki is a multi-org configuration of one org whose sink.loki section is sink, indented
+// under it.
+func oneOrgLoki(sink string) string {
 	return `
 orgs:
   - name: a
@@ -23,8 +27,7 @@ orgs:
       eventlogfile: {enabled: true, event_types: [Login]}
     sink:
       loki:
-        labels: ` + labels + `
-`
+` + sink
 }
 
 // TestStaticLabelsAreTheLokiClientsToJudge: a static label config accepts, in sink.loki.labels or

@@ -94,18 +94,7 @@ func TestOrgSinkMerging(t *testing.T) {
 }
 
 func TestOrgSinkValidation(t *testing.T) {
-	org := func(sink string) string {
-		return `
-orgs:
-  - name: a
-    salesforce: {client_id: id, username: u, private_key: "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----"}
-    sources:
-      eventlogfile: {enabled: true, event_types: [Login]}
-    sink:
-      loki:
-` + sink
-	}
-	_, err := load(t, org(`        url: ftp://x
+	_, err := load(t, oneOrgLoki(`        url: ftp://x
         tenant_id: "a|b"
         password: p
         labels: {team: x, org: y, environment: ""}
@@ -113,10 +102,10 @@ orgs:
 	wantErrors(t, err, "orgs[0].sink.loki.url", "orgs[0].sink.loki.tenant_id", "orgs[0].sink.loki.username: is required",
 		"orgs[0].sink.loki.labels.team: not in the label allowlist", "orgs[0].sink.loki.labels.org: is set per entry",
 		"orgs[0].sink.loki.labels.environment: value is empty")
-	_, err = load(t, org("        username: u\n        password: p\n        bearer_token: t\n"))
+	_, err = load(t, oneOrgLoki("        username: u\n        password: p\n        bearer_token: t\n"))
 	wantErrors(t, err, "orgs[0].sink.loki.bearer_token: set either basic auth")
 
-	cfg := mustLoad(t, org("        url: https://other.example/push\n        tls: {insecure_skip_verify: true}\n")+
+	cfg := mustLoad(t, oneOrgLoki("        url: https://other.example/push\n        tls: {insecure_skip_verify: true}\n")+
 		"sink:\n  loki:\n    username: u\n    password: p\n")
 	w := strings.Join(cfg.Warnings(), "\n")
 	if !strings.Contains(w, "orgs[0].sink.loki.tls.insecure_skip_verify") || !strings.Contains(w, "sink.loki's credentials are not sent there") {

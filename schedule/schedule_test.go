@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -31,6 +30,20 @@ func testOptions() Options {
 	}
 }
 
+// runScheduler starts a scheduler of one job, default, ticking on spec; stop cancels it and
+// waits for Run to return.
+func runScheduler(t *testing.T, spec string, run func(context.Context) *job.Report) (s *Scheduler, stop func()) {
+	t.Helper()
+	s, err := New(testOptions(), []Job{{Name: "default", Spec: spec, Run: run}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	return s, func() { cancel(); <-done }
+}
+
 func TestSchedulerSurvivesPanicsAndEveryOutcome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
@@ -42,16 +55,9 @@ func TestSchedulerSurvivesPanicsAndEveryOutcome(t *testing.T) {
 			}
 			return &job.Report{Outcome: outcomes[int(n-2)%len(outcomes)]}
 		}
-		s, err := New(testOptions(), []Job{{Name: "default", Spec: "@every 1s", Run: run}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { s.Run(ctx); close(done) }()
+		s, stop := runScheduler(t, "@every 1s", run)
 		time.Sleep(10*time.Second + 500*time.Millisecond)
-		cancel()
-		<-done
+		stop()
 		if got := calls.Load(); got < 9 {
 			t.Fatalf("%d invocations in 10 ticks; the scheduler stopped after a panic or an outcome", got)
 		}
@@ -78,17 +84,9 @@ func TestSchedulerNeverOverlapsAndCancelsOnShutdown(t *testing.T) {
 			}
 			return &job.Report{Outcome: job.OutcomeOK}
 		}
-		s, err := New(testOptions(), []Job{{Name: "default", Spec: "@every 1s", Run: run}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Run(ctx) }()
+		_, stop := runScheduler(t, "@every 1s", run)
 		time.Sleep(10*time.Second + 500*time.Millisecond) // tick 10 runs from at most 10.2s (jitter) to 12.7s
-		cancel()
-		wg.Wait()
+		stop()
 		if maxRunning.Load() != 1 {
 			t.Errorf("%d invocations ran at once; SkipIfStillRunning must keep it to 1", maxRunning.Load())
 		}
@@ -223,20 +221,13 @@ func TestSchedulerHealthFailsWhenAnInvocationHangs(t *testing.T) {
 			<-release // hung: ignores its context
 			return &job.Report{Outcome: job.OutcomeOK}
 		}
-		s, err := New(testOptions(), []Job{{Name: "default", Spec: "@every 1m", Run: run}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { s.Run(ctx); close(done) }()
+		s, stop := runScheduler(t, "@every 1m", run)
 		time.Sleep(3 * time.Minute) // the first tick's invocation is 2m old: within MaxRun (3m)
 		within, body := s.health(time.Now())
 		time.Sleep(27 * time.Minute) // 29m old: far past Jitter + MaxRun + 1m
 		hung, hungBody := s.health(time.Now())
 		close(release)
-		cancel()
-		<-done
+		stop()
 		if !within {
 			t.Errorf("/healthz failed while the invocation was still within MaxRun: %v", body)
 		}

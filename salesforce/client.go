@@ -299,15 +299,7 @@ func (c *Client) callJSON(ctx context.Context, r request, decode func([]byte) er
 			err = decode(b)
 		}
 		if err != nil {
-			u := *resp.Request.URL
-			u.RawQuery = ""
-			bad := &BadResponseError{URL: u.String(), StatusCode: resp.StatusCode,
-				ContentType: resp.Header.Get("Content-Type"), Size: len(b), Err: err}
-			if r.kind.mayCarrySecrets() {
-				bad.Withheld = true
-			} else {
-				bad.Excerpt = excerpt(b)
-			}
+			bad := badResponse(resp, b, r.kind.mayCarrySecrets(), err)
 			c.putBody(b)
 			return bad
 		}

@@ -146,10 +146,7 @@ func htmlPage(resp *http.Response) error {
 		}
 	}
 	b, _ := io.ReadAll(io.LimitReader(page, excerptLen))
-	u := *resp.Request.URL
-	u.RawQuery = ""
-	return &BadResponseError{URL: u.String(), StatusCode: resp.StatusCode, ContentType: ct, Size: len(b), Excerpt: excerpt(b),
-		Err: errors.New("an HTML page instead of the body asked for (a proxy's or a maintenance page)")}
+	return badResponse(resp, b, false, errors.New("an HTML page instead of the body asked for (a proxy's or a maintenance page)"))
 }
 
 // bodyReadSize is how much of a compressed body is read from the connection at a time, and

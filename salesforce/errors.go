@@ -173,6 +173,19 @@ type BadResponseError struct {
 	Err      error // the decode error
 }
 
+// badResponse is the *BadResponseError for resp, whose body (as read) is b, refused for err.
+// The body is quoted unless withhold is set (see Kind.mayCarrySecrets).
+func badResponse(resp *http.Response, b []byte, withhold bool, err error) *BadResponseError {
+	u := *resp.Request.URL
+	u.RawQuery = ""
+	bad := &BadResponseError{URL: u.String(), StatusCode: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"),
+		Size: len(b), Withheld: withhold, Err: err}
+	if !withhold {
+		bad.Excerpt = excerpt(b)
+	}
+	return bad
+}
+
 func (e *BadResponseError) Error() string {
 	if e.Withheld {
 		return fmt.Sprintf("salesforce: unexpected response from %s: HTTP %d, Content-Type %q, %s: %v",

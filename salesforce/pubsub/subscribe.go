@@ -132,7 +132,6 @@ type Subscription struct {
 	resume      []byte // replay id of the last item yielded (nil: none yet)
 	delivered   int    // events yielded
 	outstanding int    // credits granted on the current stream and not yet received
-	lastEvent   []byte // replay id of the last event yielded, to drop a stale keepalive
 
 	reauthed bool // renewed the session since the last item
 	reauths  int
@@ -329,7 +328,6 @@ func (s *Subscription) yield(it Item) Item {
 	s.resume = it.ReplayID
 	if it.Event != nil {
 		s.delivered++
-		s.lastEvent = it.ReplayID
 		if s.delivered >= s.req.Max {
 			s.stop(StopMax)
 		}

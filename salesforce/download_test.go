@@ -22,6 +22,18 @@ const elfPath = "GET /services/data/v60.0/sobjects/EventLogFile/{id}/LogFile"
 
 var csvBody = "\"EVENT_TYPE\",\"TIMESTAMP_DERIVED\",\"QUERY\"\n\"API\",\"2026-06-30T01:00:00.123Z\",\"SELECT a,\nb\"\n"
 
+// writeBody answers with body, gzip-encoded (and labeled so) when gz is set.
+func writeBody(w http.ResponseWriter, body string, gz bool) {
+	if gz {
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, body)
+		_ = zw.Close()
+		return
+	}
+	_, _ = io.WriteString(w, body)
+}
+
 func TestDownloadEventLogFilePlainAndGzip(t *testing.T) {
 	for _, gz := range []bool{false, true} {
 		t.Run("gzip="+strconv.FormatBool(gz), func(t *testing.T) {
@@ -35,14 +47,7 @@ func TestDownloadEventLogFilePlainAndGzip(t *testing.T) {
 				}
 				w.Header().Set("Content-Type", "text/csv")
 				w.Header().Set("Date", "Tue, 30 Jun 2026 02:00:00 GMT")
-				if gz {
-					w.Header().Set("Content-Encoding", "gzip")
-					zw := gzip.NewWriter(w)
-					_, _ = io.WriteString(zw, csvBody)
-					_ = zw.Close()
-					return
-				}
-				_, _ = io.WriteString(w, csvBody)
+				writeBody(w, csvBody, gz)
 			})
 			c := org.client(t)
 			d, err := c.DownloadEventLogFile(context.Background(), "0AT5g000000AbCdEAA")
@@ -560,14 +565,7 @@ func TestDownloadAnsweredWithAnHTMLPage(t *testing.T) {
 					if tt.ctype != "" {
 						w.Header().Set("Content-Type", tt.ctype)
 					}
-					if tt.gzip {
-						w.Header().Set("Content-Encoding", "gzip")
-						zw := gzip.NewWriter(w)
-						_, _ = io.WriteString(zw, page)
-						_ = zw.Close()
-						return
-					}
-					_, _ = io.WriteString(w, page)
+					writeBody(w, page, tt.gzip)
 				})
 				c := org.client(t)
 				d, err := dl.open(c)

@@ -108,6 +108,17 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
+// subscribe opens a pull with req, closed when the test ends.
+func (f *fixture) subscribe(t *testing.T, req pubsub.SubscribeRequest) *pubsub.Subscription {
+	t.Helper()
+	s, err := f.client.Subscribe(ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // drain reads a subscription to its end.
 func drain(t *testing.T, s *pubsub.Subscription) (events []*pubsub.Event, keepalives [][]byte, err error) {
 	t.Helper()
@@ -130,11 +141,7 @@ func drain(t *testing.T, s *pubsub.Subscription) (events []*pubsub.Event, keepal
 func TestBoundedPullStopsAtMaxWithinTheCreditCap(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{})
 	ids := f.publish(t, 0, 250)
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 120, Idle: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 120, Idle: 5 * time.Second})
 	evs, _, err := drain(t, s)
 	if err != nil {
 		t.Fatal(err)
@@ -159,11 +166,7 @@ func TestBoundedPullStopsAtMaxWithinTheCreditCap(t *testing.T) {
 func TestSmallRequestSizeTopsUp(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{})
 	f.publish(t, 0, 60)
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 1000, NumRequested: 7, Idle: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 1000, NumRequested: 7, Idle: time.Second})
 	evs, _, err := drain(t, s)
 	if err != nil {
 		t.Fatal(err)
@@ -178,11 +181,7 @@ func TestSmallRequestSizeTopsUp(t *testing.T) {
 
 func TestIdleTopicEndsOnTheIdleRule(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{KeepaliveInterval: time.Hour})
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Latest, Max: 10, Idle: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Latest, Max: 10, Idle: 100 * time.Millisecond})
 	evs, kas, err := drain(t, s)
 	if err != nil || len(evs)+len(kas) != 0 || s.Stopped() != pubsub.StopIdle {
 		t.Fatalf("got %d events, %d keepalives, err %v, stop %q; want nothing and idle", len(evs), len(kas), err, s.Stopped())
@@ -193,12 +192,8 @@ func TestWaitForKeepaliveOutlastsTheIdlePeriod(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{KeepaliveInterval: 300 * time.Millisecond})
 	ids := f.publish(t, 0, 1)
 	f.clock.Advance(time.Minute)
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[0], Max: 10,
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[0], Max: 10,
 		Idle: 20 * time.Millisecond, WaitForKeepalive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	evs, kas, err := drain(t, s)
 	if err != nil {
 		t.Fatal(err)
@@ -215,12 +210,8 @@ func TestWaitForKeepaliveOutlastsTheIdlePeriod(t *testing.T) {
 func TestKeepaliveAtTheStartPositionYieldsNothing(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{KeepaliveInterval: 200 * time.Millisecond})
 	ids := f.publish(t, 0, 1) // the clock does not move: the topic's newest id stays ids[0]
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[0], Max: 10,
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[0], Max: 10,
 		Idle: 20 * time.Millisecond, WaitForKeepalive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	evs, kas, err := drain(t, s)
 	if err != nil {
 		t.Fatal(err)
@@ -236,11 +227,7 @@ func TestKeepaliveAtTheStartPositionYieldsNothing(t *testing.T) {
 
 func TestDeadlineEndsTheWait(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{KeepaliveInterval: time.Hour})
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Max: 10, WaitForKeepalive: true, Deadline: time.Now().Add(150 * time.Millisecond)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Max: 10, WaitForKeepalive: true, Deadline: time.Now().Add(150 * time.Millisecond)})
 	if _, _, err := drain(t, s); err != nil || s.Stopped() != pubsub.StopDeadline {
 		t.Fatalf("err %v, stop %q; want the deadline rule", err, s.Stopped())
 	}
@@ -351,11 +338,7 @@ func TestSessionExpiringMidStreamIsRenewedOnce(t *testing.T) {
 		}
 	}})
 	ids := f2.publish(t, 0, 400)
-	s, err := f2.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 400, Idle: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := f2.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 400, Idle: 2 * time.Second})
 	evs, _, err := drain(t, s)
 	if err != nil {
 		t.Fatal(err)
@@ -403,12 +386,8 @@ func TestSessionRefusedAgainAfterRenewalFails(t *testing.T) {
 	f.auth.mu.Lock()
 	f.auth.refuseAll = true // even a renewed session is refused
 	f.auth.mu.Unlock()
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, _, err = drain(t, s)
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Earliest, Max: 5})
+	_, _, err := drain(t, s)
 	if !errors.Is(err, pubsub.ErrUnauthenticated) || !errors.Is(err, salesforce.ErrAuth) {
 		t.Fatalf("err = %v, want ErrUnauthenticated", err)
 	}
@@ -421,12 +400,8 @@ func TestReplayIDPastRetentionIsReplayLost(t *testing.T) {
 	f := newFixture(t, simpubsub.Options{})
 	ids := f.publish(t, 0, 3)
 	f.clock.Advance(73 * time.Hour)
-	s, err := f.client.Subscribe(ctx(t), pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[1], Max: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, err = s.Next(ctx(t))
+	s := f.subscribe(t, pubsub.SubscribeRequest{Topic: topic, Preset: pubsub.Custom, ReplayID: ids[1], Max: 5})
+	_, err := s.Next(ctx(t))
 	var se *pubsub.StatusError
 	if !errors.Is(err, pubsub.ErrReplayLost) || !errors.As(err, &se) || se.ErrorCode != pubsub.CodeReplayIDCorrupted {
 		t.Fatalf("err = %v, want ErrReplayLost with the replayid.corrupted trailer", err)

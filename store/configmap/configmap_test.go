@@ -46,6 +46,20 @@ func leastPrivilege(t *testing.T) (*testenv.Kube, string) {
 	return kube, ns
 }
 
+// existing creates cm in ns as the admin (a ConfigMap that was there before sf2loki wrote to
+// it) and returns a backend on it acting as user-1.
+func existing(t *testing.T, kube *testenv.Kube, ns string, cm *corev1.ConfigMap) *configmap.Backend {
+	t.Helper()
+	if _, err := kube.AdminClient(t).CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := configmap.New(configmap.Options{Namespace: ns, Name: cm.Name, RESTConfig: kube.RESTConfig(kube.UserToken("user-1"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestE2EConformanceConfigMap(t *testing.T) {
 	kube, ns := leastPrivilege(t)
 	storetest.Run(t, factory(kube, ns, "user-1"))
@@ -80,18 +94,10 @@ func TestE2ELostAcknowledgementConfigMap(t *testing.T) {
 func TestE2EOtherKeysAreKept(t *testing.T) {
 	ctx := context.Background()
 	kube, ns := leastPrivilege(t)
-	admin := kube.AdminClient(t)
-	_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+	b := existing(t, kube, ns, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "shared", Labels: map[string]string{"team": "x"}},
 		Data:       map[string]string{"other": "keep me"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := configmap.New(configmap.Options{Namespace: ns, Name: "shared", RESTConfig: kube.RESTConfig(kube.UserToken("user-1"))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	st := storetest.NewStore(b)
 	snap, err := st.Read(ctx)
 	if err != nil || !snap.Absent {
@@ -100,7 +106,7 @@ func TestE2EOtherKeysAreKept(t *testing.T) {
 	if _, err := st.Claim(ctx, storetest.Req(1, "a"), snap); err != nil {
 		t.Fatal(err)
 	}
-	cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, "shared", metav1.GetOptions{})
+	cm, err := kube.AdminClient(t).CoreV1().ConfigMaps(ns).Get(ctx, "shared", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,18 +173,10 @@ func TestE2EDocumentNearTheLimit(t *testing.T) {
 func TestE2ESharedConfigMapOverLimitIsTooLarge(t *testing.T) {
 	ctx := context.Background()
 	kube, ns := leastPrivilege(t)
-	admin := kube.AdminClient(t)
-	_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+	b := existing(t, kube, ns, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "shared-big"},
 		Data:       map[string]string{"other": strings.Repeat("o", 300<<10)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := configmap.New(configmap.Options{Namespace: ns, Name: "shared-big", RESTConfig: kube.RESTConfig(kube.UserToken("user-1"))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	st := storetest.NewStore(b)
 	w, err := st.Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
 	if err != nil {
@@ -228,19 +226,12 @@ func TestE2EImmutableConfigMapIsAConfigurationError(t *testing.T) {
 	ctx := context.Background()
 	kube, ns := leastPrivilege(t)
 	immutable := true
-	_, err := kube.AdminClient(t).CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+	b := existing(t, kube, ns, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "frozen"},
 		Data:       map[string]string{"other": "x"},
 		Immutable:  &immutable,
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := configmap.New(configmap.Options{Namespace: ns, Name: "frozen", RESTConfig: kube.RESTConfig(kube.UserToken("user-1"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = storetest.NewStore(b).Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
+	})
+	_, err := storetest.NewStore(b).Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
 	if !errors.Is(err, store.ErrPermission) || errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("claim on an immutable ConfigMap: got %v; want ErrPermission", err)
 	}

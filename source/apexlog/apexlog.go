@@ -281,14 +281,7 @@ func decodeCursor(raw json.RawMessage) (keyset.State, bool, error) {
 	if err != nil || !ok {
 		return keyset.State{}, ok, err
 	}
-	t, err := salesforce.ParseDateTime(c.StartTime)
-	if err != nil {
-		return keyset.State{}, false, errors.Join(source.ErrCursor, fmt.Errorf("start_time: %w", err))
-	}
-	if err := salesforce.ValidateID(c.LastID); err != nil {
-		return keyset.State{}, false, errors.Join(source.ErrCursor, fmt.Errorf("last_id: %w", err))
-	}
-	st, err := c.State(keyset.Position{TS: t, Key: c.LastID}, keyset.ByID)
+	st, err := cursorLayout.Decode(c.Members, c.StartTime, c.LastID)
 	if err != nil {
 		return keyset.State{}, false, err
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // Members are the members the window adds to a source's cursor (see the package comment). A
-// source embeds them in the struct its cursor is decoded into.
+// source embeds them in the struct its cursor is decoded into, and checks them with
+// Layout.Decode.
 type Members struct {
 	FromTS string `json:"from_ts,omitempty"`
 	FromID string `json:"from_id,omitempty"`
@@ -28,50 +29,9 @@ type State struct {
 	MaxID string    // the late-row probe's start (ByID only)
 }
 
-// State checks the members against the position the source decoded (the last row delivered)
-// and returns the state they describe. Errors wrap source.ErrCursor.
-func (m Members) State(pos Position, kind Kind) (State, error) {
-	bad := func(format string, args ...any) (State, error) {
-		return State{}, errors.Join(source.ErrCursor, fmt.Errorf(format, args...))
-	}
-	st := State{Pos: pos}
-	if m.FromTS != "" {
-		ft, err := salesforce.ParseDateTime(m.FromTS)
-		if err != nil {
-			return bad("from_ts: %v", err)
-		}
-		if m.FromID != "" {
-			if err := kind.ValidKey(m.FromID); err != nil {
-				return bad("from_id: %v", err)
-			}
-		}
-		from := Position{TS: ft, Key: m.FromID}
-		if kind.Cmp(from, pos) > 0 {
-			return bad("the window starts after the position")
-		}
-		st.From = &from
-	} else if m.FromID != "" {
-		return bad("from_id without from_ts")
-	}
-	var err error
-	if st.Seen, err = decodeSeen(m.Seen); err != nil {
-		return bad("%v", err)
-	}
-	if m.MaxID != "" {
-		if kind != ByID {
-			return bad("max_id on a cursor keyed on %s", kind.Field())
-		}
-		if err := salesforce.ValidateID(m.MaxID); err != nil {
-			return bad("max_id: %v", err)
-		}
-		st.MaxID = m.MaxID
-	}
-	return st, nil
-}
-
-// Layout is how a source writes its cursors: the members before the position (the version and
-// what the source checks itself), and the name of the position's timestamp member. The
-// position's key is last_id; the window's Members follow.
+// Layout is how a source writes (and reads back) its cursors: the members before the position
+// (the version and what the source checks itself), and the name of the position's timestamp
+// member. The position's key is last_id; the window's Members follow.
 type Layout struct {
 	head []byte
 	ts   string
@@ -93,6 +53,56 @@ func NewLayout(kind Kind, version int, ts string, head ...string) *Layout {
 func (l *Layout) Encode(st State) json.RawMessage {
 	w := newWindow(st.Seen)
 	return newCursorState(l, st.Pos, st.From, w, st.MaxID).EncodeCursor()
+}
+
+// Decode checks a decoded cursor's position, its timestamp member ts and last_id, and the
+// window's members m, and returns the state they describe: the reverse of Encode. Errors wrap
+// source.ErrCursor.
+func (l *Layout) Decode(m Members, ts, lastID string) (State, error) {
+	bad := func(format string, args ...any) (State, error) {
+		return State{}, errors.Join(source.ErrCursor, fmt.Errorf(format, args...))
+	}
+	kind := l.kind
+	t, err := salesforce.ParseDateTime(ts)
+	if err != nil {
+		return bad("%s: %w", l.ts, err)
+	}
+	if err := kind.ValidKey(lastID); err != nil {
+		return bad("last_id: %w", err)
+	}
+	pos := Position{TS: t, Key: lastID}
+	st := State{Pos: pos}
+	if m.FromTS != "" {
+		ft, err := salesforce.ParseDateTime(m.FromTS)
+		if err != nil {
+			return bad("from_ts: %v", err)
+		}
+		if m.FromID != "" {
+			if err := kind.ValidKey(m.FromID); err != nil {
+				return bad("from_id: %v", err)
+			}
+		}
+		from := Position{TS: ft, Key: m.FromID}
+		if kind.Cmp(from, pos) > 0 {
+			return bad("the window starts after the position")
+		}
+		st.From = &from
+	} else if m.FromID != "" {
+		return bad("from_id without from_ts")
+	}
+	if st.Seen, err = decodeSeen(m.Seen); err != nil {
+		return bad("%v", err)
+	}
+	if m.MaxID != "" {
+		if kind != ByID {
+			return bad("max_id on a cursor keyed on %s", kind.Field())
+		}
+		if err := salesforce.ValidateID(m.MaxID); err != nil {
+			return bad("max_id: %v", err)
+		}
+		st.MaxID = m.MaxID
+	}
+	return st, nil
 }
 
 // cursorState is a stream's cursor after one row, handed out with the row as a lazy

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/sf2loki/sf2loki/salesforce"
 )
 
 // maxIDs is the window size of these tests (the SOQL source's default max_overlap_ids).
@@ -31,11 +29,7 @@ func decodeTest(t *testing.T, raw string) (State, bool, error) {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		return State{}, false, err
 	}
-	ts, err := salesforce.ParseDateTime(c.TS)
-	if err != nil {
-		return State{}, false, err
-	}
-	st, err := c.State(Position{TS: ts, Key: c.LastID}, ByID)
+	st, err := loginTime.Decode(c.Members, c.TS, c.LastID)
 	return st, err == nil, err
 }
 

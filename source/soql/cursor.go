@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/source"
 	"github.com/sf2loki/sf2loki/source/keyset"
 )
@@ -53,14 +52,7 @@ func decodeCursor(raw json.RawMessage, field string, kind keyset.Kind) (st keyse
 	if c.By != by {
 		return bad("cursor is keyed on %q, the object on %q", c.By, kind.Field())
 	}
-	t, err := salesforce.ParseDateTime(c.TS)
-	if err != nil {
-		return bad("ts: %v", err)
-	}
-	if err := kind.ValidKey(c.LastID); err != nil {
-		return bad("last_id: %v", err)
-	}
-	st, err = c.State(keyset.Position{TS: t, Key: c.LastID}, kind)
+	st, err = cursorLayout(field, kind).Decode(c.Members, c.TS, c.LastID)
 	if err != nil {
 		return keyset.State{}, false, err
 	}

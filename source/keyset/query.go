@@ -26,36 +26,34 @@ type Query struct {
 
 // AtOrAfter is the condition "row ≥ p" (incl) or "row > p" in (timestamp, key) order.
 func (q *Query) AtOrAfter(p Position, incl bool) (string, error) {
-	if p.Key == "" {
-		return q.TSField + " >= " + salesforce.FormatDateTime(p.TS), nil
-	}
-	k, err := q.Kind.Quote(p.Key)
-	if err != nil {
-		return "", err
-	}
 	op := " > "
 	if incl {
 		op = " >= "
 	}
-	lit := salesforce.FormatDateTime(p.TS)
-	return "(" + q.TSField + " > " + lit + " OR (" + q.TSField + " = " + lit + " AND " + q.Kind.Field() + op + k + "))", nil
+	return q.cond(p, " >= ", " > ", op)
 }
 
 // Before is the negation of AtOrAfter.
 func (q *Query) Before(p Position, incl bool) (string, error) {
+	op := " <= "
+	if incl {
+		op = " < "
+	}
+	return q.cond(p, " < ", " < ", op)
+}
+
+// cond is the condition comparing a row with p: "ts <noKey> p.TS" when p has no key, else
+// "(ts <strict> p.TS OR (ts = p.TS AND key <keyOp> p.Key))".
+func (q *Query) cond(p Position, noKey, strict, keyOp string) (string, error) {
+	lit := salesforce.FormatDateTime(p.TS)
 	if p.Key == "" {
-		return q.TSField + " < " + salesforce.FormatDateTime(p.TS), nil
+		return q.TSField + noKey + lit, nil
 	}
 	k, err := q.Kind.Quote(p.Key)
 	if err != nil {
 		return "", err
 	}
-	op := " <= "
-	if incl {
-		op = " < "
-	}
-	lit := salesforce.FormatDateTime(p.TS)
-	return "(" + q.TSField + " < " + lit + " OR (" + q.TSField + " = " + lit + " AND " + q.Kind.Field() + op + k + "))", nil
+	return "(" + q.TSField + strict + lit + " OR (" + q.TSField + " = " + lit + " AND " + q.Kind.Field() + keyOp + k + "))", nil
 }
 
 // Pager decides the queries of one key's run over a standard (or Tooling) object read in

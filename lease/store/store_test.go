@@ -285,10 +285,9 @@ func (s *stallingBackend) Store(ctx context.Context, data []byte, v store.Versio
 }
 
 // A renewal of the store lease is a Writer commit, queued behind the job's commit; when that
-// commit hangs for its whole budget (run.commit_timeout), the renewal cannot return before it
-// does. Session.Context is still canceled within one renew interval of the grant's validity
-// passing, not when the job's commit gives up. Real time: the renewal waits on a mutex, which
-// a synctest bubble cannot wait out.
+// commit hangs for its whole budget (run.commit_timeout), the renewal gives up at its own
+// timeout rather than waiting for it. Session.Context is so canceled within one renew interval
+// of the grant's validity passing, not when the job's commit gives up (real time).
 func TestSessionLostAtValidityWhileJobCommitHangs(t *testing.T) {
 	const (
 		L          = 300 * time.Millisecond

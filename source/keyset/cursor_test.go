@@ -33,21 +33,31 @@ func decodeTest(t *testing.T, raw string) (State, bool, error) {
 	return st, err == nil, err
 }
 
+// id is the Id of test row i.
+func id(i int) string { return fmt.Sprintf("0Ya%012d", i) }
+
+// storedWindow is the window a run restores from a cursor that remembers the n rows from
+// id(first) on, all pending, and their hashes in stored order.
+func storedWindow(first, n int) ([]uint64, *window) {
+	var stored []uint64
+	for i := range n {
+		stored = append(stored, ByID.hash48(id(first+i)))
+	}
+	return stored, newWindow(stored)
+}
+
+// handed is a cursor handed out, with its encoding then.
+type handed struct {
+	c    *cursorState
+	json string
+}
+
 // TestHandedOutCursorsNeverChange: a cursor handed out with a row shares the window's encodings;
 // whatever the window does afterwards (rows added in order and late, the front dropped, pending
 // ids confirmed or forgotten), the cursor encodes exactly as it did when it was handed out.
 func TestHandedOutCursorsNeverChange(t *testing.T) {
 	ts := time.Date(2026, 6, 30, 11, 0, 0, 0, time.UTC)
-	id := func(i int) string { return fmt.Sprintf("0Ya%012d", i) }
-	var stored []uint64
-	for i := range 6 {
-		stored = append(stored, ByID.hash48(id(1000+i)))
-	}
-	w := newWindow(stored)
-	type handed struct {
-		c    *cursorState
-		json string
-	}
+	stored, w := storedWindow(1000, 6)
 	var all []handed
 	hand := func(step string, i int) {
 		pos := Position{TS: ts.Add(time.Duration(i) * time.Second), Key: id(i)}
@@ -100,16 +110,7 @@ func TestHandedOutCursorsNeverChange(t *testing.T) {
 func TestSharedCursorsEncodeAsFresh(t *testing.T) {
 	key := loginTime
 	base := time.Date(1969, 12, 31, 23, 59, 0, 0, time.UTC) // crosses the Unix epoch
-	id := func(i int) string { return fmt.Sprintf("0Ya%012d", i) }
-	var stored []uint64
-	for i := range 8 {
-		stored = append(stored, ByID.hash48(id(100000+i)))
-	}
-	w := newWindow(stored)
-	type handed struct {
-		c    *cursorState
-		json string
-	}
+	stored, w := storedWindow(100000, 8)
 	var all []handed
 	var sh *cursorShared
 	shared, made := 0, 0

@@ -114,14 +114,8 @@ func TestThroughJobUnderAnOrgPrefix(t *testing.T) {
 	e := newEnv(t, simsf.Options{})
 	day := epoch.Truncate(24 * time.Hour)
 	e.addFile(simsf.EventLogFileSpec{Rows: 40, LogDate: day.Add(-48 * time.Hour), CreatedDate: epoch.Add(-5 * time.Hour)})
-	srv := simloki.New(simloki.Options{Now: e.clock.Now})
-	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, sink, opts := e.receiver(t)
 	coord := jobtest.New()
-	opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
-		ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
 	single := job.Binding{Source: e.source(Options{})}
 	if rep := job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{single}, Sink: sink}, opts); rep.Outcome != job.OutcomeOK || rep.Records != 40 {
 		t.Fatalf("single-org run: %s, %d records", rep.Outcome, rep.Records)
@@ -172,13 +166,7 @@ func TestRequestLimitsThroughJob(t *testing.T) {
 			e.addFile(simsf.EventLogFileSpec{Rows: 25, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-4 * time.Hour)})
 			e.addFile(simsf.EventLogFileSpec{EventType: "API", Rows: 20, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-4 * time.Hour)})
 			e.org.AddFault(simsf.Fault{Kind: simsf.KindDownload, After: 1, Times: 2, Status: 403, Limit: tc.limit})
-			srv := simloki.New(simloki.Options{Now: e.clock.Now})
-			sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
-				ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
+			srv, sink, opts := e.receiver(t)
 			src := e.source(Options{EventTypes: []string{"Login", "API"}})
 			rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
 			if rep.Outcome != tc.outcome || rep.Records != tc.records {
@@ -206,14 +194,8 @@ func TestHeldFileIsNotCaughtUpThroughJob(t *testing.T) {
 		PartialUntil: epoch.Add(time.Hour)})
 	api := e.addFile(simsf.EventLogFileSpec{EventType: "API", Rows: 20, LogDate: day.Add(-24 * time.Hour), CreatedDate: epoch.Add(-2 * time.Hour)})
 	want := append(e.requestIDs(held), e.requestIDs(api)...)
-	srv := simloki.New(simloki.Options{Now: e.clock.Now})
-	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, sink, opts := e.receiver(t)
 	coord := jobtest.New()
-	opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
-		ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
 	run := func() *job.Report {
 		src := e.source(Options{EventTypes: []string{"Login", "API"}})
 		return job.Run(context.Background(), job.Deps{Coordinator: coord, Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
@@ -259,4 +241,18 @@ func TestHeldFileIsNotCaughtUpThroughJob(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("the receiver holds %d distinct rows, want %d", len(got), len(want))
 	}
+}
+
+// receiver returns a simulated Loki on the test clock, a sink pushing to it, and the options of
+// a job run on that clock.
+func (e *env) receiver(t *testing.T) (*simloki.Server, *loki.Client, job.Options) {
+	t.Helper()
+	srv := simloki.New(simloki.Options{Now: e.clock.Now})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(), Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := job.Options{MaxDuration: time.Minute, PushReserve: 5 * time.Second, CommitReserve: 5 * time.Second,
+		ReleaseReserve: time.Second, Log: slog.New(slog.DiscardHandler), Now: e.clock.Now}
+	return srv, sink, opts
 }

@@ -38,8 +38,9 @@
 // body_skip_reason=size, and a short line saying so (counted as "body_skipped"). A body that
 // cannot be downloaded (5xx, transport errors, an HTML page answered in its place, after the
 // client's retries; any other refusal) stops the key for this run without passing the log, so
-// the next run tries again — until the log is older than DownloadMaxAge (Salesforce's clock),
-// when it is shipped as metadata with body_skip_reason=download_failed and counted as
+// the next run tries again — until the log's transaction ended (StartTime +
+// DurationMilliseconds: the log is written then, so a long transaction's is listed late) longer
+// than DownloadMaxAge ago (Salesforce's clock), when it is shipped as metadata with body_skip_reason=download_failed and counted as
 // "body_failed". A body gone (404) is shipped as metadata with body_skip_reason=not_found.
 // REQUEST_LIMIT_EXCEEDED ends the run.
 package apexlog
@@ -141,7 +142,8 @@ type Options struct {
 	// shipped as metadata only.
 	MaxBodyBytes int64
 	// DownloadMaxAge is how long a log whose body fails to download holds the key back
-	// before it is shipped as metadata only (0 = DefaultDownloadMaxAge).
+	// before it is shipped as metadata only (0 = DefaultDownloadMaxAge), counted from the end of
+	// its transaction (StartTime + DurationMilliseconds), when the log was written.
 	DownloadMaxAge time.Duration
 	// PageSize is the LIMIT of one listing query, at most MaxPageSize (0 = DefaultPageSize).
 	PageSize int
@@ -595,11 +597,11 @@ func (st *stream) ship(ctx context.Context, l listed, ahead *body) (source.Recor
 			return source.Record{}, err
 		case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusNotFound:
 			reason = ReasonNotFound
-		case st.sfNow().Sub(start) <= o.DownloadMaxAge:
-			return source.Record{}, fmt.Errorf("log %s: body download failed; the key waits for it (up to %s after its StartTime): %w", id, o.DownloadMaxAge, err)
+		case st.sfNow().Sub(ended(r, start)) <= o.DownloadMaxAge:
+			return source.Record{}, fmt.Errorf("log %s: body download failed; the key waits for it (up to download_max_age, %s, after the log's transaction ended): %w", id, o.DownloadMaxAge, err)
 		default:
-			st.log.Error("a log body keeps failing to download and is older than download_max_age; shipping its metadata only",
-				"id", id, "start_time", salesforce.FormatDateTime(start), "err", err)
+			st.log.Error("a log body keeps failing to download and its transaction ended longer than download_max_age ago; shipping its metadata only",
+				"id", id, "start_time", salesforce.FormatDateTime(start), "ended", salesforce.FormatDateTime(ended(r, start)), "err", err)
 			reason = ReasonFailed
 		}
 	}
@@ -638,6 +640,16 @@ func (st *stream) ship(ctx context.Context, l listed, ahead *body) (source.Recor
 	out.Shape(st.plan, rec)
 	out.Cursor = l.cursor
 	return out, nil
+}
+
+// ended is when the log's transaction ended, StartTime + DurationMilliseconds: Salesforce
+// writes the log then, so its body could not be fetched before. Without a usable duration it
+// is the StartTime.
+func ended(r salesforce.Record, start time.Time) time.Time {
+	if ms, ok := r.Int64("DurationMilliseconds"); ok && ms > 0 {
+		return start.Add(time.Duration(ms) * time.Millisecond)
+	}
+	return start
 }
 
 // body returns the log's body: the download fetched ahead when there is one (waiting for it),

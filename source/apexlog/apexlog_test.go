@@ -561,3 +561,36 @@ func TestMaxRecordsPerRunWaits(t *testing.T) {
 		t.Fatalf("%d distinct logs shipped, want 5", len(seen))
 	}
 }
+
+// TestLongTransactionBodyFailureWaitsFromItsEnd: a long transaction (started 3 h ago, lasting
+// 2.5 h) writes its log when it ends, half an hour ago. Its StartTime is older than
+// DownloadMaxAge, but the log could only be fetched since its end: a failed body download
+// holds the key (nothing shipped, the run ends with the error) instead of shipping it as
+// metadata only, and the next run, the body answering again, ships it with its body.
+func TestLongTransactionBodyFailureWaitsFromItsEnd(t *testing.T) {
+	e := newEnv(t)
+	start, dur := epoch.Add(-3*time.Hour), 150*time.Minute
+	long, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: start, DurationMilliseconds: int(dur / time.Millisecond),
+		VisibleAt: start.Add(dur), Body: []byte("batch apex")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := apexlog.Options{Lookback: 4 * time.Hour}
+	e.org.AddFault(simsf.Fault{Kind: simsf.KindApexLogBody, Times: -1, Status: 503})
+	first := e.run(t, opts, nil, 0)
+	if !errors.Is(first.err, salesforce.ErrUnavailable) || !strings.Contains(first.err.Error(), long) {
+		t.Fatalf("first run error %v, want the log %s's unavailable body", first.err, long)
+	}
+	if len(first.records) != 0 || first.events[apexlog.EventBodyFailed] != 0 {
+		t.Fatalf("first run shipped %d logs (events %v); want none: the log ended 30 minutes ago", len(first.records), first.events)
+	}
+	e.org.ClearFaults()
+	e.clock.Advance(time.Minute)
+	second := e.run(t, opts, first.cursor, 0)
+	if second.err != nil {
+		t.Fatal(second.err)
+	}
+	if len(second.records) != 1 || meta(second.records[0].Entry, "Id") != long || second.records[0].Entry.Line != "batch apex" {
+		t.Fatalf("second run shipped %v, want the log %s with its body", second.records, long)
+	}
+}

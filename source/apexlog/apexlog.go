@@ -40,8 +40,8 @@
 // client's retries; any other refusal) stops the key for this run without passing the log, so
 // the next run tries again — until the log's transaction ended (StartTime +
 // DurationMilliseconds: the log is written then, so a long transaction's is listed late) longer
-// than DownloadMaxAge ago (Salesforce's clock), when it is shipped as metadata with body_skip_reason=download_failed and counted as
-// "body_failed". A body gone (404) is shipped as metadata with body_skip_reason=not_found.
+// than DownloadMaxAge ago (Salesforce's clock), when it is shipped as metadata with
+// body_skip_reason=download_failed and counted as "body_failed". A body gone (404) is shipped as metadata with body_skip_reason=not_found.
 // REQUEST_LIMIT_EXCEEDED ends the run.
 package apexlog
 

@@ -240,13 +240,14 @@ func authCredential(v string) (start, end int) {
 const urlMask = "xxxxx"
 
 // RedactURL removes the password of a URL's userinfo and the values of token-like query (and
-// fragment) parameters. It fails closed: a string that does not parse as a URL is redacted by
+// fragment) parameters. It fails closed: a string that does not parse as a URL, or whose
+// parsed authority may have been cut short by a password (see atPastAuthority), is redacted by
 // its shape (the userinfo between the scheme and the host, the query and the fragment), never
 // returned as it is. A URL with nothing to remove (also when it was redacted before) is
 // returned unchanged.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Host == "" || atPastAuthority(raw) {
 		return redactURLShape(raw)
 	}
 	changed := false
@@ -274,28 +275,37 @@ func RedactURL(raw string) string {
 	return out
 }
 
+// atPastAuthority reports whether raw has an '@' after the authority a URL parser reads (which
+// ends at the first '/', '?' or '#') with a ':' before it. A password may hold any of those
+// three, and then the parser reads the start of the userinfo as a host (https://user:12/x@host
+// is host "user", port 12, path "/x@host"): that '@' may end a userinfo the parser did not see.
+func atPastAuthority(raw string) bool {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return false
+	}
+	rest := raw[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	at := strings.LastIndexByte(rest, '@')
+	return end >= 0 && at > end && strings.IndexByte(rest[:at], ':') >= 0
+}
+
 // redactURLShape redacts a URL that does not parse (a bad escape or port, a password with
-// characters a URL does not allow): the password of what looks like userinfo, and sensitive
-// parameters wherever they are.
+// characters a URL does not allow) or that may hold a userinfo its parse did not find: the
+// password of what looks like userinfo, and sensitive parameters wherever they are.
 func redactURLShape(raw string) string {
 	i := strings.Index(raw, "://")
 	if i < 0 {
 		return raw
 	}
 	head, rest := raw[:i+3], raw[i+3:]
-	// The userinfo ends at the last '@' of the authority, which ends at the first '/', '?' or
-	// '#' after an '@': a password may hold any of them, a host none.
-	if at := strings.IndexByte(rest, '@'); at >= 0 {
-		end := len(rest)
-		if j := strings.IndexAny(rest[at+1:], "/?#"); j >= 0 {
-			end = at + 1 + j
+	// The userinfo may end at any '@': a password may hold '@', '/', '?' and '#', so the last
+	// one is taken, and the password starts after the first ':' before it. Without a ':' there
+	// is no password: the '@' is read as part of a path, a query or a fragment.
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
+			head, rest = head+rest[:colon+1]+urlMask+"@", rest[at+1:]
 		}
-		at = strings.LastIndexByte(rest[:end], '@')
-		user := rest[:at]
-		if colon := strings.IndexByte(user, ':'); colon >= 0 {
-			user = user[:colon+1] + urlMask
-		}
-		head, rest = head+user+"@", rest[at+1:]
 	}
 	// Where the query and the fragment start is not certain either (a '?' may have been taken
 	// for the userinfo's): the rest is read as parameters, split at any of their separators.

@@ -302,3 +302,47 @@ func TestScrubBasicAuthOfARegisteredPassword(t *testing.T) {
 		t.Errorf("the base64 of the password is left in: %q", got)
 	}
 }
+
+// An '@' the parser did not read as the end of a userinfo may still end one: a password holding
+// '/', '?' or '#' ends the authority early, and when what precedes reads as host:port the URL
+// parses (https://user:12/x@host is host "user", port 12, path "/x@host"). Such an '@' with a ':'
+// before it is taken for the end of the userinfo, and the password before it is redacted.
+func TestRedactURLAtOutsideParsedUserinfoIsRedacted(t *testing.T) {
+	const secret = "Sekr3t-value-42"
+	cases := []struct{ in, want string }{
+		// the password reads as a port, the rest as a path, a query or a fragment
+		{"https://user:12/x" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:12?" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:12#" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:/" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		// a port that is not a number: the URL does not parse
+		{"https://user:pa?" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:pa#" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		// a password holding '@': the parser finds part of it, or all of it
+		{"https://user:p@" + secret + "/x@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:p@" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		// an '@' in the query of a URL that does not parse, no ':' before it: the parameters
+		// before it count too
+		{"https://host.example.net/x%zz?token=" + secret + "&email=a@b.example", "https://host.example.net/x%zz?token=xxxxx&email=a@b.example"},
+		{"https://host.example.net/x?token=" + secret + "&email=a@b.example", "https://host.example.net/x?token=xxxxx&email=a@b.example"},
+	}
+	for _, c := range cases {
+		got := RedactURL(c.in)
+		if got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if again := RedactURL(got); again != got {
+			t.Errorf("redacting %q again changed it to %q", got, again)
+		}
+		if scrubbed := NewRedactor().Scrub("push to " + c.in + " failed"); strings.Contains(scrubbed, secret) {
+			t.Errorf("Scrub leaves the credential in: %q", scrubbed)
+		}
+	}
+	// No ':' before the '@': no password can be there, the URL stays as it is.
+	for _, u := range []string{"https://loki.example.com/users/a@b.example/x?limit=5", "https://loki.example.com/x?email=a@b.example"} {
+		if got := RedactURL(u); got != u {
+			t.Errorf("RedactURL(%q) = %q, want it unchanged", u, got)
+		}
+	}
+}

@@ -37,7 +37,8 @@ type LimitsPoll struct {
 	// Client reads the limits.
 	Client LimitsReader
 	// Entry, when set, turns a sample into one Loki entry that the run pushes (best effort: a
-	// failed push is reported, not retried, and moves no cursor).
+	// failed push is reported, not retried, and moves no cursor) to the org's destination: that
+	// of its bindings (Binding.Org = Org; the first one's if they differ), else Deps.Sink.
 	Entry func(ctx context.Context, at time.Time, limits map[string]salesforce.Limit) (loki.Entry, error)
 }
 
@@ -105,6 +106,7 @@ func (r *run) pollLimits(ctx context.Context, stop time.Time) bool {
 	defer cancel()
 	var entries []loki.Entry
 	var owners []int // entries[i] is the sample of r.rep.Limits[owners[i]]
+	var dests []int  // entries[i] goes to r.dests[dests[i]]
 	for _, p := range due {
 		s := LimitsSample{Org: p.Org, At: now.UTC()}
 		limits, err := p.Client.Limits(callCtx)
@@ -122,23 +124,47 @@ func (r *run) pollLimits(ctx context.Context, stop time.Time) bool {
 				}
 				entries = append(entries, e)
 				owners = append(owners, len(r.rep.Limits))
+				dests = append(dests, r.limitsDest(p.Org))
 			}
 		}
 		r.rep.Limits = append(r.rep.Limits, s)
 	}
 	if len(entries) > 0 {
-		r.pushLimits(ctx, stop, entries, owners)
+		for d := range r.dests {
+			var own []int
+			var group []loki.Entry
+			for i := range entries {
+				if dests[i] == d {
+					own, group = append(own, owners[i]), append(group, entries[i])
+				}
+			}
+			if len(group) > 0 {
+				r.pushLimits(ctx, stop, d, group, own)
+			}
+		}
 	}
 	return true
 }
 
-// pushLimits pushes the samples' entries once; they carry no cursor, so nothing is retried.
-func (r *run) pushLimits(ctx context.Context, stop time.Time, entries []loki.Entry, owners []int) {
+// limitsDest is the index in r.dests of the destination of an org's limits samples: that of
+// the org's bindings (the first one's), the default one when the org has none.
+func (r *run) limitsDest(org string) int {
+	for i, b := range r.deps.Bindings {
+		if b.Org == org {
+			return r.bindingDest[i]
+		}
+	}
+	return 0
+}
+
+// pushLimits pushes the samples' entries to destination d once; they carry no cursor, so
+// nothing is retried.
+func (r *run) pushLimits(ctx context.Context, stop time.Time, d int, entries []loki.Entry, owners []int) {
 	for i := range entries {
 		entries[i].Ref = uint64(i)
 	}
 	pctx, cancel := context.WithDeadline(ctx, minTime(time.Now().Add(r.opts.PushReserve), stop))
-	res := r.deps.Sink.Push(pctx, entries)
+	res := r.dests[d].sink.Push(pctx, entries)
 	cancel()
 	for i, o := range res.Outcomes {
 		if i >= len(owners) {
@@ -159,7 +185,7 @@ func (r *run) pushLimits(ctx context.Context, stop time.Time, entries []loki.Ent
 			}
 		}
 		s.Error = fmt.Sprintf("pushing the limits entry: %v", err)
-		r.log.Warn("the org limits entry was not shipped", "org", s.Org, "err", err)
+		r.log.Warn("the org limits entry was not shipped", "org", s.Org, "destination", DestinationLabel(r.dests[d].name), "err", err)
 	}
 }
 

@@ -86,3 +86,48 @@ func TestLimitsPollerSamplesAtMostOncePerIntervalAcrossRuns(t *testing.T) {
 		t.Errorf("%d limits entries at the receiver, want the 2 successful samples", n)
 	}
 }
+
+// TestLimitsSamplesGoToTheOrgsDestination: with two orgs, one bound to its own receiver and one
+// on the default one, each org's limits sample lands at its org's receiver, once, and not at
+// the other; both are reported shipped.
+func TestLimitsSamplesGoToTheOrgsDestination(t *testing.T) {
+	org := sftest.Start(t, simsf.Options{})
+	client := org.Client(t, func(o *salesforce.Options) { o.MaxAttempts = 1 })
+	defSrv, defSink := receiver(t, simloki.Options{})
+	euSrv, euSink := receiver(t, simloki.Options{})
+	eu := &job.Destination{Name: "eu", Sink: euSink}
+	poll := func(name string) job.LimitsPoll {
+		return job.LimitsPoll{Org: name, Interval: time.Hour, Client: client,
+			Entry: func(_ context.Context, at time.Time, _ map[string]salesforce.Limit) (loki.Entry, error) {
+				return loki.Entry{Labels: loki.NewLabels(loki.Label{Name: "source", Value: job.LimitsSource}, loki.Label{Name: "org", Value: name}),
+					Timestamp: at, Line: "limits of " + name}, nil
+			}}
+	}
+	deps := job.Deps{Coordinator: jobtest.New(), Sink: defSink, Limits: []job.LimitsPoll{poll("us"), poll("eu")},
+		Bindings: []job.Binding{
+			{Org: "us", Source: numbered(map[string]int{"a": 3})},
+			{Org: "eu", Source: numbered(map[string]int{"b": 2}), Destination: eu},
+		}}
+	rep := job.Run(context.Background(), deps, baseOptions())
+	if rep.Outcome != job.OutcomeOK {
+		t.Fatalf("run: %s: %s", rep.Outcome, rep.Error)
+	}
+	if len(rep.Limits) != 2 || !rep.Limits[0].Shipped || !rep.Limits[1].Shipped {
+		t.Fatalf("report %+v; want both samples shipped", rep.Limits)
+	}
+	limitsAt := func(srv *simloki.Server) map[string]int {
+		out := map[string]int{}
+		for _, e := range srv.Entries() {
+			if org, ok := strings.CutPrefix(e.Line, "limits of "); ok {
+				out[org]++
+			}
+		}
+		return out
+	}
+	if got := limitsAt(euSrv); len(got) != 1 || got["eu"] != 1 {
+		t.Errorf("limits samples at the eu org's receiver: %v, want eu's only, once", got)
+	}
+	if got := limitsAt(defSrv); len(got) != 1 || got["us"] != 1 {
+		t.Errorf("limits samples at the default receiver: %v, want us's only, once", got)
+	}
+}

@@ -43,7 +43,9 @@ func newEnv(t *testing.T, psOpts simpubsub.Options) *env {
 	e.org = sftest.Start(t, simsf.Options{Now: e.clock.Now})
 	e.sf = e.org.Client(t)
 	psOpts.Now = e.clock.Now
-	psOpts.Authenticate = simpubsub.HandlerAuthenticator(e.org.Handler(), e.org.OrgID())
+	if psOpts.Authenticate == nil {
+		psOpts.Authenticate = e.authenticator()
+	}
 	psOpts.Logger = quiet()
 	e.ps = simpubsub.New(psOpts)
 	if _, err := e.ps.AddTopic(loginTopic, simpubsub.LoginEventStreamSchema); err != nil {
@@ -60,6 +62,13 @@ func newEnv(t *testing.T, psOpts simpubsub.Options) *env {
 	}
 	t.Cleanup(func() { _ = e.client.Close() })
 	return e
+}
+
+// authenticator is the Pub/Sub server's check of the simulated org's sessions (a test that
+// injects a fault around the check wraps it; it is built on each call, so a wrapper may be set
+// up before newEnv returns).
+func (e *env) authenticator() simpubsub.Authenticator {
+	return simpubsub.HandlerAuthenticator(e.org.Handler(), e.org.OrgID())
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }

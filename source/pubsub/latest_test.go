@@ -2,7 +2,10 @@ package pubsub_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,5 +126,91 @@ func TestLatestAtCursorDecodes(t *testing.T) {
 		if _, _, _, err := pubsub.DecodeCursor(json.RawMessage(raw)); err == nil {
 			t.Errorf("%s: accepted without a replay id or a LatestAt", raw)
 		}
+	}
+}
+
+// TestResubscribeAfterExpiryKeepsTheLatestStart: start: latest, and the session expires on the
+// LATEST subscription before any event arrived. The client renews the session and subscribes
+// again; event 1 is published between the first subscription and that re-subscribe, event 2
+// after it. Both are shipped, because the re-subscribe never starts later than the first
+// subscription; event 0, published an hour before the run, is not.
+func TestResubscribeAfterExpiryKeepsTheLatestStart(t *testing.T) {
+	var e *env
+	var mu sync.Mutex
+	var first string            // the access token of the first subscription
+	firstChecks := 0            // checks of that token
+	renewed := map[string]int{} // checks per renewed token
+	var errs []error
+	auth := func(ctx context.Context, c simpubsub.Credentials) (simpubsub.Principal, bool) {
+		mu.Lock()
+		var step string
+		switch {
+		case first == "":
+			first = c.AccessToken // the first Subscribe call starts
+		case c.AccessToken == first:
+			firstChecks++
+			if firstChecks == 1 {
+				// A check on the open LATEST stream, so past its start position: the session
+				// expires, this check fails and the stream ends UNAUTHENTICATED.
+				step = "expire"
+			}
+		default:
+			renewed[c.AccessToken]++
+			switch renewed[c.AccessToken] {
+			case 1: // the re-subscribe starts: before it resolves its start position
+				step = "publish 1"
+			case 2: // a check on the re-subscribed stream: past its start position
+				step = "publish 2"
+			}
+		}
+		mu.Unlock()
+		var err error
+		switch step {
+		case "expire":
+			e.org.ExpireSessions()
+		case "publish 1":
+			_, err = e.ps.Publish(loginTopic, simpubsub.LoginEvent(1, e.clock.Now()))
+		case "publish 2":
+			_, err = e.ps.Publish(loginTopic, simpubsub.LoginEvent(2, e.clock.Now()))
+		}
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return e.authenticator()(ctx, c)
+	}
+	e = newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour, AuthCheckInterval: 20 * time.Millisecond, Authenticate: auth})
+	e.publishLogins(t, 0, 1) // long before the run: not wanted with start: latest
+	e.clock.Advance(time.Hour)
+
+	coord := jobtest.New()
+	lk, sink := receiver(t)
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 2 * time.Second, Start: pubsub.StartLatest, RefreshAfter: -1}
+	rep := runJob(t, coord, sink, e.source(t, opts))
+	mu.Lock()
+	if len(errs) > 0 {
+		t.Fatalf("publishing from the server: %v", errs)
+	}
+	mu.Unlock()
+	if got := e.client.Stats().Reauths; got != 1 {
+		t.Fatalf("%d session renewals, want 1: the fault was not injected", got)
+	}
+	if rep.Outcome != job.OutcomeOK {
+		t.Fatalf("outcome %s (%s)", rep.Outcome, rep.Error)
+	}
+	var shipped []int
+	for _, en := range lk.Entries() {
+		shipped = append(shipped, eventNumber(t, en.Line))
+	}
+	slices.Sort(shipped)
+	if !slices.Equal(shipped, []int{1, 2}) {
+		t.Fatalf("shipped events %v; want [1 2]: event 1 was published after the first LATEST subscription and before the re-subscribe", shipped)
+	}
+	if n := rep.Events["pubsub."+pubsub.SkipBeforeStart]; n != 1 {
+		t.Fatalf("before_start counted %d, want event 0", n)
+	}
+	if c, _ := storedCursor(t, coord, loginKey); c.ReplayID == "" {
+		t.Fatalf("cursor %+v; want the last event's replay id", c)
 	}
 }

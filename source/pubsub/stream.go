@@ -127,10 +127,12 @@ type stream struct {
 	// notBefore is Options.StartAt when the topic started without a stored position, or the
 	// stored Cursor.LatestAt less LatestMargin (else zero).
 	notBefore time.Time
-	// latestAt is when the current subscription was opened at LATEST (else zero), and
-	// positioned reports that a record gave the topic a cursor: a LATEST pull that ends without
-	// one yields a cursor holding latestAt (latestCursor).
+	// latestAt is when the topic's LATEST subscription was opened (else zero), and positioned
+	// reports that a record gave the topic a cursor: a pull that ends without one yields a
+	// cursor holding latestAt (latestCursor). atLatest reports that the current subscription
+	// is that LATEST one (not yet replaced by resubscribeFromLatestAt).
 	latestAt   time.Time
+	atLatest   bool
 	positioned bool
 	closed     bool
 	lastAt     time.Time
@@ -163,8 +165,8 @@ func (st *stream) start(ctx context.Context) error {
 }
 
 func (st *stream) open(ctx context.Context, req sfpubsub.SubscribeRequest) error {
-	st.latestAt = time.Time{}
-	if req.Preset == sfpubsub.Latest {
+	st.atLatest = req.Preset == sfpubsub.Latest
+	if st.atLatest {
 		// Taken before subscribing: the server's LATEST is no earlier than this.
 		st.latestAt = st.src.opts.Now().UTC()
 	}
@@ -222,6 +224,15 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 			}
 			return source.Record{}, fmt.Errorf("pubsub: %s: %w", st.topic, err)
 		}
+		if st.atLatest && !st.positioned && st.sub.Reauths() > 0 {
+			// The session was renewed before anything arrived, and the client subscribed again
+			// at LATEST, a later start than latestAt: what was published in between would be
+			// lost once this item gave the topic a position.
+			if err := st.resubscribeFromLatestAt(ctx); err != nil {
+				return source.Record{}, err
+			}
+			continue
+		}
 		if it.Keepalive() {
 			st.src.update(func() { st.rep.Keepalives++; st.rep.Skipped++ })
 			return source.Record{Skip: true, SkipReason: "keepalive", Cursor: source.CursorJSON(st.cursor(it.ReplayID))}, nil
@@ -240,6 +251,25 @@ func (st *stream) latestCursor() source.Record {
 		"latest_at", st.latestAt)
 	c := Cursor{LatestAt: st.latestAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
 	return source.Record{Skip: true, SkipReason: "latest_start", Cursor: source.CursorJSON(EncodeCursor(c))}
+}
+
+// resubscribeFromLatestAt replaces a LATEST subscription that was re-subscribed (at LATEST, so
+// later) after a session renewal, before it yielded anything, with one at EARLIEST that skips
+// the events older than latestAt less LatestMargin: the rule the next run would apply to the
+// stored latestAt, applied now. latestAt stays the moment to store if this pull meets nothing.
+func (st *stream) resubscribeFromLatestAt(ctx context.Context) error {
+	o := st.src.opts
+	_ = st.sub.Close()
+	st.log.Info("the session was renewed on the LATEST subscription before any event or keepalive arrived; subscribing again from EARLIEST, skipping the events before the first subscription",
+		"latest_at", st.latestAt)
+	st.count("latest_resubscribed", 1)
+	st.notBefore = st.latestAt.Add(-LatestMargin)
+	req := sfpubsub.SubscribeRequest{Topic: st.topic, Preset: sfpubsub.Earliest, Max: o.MaxEvents, NumRequested: o.NumRequested, Idle: o.Idle, Deadline: st.deadline}
+	if err := st.open(ctx, req); err != nil {
+		st.openErr = err // later calls of Next report it too
+		return err
+	}
+	return nil
 }
 
 // replayLost applies the replay_lost policy to a refused stored position.

@@ -192,7 +192,7 @@ func runBackfill(c *cli.Context) error {
 	start := time.Now()
 	rep := job.Run(ctx, p.deps, p.opts)
 	stopProgress()
-	rep.ExitCode = outcomeExit(rep.Outcome, true)
+	rep.ExitCode = backfillExit(rep)
 	logOutcome(log, rep)
 
 	sum := backfillSummary{
@@ -220,6 +220,20 @@ func runBackfill(c *cli.Context) error {
 		return &ExitError{Code: rep.ExitCode}
 	}
 	return nil
+}
+
+// backfillExit is the exit code of a backfill run: 0 only when the window is complete. A run
+// paused by the daily egress budget exits as an unfinished window does, 4 (3 when nothing
+// shipped): the live job never reads the window's keys, so no later scheduled run continues it.
+func backfillExit(rep *job.Report) int {
+	code := outcomeExit(rep.Outcome, true)
+	if rep.Outcome == job.OutcomeBudgetPaused {
+		code = ExitPartial
+		if rep.Records == 0 {
+			code = ExitUnavailable
+		}
+	}
+	return code
 }
 
 func backfillHuman(s backfillSummary) string {

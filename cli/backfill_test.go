@@ -134,6 +134,59 @@ func TestBackfillIsNotCompleteWhenTimeRunsOut(t *testing.T) {
 	}
 }
 
+// TestBackfillPausedByTheEgressBudgetIsNotComplete: a backfill stopped by the daily egress
+// budget (egress.on_budget_exhausted: pause) ships and commits what fitted, but the live job never
+// reads the window's keys, so the next UTC day continues nothing by itself: only running the
+// backfill again ships the rest. It reports budget_paused and exits 4 as any unfinished window
+// does (not 0, which a script would take as done); the summary says the window is not complete,
+// names the budget and says to run the same command again. Run again with the budget raised, it
+// resumes and reports the window complete; every row of the window reaches the receiver once.
+func TestBackfillPausedByTheEgressBudgetIsNotComplete(t *testing.T) {
+	w := newBackfillWorld(t, time.Now)
+	now := time.Now().UTC()
+	since, until := now.Add(-6*time.Hour).Truncate(time.Hour), now.Add(-2*time.Hour).Truncate(time.Hour)
+	var ids []string
+	for _, typ := range []string{"Login", "API"} {
+		logDate := since.Add(time.Hour)
+		id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: typ, Interval: simsf.IntervalHourly, LogDate: logDate,
+			CreatedDate: logDate.Add(70 * time.Minute), Rows: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	sources := "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [Login, API]\n"
+	budget := func(bytes int) string {
+		cfg := w.config(t, "", sources, fmt.Sprintf("egress:\n  daily_bytes: %d\n", bytes))
+		setLokiKey(t, cfg, "line_max_bytes", 2048)
+		setBatchMaxEntries(t, cfg, 10)
+		return cfg
+	}
+
+	sum, human, code := runWindowBackfill(t, budget(8192), since, until)
+	if sum.Outcome != job.OutcomeBudgetPaused || code != ExitPartial || sum.ExitCode != ExitPartial || sum.CaughtUp ||
+		sum.RowsShipped == 0 || sum.RowsShipped >= 80 {
+		t.Fatalf("budget spent: outcome %s exit %d (summary %d) caught_up %v, %d rows shipped (%s); want budget_paused, exit 4, "+
+			"not caught up, part of the 80 rows\n%s", sum.Outcome, code, sum.ExitCode, sum.CaughtUp, sum.RowsShipped, sum.Report.Error, human)
+	}
+	for _, s := range []string{"the window is not complete", "egress.daily_bytes", "run the same command again"} {
+		if !strings.Contains(human, s) {
+			t.Errorf("the summary does not say %q:\n%s", s, human)
+		}
+	}
+	if strings.Contains(human, "  complete\n") || strings.Contains(human, "the next UTC day continues") {
+		t.Errorf("the summary says the window is complete, or continues by itself:\n%s", human)
+	}
+
+	shipped := sum.RowsShipped
+	sum, human, code = runWindowBackfill(t, budget(1<<20), since, until)
+	if sum.Outcome != job.OutcomeOK || code != ExitOK || !sum.CaughtUp || sum.RowsShipped != 80-shipped || !strings.Contains(human, "  complete\n") {
+		t.Fatalf("run again: outcome %s exit %d caught_up %v, %d rows shipped (%s); want ok, exit 0, caught up, the other %d rows, complete\n%s",
+			sum.Outcome, code, sum.CaughtUp, sum.RowsShipped, sum.Report.Error, 80-shipped, human)
+	}
+	assertWindowShippedOnce(t, w, ids...)
+}
+
 // runWindowBackfill runs `sf2loki backfill` of the Hourly window [since, until) of Login and API
 // on cfg, with extra flags, and returns its summary, its stderr (the human summary) and its
 // exit code.
@@ -153,11 +206,17 @@ func runWindowBackfill(t *testing.T, cfg string, since, until time.Time, extra .
 // setBatchMaxEntries sets sink.loki.batch_max_entries in the configuration a simWorld wrote.
 func setBatchMaxEntries(t *testing.T, cfg string, n int) {
 	t.Helper()
+	setLokiKey(t, cfg, "batch_max_entries", n)
+}
+
+// setLokiKey sets a key of sink.loki in the configuration a simWorld wrote.
+func setLokiKey(t *testing.T, cfg, key string, v any) {
+	t.Helper()
 	b, err := os.ReadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := strings.Replace(string(b), "\nsink:\n  loki:\n", fmt.Sprintf("\nsink:\n  loki:\n    batch_max_entries: %d\n", n), 1)
+	out := strings.Replace(string(b), "\nsink:\n  loki:\n", fmt.Sprintf("\nsink:\n  loki:\n    %s: %v\n", key, v), 1)
 	if out == string(b) {
 		t.Fatalf("no sink.loki section in %s", cfg)
 	}

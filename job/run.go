@@ -451,6 +451,9 @@ func (r *run) decide(interrupted bool, aborted error) {
 		r.end(OutcomeOf(r.capErr, r.shipped), r.capErr)
 	case len(r.sourceErrs) > 0:
 		r.end(r.partialOr(OutcomeUnavailable), errors.Join(r.sourceErrs...))
+	case r.budgetPaused && r.opts.MustFinish:
+		r.end(OutcomeBudgetPaused, errors.New("not finished: the daily egress budget (egress.daily_bytes) is spent, and only running this again "+
+			"(after 00:00 UTC, or with a larger egress.daily_bytes) ships the rest"))
 	case r.budgetPaused:
 		r.end(OutcomeBudgetPaused, errBudgetPaused)
 	case r.policyFrozen:

@@ -642,14 +642,20 @@ func (st *stream) ship(ctx context.Context, l listed, ahead *body) (source.Recor
 	return out, nil
 }
 
-// ended is when the log's transaction ended, StartTime + DurationMilliseconds: Salesforce
-// writes the log then, so its body could not be fetched before. Without a usable duration it
-// is the StartTime.
+// maxTransaction bounds the DurationMilliseconds that ended believes: no Apex transaction runs
+// for a day, and a value past it (a corrupt record) would hold a key whose body keeps failing
+// for as long as the value says.
+const maxTransaction = 24 * time.Hour
+
+// ended is when the log's transaction ended, StartTime + DurationMilliseconds (at most
+// maxTransaction): Salesforce writes the log then, so its body could not be fetched before.
+// Without a usable duration it is the StartTime.
 func ended(r salesforce.Record, start time.Time) time.Time {
-	if ms, ok := r.Int64("DurationMilliseconds"); ok && ms > 0 {
-		return start.Add(time.Duration(ms) * time.Millisecond)
+	ms, ok := r.Int64("DurationMilliseconds")
+	if !ok || ms <= 0 {
+		return start
 	}
-	return start
+	return start.Add(time.Duration(min(ms, maxTransaction.Milliseconds())) * time.Millisecond)
 }
 
 // body returns the log's body: the download fetched ahead when there is one (waiting for it),

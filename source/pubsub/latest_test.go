@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -212,5 +213,83 @@ func TestResubscribeAfterExpiryKeepsTheLatestStart(t *testing.T) {
 	}
 	if c, _ := storedCursor(t, coord, loginKey); c.ReplayID == "" {
 		t.Fatalf("cursor %+v; want the last event's replay id", c)
+	}
+}
+
+// TestLatestAtPastRetentionFollowsReplayLost: a topic whose cursor holds only LatestAt and
+// whose runs stopped for longer than Salesforce's retention cannot resume from that moment:
+// the events published between it and the retention horizon are gone. Like a refused replay
+// id, the default refuses (integrity outcome, nothing committed, an error naming the topic and
+// replay_lost); earliest and latest resume from there with the replay_fallback counter and a
+// note that events may have been missed.
+func TestLatestAtPastRetentionFollowsReplayLost(t *testing.T) {
+	cases := []struct {
+		policy  pubsub.ReplayLost
+		outcome job.Outcome
+		shipped []int // event numbers shipped by the run after the gap
+	}{
+		{"", job.OutcomeIntegrity, nil}, // the default: fail
+		{pubsub.ReplayLostEarliest, job.OutcomeOK, []int{1}},
+		{pubsub.ReplayLostLatest, job.OutcomeOK, nil},
+	}
+	for _, tc := range cases {
+		name := string(tc.policy)
+		if name == "" {
+			name = "default"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+			coord := jobtest.New()
+			lk, sink := receiver(t)
+			opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, Start: pubsub.StartLatest, ReplayLost: tc.policy, RefreshAfter: -1}
+			if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 0 {
+				t.Fatalf("first run: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
+			}
+			before, _ := storedCursor(t, coord, loginKey)
+			if before.LatestAt.IsZero() || before.ReplayID != "" {
+				t.Fatalf("after the first run the cursor is %+v; want only LatestAt", before)
+			}
+
+			e.clock.Advance(time.Hour)
+			e.publishLogins(t, 0, 1) // after the first subscription; aged out by the next run
+			e.clock.Advance(72 * time.Hour)
+			e.publishLogins(t, 1, 1) // still retained
+			e.clock.Advance(time.Minute)
+			rep := runJob(t, coord, sink, e.source(t, opts))
+			if rep.Outcome != tc.outcome {
+				t.Fatalf("outcome %s (%s), want %s; events %v", rep.Outcome, rep.Error, tc.outcome, rep.Events)
+			}
+			var shipped []int
+			for _, en := range lk.Entries() {
+				shipped = append(shipped, eventNumber(t, en.Line))
+			}
+			if !slices.Equal(shipped, tc.shipped) {
+				t.Fatalf("shipped %v, want %v", shipped, tc.shipped)
+			}
+			after, _ := storedCursor(t, coord, loginKey)
+			if tc.outcome == job.OutcomeIntegrity {
+				if rep.Commits != 0 || after != before {
+					t.Fatalf("the refusal committed: %d commits, cursor %+v → %+v", rep.Commits, before, after)
+				}
+				for _, want := range []string{loginTopic, "sources.pubsub.replay_lost", loginKey, "72h"} {
+					if !strings.Contains(rep.Error, want) {
+						t.Fatalf("error %q does not name %q", rep.Error, want)
+					}
+				}
+				return
+			}
+			if rep.Events["pubsub.replay_fallback"] != 1 {
+				t.Fatalf("events %v: want replay_fallback counted", rep.Events)
+			}
+			if notes := strings.Join(rep.Notes, " "); !strings.Contains(notes, loginTopic) || !strings.Contains(notes, "may have been missed") {
+				t.Fatalf("notes %q: want a note naming the topic and that events may have been missed", rep.Notes)
+			}
+			if after == before {
+				t.Fatalf("the cursor stayed %+v: the next run would meet the same gap", after)
+			}
+			if tc.policy == pubsub.ReplayLostLatest && (after.ReplayID != "" || !after.LatestAt.Equal(e.clock.Now())) {
+				t.Fatalf("after the latest fallback the cursor is %+v; want the moment of the new LATEST subscription", after)
+			}
+		})
 	}
 }

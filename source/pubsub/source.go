@@ -26,7 +26,8 @@
 // replay id to store until an event or a keepalive arrives, and the idle rule usually ends the
 // pull first. Its cursor then records when that subscription opened (Cursor.LatestAt): the next
 // run subscribes at EARLIEST and skips, as a start time does, the events older than that moment
-// (less LatestMargin), so the events published between runs are shipped rather than lost. A
+// (less LatestMargin), so the events published between runs are shipped rather than lost; a
+// LatestAt older than Retention follows replay_lost, as a refused replay id does. A
 // session renewal on that subscription before anything arrived makes the client re-subscribe
 // at LATEST, a later start: the run then applies the same rule at once (EARLIEST, skipping the
 // events older than the first subscription's moment), so the re-subscribe loses nothing.
@@ -93,6 +94,11 @@ const (
 // publication lag, so an event published after the LATEST subscription is never skipped. The
 // price is that events of the few minutes before it, which LATEST left out, may be shipped.
 const LatestMargin = 5 * time.Minute
+
+// Retention is how long Salesforce keeps Pub/Sub events and accepts their replay ids (about
+// 72 hours). A stored Cursor.LatestAt older than this follows replay_lost, as a refused replay
+// id does: the events published between it and the oldest retained one are gone.
+const Retention = 72 * time.Hour
 
 // SkipBeforeStart is the skip reason (and run-report event) of an event older than
 // Options.StartAt on a topic that had no stored position.

@@ -152,6 +152,9 @@ func (st *stream) start(ctx context.Context) error {
 	case st.resume != nil:
 		req.Preset, req.ReplayID = sfpubsub.Custom, st.resume
 	case !st.cur.LatestAt.IsZero():
+		if o.Now().Sub(st.cur.LatestAt) > Retention {
+			return st.latestAtLost(ctx)
+		}
 		// "latest" as of an earlier run's subscription: from there on, not from now.
 		req.Preset = sfpubsub.Earliest
 		st.notBefore = st.cur.LatestAt.Add(-LatestMargin)
@@ -272,28 +275,70 @@ func (st *stream) resubscribeFromLatestAt(ctx context.Context) error {
 	return nil
 }
 
-// replayLost applies the replay_lost policy to a refused stored position.
+// lostPosition is a stored position the topic cannot resume from, for positionLost.
+type lostPosition struct {
+	// what says what happened, for the fail policy's error; short names it in the log and note.
+	what, short string
+	// earliestMissed is what the earliest fallback may miss or repeat.
+	earliestMissed string
+	cause          error // Salesforce's refusal (nil when the source found the gap itself)
+}
+
+// replayLost applies the replay_lost policy to a refused stored replay id.
 func (st *stream) replayLost(ctx context.Context, cause error) error {
-	o := st.src.opts
 	stored := base64.StdEncoding.EncodeToString(st.resume)
+	return st.positionLost(ctx, lostPosition{
+		what:           fmt.Sprintf("Salesforce refused the stored replay id %s (expired past the ~72h retention, or invalid after an org migration)", stored),
+		short:          "the stored replay id was refused (expired or invalid)",
+		earliestMissed: "events published between the stored position and the oldest event Salesforce still retains may have been missed, and retained events already shipped are shipped again",
+		cause:          cause,
+	})
+}
+
+// latestAtLost applies the replay_lost policy to a stored Cursor.LatestAt older than
+// Retention: resuming from EARLIEST would silently miss the events published between that
+// moment and the oldest event Salesforce still retains.
+func (st *stream) latestAtLost(ctx context.Context) error {
+	at := st.cur.LatestAt.UTC().Format(time.RFC3339)
+	return st.positionLost(ctx, lostPosition{
+		what:           fmt.Sprintf("the stored position is latest_at %s (when a LATEST subscription that met no event opened), more than Salesforce's ~72h retention ago", at),
+		short:          fmt.Sprintf("the stored latest_at %s is past the ~72h retention", at),
+		earliestMissed: "events published between the stored position and the oldest event Salesforce still retains may have been missed",
+	})
+}
+
+// positionLost applies the replay_lost policy: fail returns the integrity error, earliest and
+// latest report the fallback and subscribe from there.
+func (st *stream) positionLost(ctx context.Context, lost lostPosition) error {
+	o := st.src.opts
 	if o.ReplayLost == ReplayLostFail {
-		return fmt.Errorf("%w: pubsub: %s: Salesforce refused the stored replay id %s (expired past the ~72h retention, or invalid after an org migration), so events since it may be lost; nothing was committed for this topic. To resume, set sources.pubsub.replay_lost to earliest (or latest), or delete the checkpoint %s: %w",
-			source.ErrNeedsHuman, st.topic, stored, st.key, cause)
+		err := fmt.Errorf("%w: pubsub: %s: %s, so events since it may be lost; nothing was committed for this topic. To resume, set sources.pubsub.replay_lost to earliest (or latest), or delete the checkpoint %s",
+			source.ErrNeedsHuman, st.topic, lost.what, st.key)
+		if lost.cause != nil {
+			err = fmt.Errorf("%w: %w", err, lost.cause)
+		}
+		return err
 	}
 	st.fellBack = true
-	_ = st.sub.Close()
+	if st.sub != nil {
+		_ = st.sub.Close()
+	}
 	req := sfpubsub.SubscribeRequest{Topic: st.topic, Max: o.MaxEvents, NumRequested: o.NumRequested, Idle: o.Idle, Deadline: st.deadline}
 	var missed string
 	if o.ReplayLost == ReplayLostEarliest {
 		req.Preset = sfpubsub.Earliest
-		missed = "events published between the stored position and the oldest event Salesforce still retains may have been missed, and retained events already shipped are shipped again"
+		missed = lost.earliestMissed
 	} else {
 		req.Preset = sfpubsub.Latest
 		missed = "every event published since the stored position, up to now, may have been missed"
 	}
-	st.log.Warn("the stored replay id was refused; resuming per replay_lost", "replay_lost", o.ReplayLost, "preset", req.Preset.String(), "err", cause)
+	log := st.log.With("replay_lost", o.ReplayLost, "preset", req.Preset.String())
+	if lost.cause != nil {
+		log = log.With("err", lost.cause)
+	}
+	log.Warn(lost.short + "; resuming per replay_lost")
 	st.count("replay_fallback", 1)
-	st.note(fmt.Sprintf("%s: the stored replay id was refused (expired or invalid) and the topic resumed from %s (replay_lost: %s): %s", st.topic, req.Preset, o.ReplayLost, missed))
+	st.note(fmt.Sprintf("%s: %s and the topic resumed from %s (replay_lost: %s): %s", st.topic, lost.short, req.Preset, o.ReplayLost, missed))
 	st.src.update(func() { st.rep.Fallback = req.Preset.String() })
 	st.resume = nil
 	return st.open(ctx, req)

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/sf2loki/sf2loki/internal/human"
 	"github.com/sf2loki/sf2loki/store"
 )
@@ -58,10 +60,24 @@ func StoreChecks(s Store) []Check {
 	return checks
 }
 
+// clockFix is the fix for an object store that refuses this host's requests as signed too
+// far from its own time.
+const clockFix = "synchronize this host's clock (NTP: chrony, systemd-timesyncd; in a container, the node's clock), then run doctor again"
+
+// clockSkewed reports an error that is this host's clock, not the store: S3 refuses a request
+// signed more than 15 minutes from its own time with RequestTimeTooSkewed, which store/s3
+// reports as ErrIntegrity, the sentinel of an endpoint that ignores preconditions too.
+func clockSkewed(err error) bool {
+	var ae smithy.APIError
+	return errors.Is(err, store.ErrIntegrity) && errors.As(err, &ae) && ae.ErrorCode() == "RequestTimeTooSkewed"
+}
+
 // storeFailure maps a store error onto a FAIL with its fix.
 func storeFailure(object string, err error) Result {
 	var ce *store.CorruptError
 	switch {
+	case clockSkewed(err):
+		return Fail(clockFix, "%s refuses this host's requests as signed too far from its own time: %v", object, err)
 	case errors.As(err, &ce):
 		return Fail("restore "+object+" from a backup, or move it aside to restart every source from its lookback (nothing overwrites a corrupt document)",
 			"%s is not a readable checkpoint document: %s", object, ce.Reason)
@@ -162,6 +178,8 @@ func (s Store) checkProbe(ctx context.Context) Result {
 	switch {
 	case err == nil:
 		return Pass("%s honors preconditions: a second create-if-absent and a write with a stale version were refused, the current version was accepted; the probe object is deleted", s.Probe)
+	case clockSkewed(err):
+		return storeFailure(s.Probe.String(), err)
 	case errors.Is(err, store.ErrIntegrity):
 		return Fail("use a store that honors If-None-Match and If-Match (AWS S3, Google Cloud Storage, versitygw, a recent MinIO or Ceph RGW), or state.store gcs/configmap: without them a stale run can overwrite newer checkpoints",
 			"endpoint ignores preconditions: %v", err)

@@ -97,6 +97,10 @@ type Grant struct {
 	ValidUntil time.Time
 	// Token is the backend's version of the lease record after the last write.
 	Token string
+	// Stamped is the renew time the acquisition wrote, with its monotonic reading: renewals
+	// compare their own stamps with it to see whether our wall clock stepped back since
+	// (Config.RenewedUntil).
+	Stamped Stamp
 	// Writer is set by leases whose acquisition already claimed the checkpoint document
 	// (lease/store); it owns the document's version chain. Nil for other leases.
 	Writer *store.Writer
@@ -190,6 +194,44 @@ func (c Config) Holder() string { return c.Host + "/" + c.Invocation }
 
 // ValidUntil is the validity of a write sent at sent (monotonic).
 func (c Config) ValidUntil(sent time.Time) time.Time { return sent.Add(c.Duration - c.Skew) }
+
+// Stamp is a renew time written to the lease record: our wall clock (Wall, without a monotonic
+// reading, as other hosts will read it) and the monotonic reading taken with it (Mono).
+type Stamp struct {
+	Wall time.Time
+	Mono time.Time
+}
+
+// Stamp reads the wall clock for a renew time.
+func (c Config) Stamp() Stamp {
+	mono := time.Now()
+	return Stamp{Wall: c.Now().Round(0), Mono: mono}
+}
+
+// SteppedBack is how far the wall clock stepped back between first and s: the monotonic time
+// elapsed minus the wall time elapsed, or 0 (a forward step, or no first stamp).
+func (s Stamp) SteppedBack(first Stamp) time.Duration {
+	if first.Mono.IsZero() || s.Mono.IsZero() {
+		return 0
+	}
+	return max(0, s.Mono.Sub(first.Mono)-s.Wall.Sub(first.Wall))
+}
+
+// RenewedUntil is the validity of g's renewal sent at sent that wrote the renew time s. Other
+// hosts expire the lease by their wall clocks against s.Wall; if our wall clock stepped back by
+// D since the acquisition, s.Wall reads D older to them than the time it was written, so the
+// validity is D shorter (and over at once when D reaches the lease duration less the skew): the
+// holder stops before anyone may take the lease over, instead of both believing they hold it.
+func (c Config) RenewedUntil(g Grant, sent time.Time, s Stamp) time.Time {
+	back := s.SteppedBack(g.Stamped)
+	if back > c.Skew {
+		c.Logger.Warn("the wall clock stepped back since the lease was acquired: the renew times written now look that much older "+
+			"to other hosts, so the lease is valid that much less long (a run ends early when the step reaches lease.duration); "+
+			"keep the host's clock synchronized so that it slews rather than steps",
+			"epoch", g.Epoch, "stepped_back", back.Round(time.Millisecond), "lease_duration", c.Duration, "max_clock_skew", c.Skew)
+	}
+	return c.ValidUntil(sent).Add(-back)
+}
 
 // DefaultHost returns $POD_NAME, else $HOSTNAME, else the kernel hostname.
 func DefaultHost() string {

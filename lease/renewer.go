@@ -94,6 +94,10 @@ func (r *Renewer) run() {
 			r.mu.Lock()
 			r.grant = g
 			r.mu.Unlock()
+			if !g.Valid() { // written, but already past its validity (a clock step, a slow write)
+				r.lose(fmt.Errorf("%w: %w: epoch %d: the renewal's validity passed before it returned", ErrLost, ErrExpired, g.Epoch))
+				return
+			}
 			validity.Reset(time.Until(g.ValidUntil))
 		case errors.Is(err, ErrLost):
 			r.lose(err)

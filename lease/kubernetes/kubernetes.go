@@ -181,10 +181,11 @@ func (l *Lease) Acquire(ctx context.Context, floor uint64, wait time.Duration) (
 		l.c.Logger.Info("lease counter is behind the checkpoint document's fence; continuing from the fence",
 			"lease", l.what(), "lease_transitions", counter, "fence", floor, "epoch", epoch)
 	}
-	now := metav1.NewMicroTime(l.c.Now())
+	sent := time.Now()
+	stamp := l.c.Stamp()
+	now := metav1.NewMicroTime(stamp.Wall)
 	holder := l.c.Holder()
 	transitions := int32(epoch)
-	sent := time.Now()
 	var written *coordv1.Lease
 	if cur == nil {
 		written, err = l.api.Create(ctx, &coordv1.Lease{
@@ -221,7 +222,7 @@ func (l *Lease) Acquire(ctx context.Context, floor uint64, wait time.Duration) (
 	}
 	return lease.Grant{
 		Epoch: epoch, Holder: holder, Invocation: l.c.Invocation, Ref: l.Ref(), UID: string(written.UID),
-		Duration: l.c.Duration, ValidUntil: l.c.ValidUntil(sent), Token: written.ResourceVersion,
+		Duration: l.c.Duration, ValidUntil: l.c.ValidUntil(sent), Token: written.ResourceVersion, Stamped: stamp,
 	}, nil
 }
 
@@ -248,7 +249,8 @@ func (l *Lease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
 	if err != nil {
 		return g, err
 	}
-	now := metav1.NewMicroTime(l.c.Now())
+	stamp := l.c.Stamp()
+	now := metav1.NewMicroTime(stamp.Wall)
 	le.Spec.RenewTime = &now
 	le.Spec.LeaseDurationSeconds = l.durationSeconds()
 	written, err := l.api.Update(ctx, le, metav1.UpdateOptions{})
@@ -258,7 +260,7 @@ func (l *Lease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
 		}
 		return g, l.classify("renewing", err) // a 409 is settled by the next renewal's read
 	}
-	g.ValidUntil = l.c.ValidUntil(sent)
+	g.ValidUntil = l.c.RenewedUntil(g, sent, stamp)
 	g.Token = written.ResourceVersion
 	return g, nil
 }

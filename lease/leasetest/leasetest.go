@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,14 @@ func Cfg(inv string, d, offset time.Duration) lease.Config {
 	}
 }
 
+// steppedCfg is Cfg with a wall clock the test steps: offset is read at every call, so the
+// holder's clock can jump while it holds the lease.
+func steppedCfg(inv string, d time.Duration, offset *atomic.Int64) lease.Config {
+	c := Cfg(inv, d, 0)
+	c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	return c
+}
+
 // long is a lease duration no test outlives.
 const long = 30 * time.Second
 
@@ -75,6 +84,7 @@ var cases = []struct {
 	{"RenewerCancelsWhenTakenOver", testRenewerCancelsWhenTakenOver},
 	{"KilledHolderAheadIsTakenOverWithoutWaitConfigured", testKilledHolderAheadIsTakenOver},
 	{"RenewingHolderAheadIsNeverTakenOver", testRenewingHolderAheadIsNeverTakenOver},
+	{"HolderClockSteppedBackStopsBeforeATakeover", testHolderClockSteppedBackStopsBeforeATakeover},
 	{"ReleaseForFreesALiveHolder", testReleaseForFreesALiveHolder},
 	{"ReleaseForRefusesAChangedHolder", testReleaseForRefusesAChangedHolder},
 }
@@ -454,5 +464,57 @@ func testRenewingHolderAheadIsNeverTakenOver(t *testing.T, newEnv Factory) {
 	}
 	if r.Lost() != nil {
 		t.Fatalf("the renewing holder lost its lease: %v", r.Lost())
+	}
+}
+
+// The holder's wall clock steps back 10 minutes while it holds the lease (an NTP correction, a
+// manual change). Every renew time it writes from then on is 10 minutes old to the other hosts,
+// which take the lease over by the wall-clock rule at once, while the holder's validity, kept
+// on its monotonic clock, still runs for most of a lease duration: two runs would believe they
+// hold the lease. The renewal written under the stepped clock must end the grant's validity
+// (the renewer then stops the run), and a clock stepped forward must not.
+func testHolderClockSteppedBackStopsBeforeATakeover(t *testing.T, newEnv Factory) {
+	ctx := context.Background()
+	env := newEnv(t)
+	var offset atomic.Int64
+	a := env.New(steppedCfg("a", long, &offset))
+	g := acquire(t, a, 0, 0)
+
+	offset.Store(int64(10 * time.Minute)) // forward: the renew times look newer, nobody takes over
+	g, err := a.Renew(ctx, g)
+	if err != nil {
+		t.Fatalf("renewal after a forward step: %v", err)
+	}
+	if !g.Valid() {
+		t.Fatal("a renewal after the holder's clock stepped forward ended its validity; only a step back may")
+	}
+
+	offset.Store(int64(-10 * time.Minute))
+	stepped, err := a.Renew(ctx, g)
+	if err != nil {
+		t.Fatalf("renewal after a step back: %v", err)
+	}
+	if _, err := env.New(Cfg("b", long, 0)).Acquire(ctx, 0, 0); err != nil {
+		t.Fatalf("B, whose clock is right, should take over a lease renewed 10 minutes ago by its clock: %v", err)
+	}
+	if stepped.Valid() {
+		t.Fatalf("the holder's clock stepped back 10 minutes and B took the lease over, yet the holder's grant is valid for %v more",
+			time.Until(stepped.ValidUntil).Round(time.Millisecond))
+	}
+
+	// Through the renewer, as a session runs: the first renewal under the stepped clock stops it.
+	env = newEnv(t)
+	offset.Store(0)
+	a = env.New(steppedCfg("a", long, &offset))
+	r := lease.NewRenewer(ctx, a, acquire(t, a, 0, 0), 10*time.Millisecond, Quiet)
+	defer r.Stop()
+	offset.Store(int64(-10 * time.Minute))
+	select {
+	case <-r.Context().Done():
+	case <-time.After(20 * time.Second): // a failure bound, not a timing assertion
+		t.Fatal("the renewer kept the grant after the holder's clock stepped back 10 minutes")
+	}
+	if err := r.Lost(); !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("loss cause %v, want ErrExpired", err)
 	}
 }

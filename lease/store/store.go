@@ -108,9 +108,10 @@ func (l *Lease) AcquireFrom(ctx context.Context, first ckpt.Snapshot, floor uint
 		l.c.Logger.Info("epoch continues from the given floor", "floor", floor, "fence", snap.Floor(), "epoch", epoch)
 	}
 	sent := time.Now()
+	stamp := l.c.Stamp()
 	req := ckpt.ClaimRequest{
 		Epoch: epoch, Invocation: l.c.Invocation, Holder: l.c.Holder(), Lease: l.Ref(),
-		Embedded: &ckpt.LeaseState{RenewedAt: l.c.Now(), Duration: l.c.Duration},
+		Embedded: &ckpt.LeaseState{RenewedAt: stamp.Wall, Duration: l.c.Duration},
 		Admit: func(cur ckpt.Snapshot) error {
 			if cur.Version == snap.Version {
 				return nil
@@ -132,7 +133,7 @@ func (l *Lease) AcquireFrom(ctx context.Context, first ckpt.Snapshot, floor uint
 	}
 	return lease.Grant{
 		Epoch: epoch, Holder: l.c.Holder(), Invocation: l.c.Invocation, Ref: l.Ref(), Duration: l.c.Duration,
-		ValidUntil: l.c.ValidUntil(sent), Token: string(w.Version()), Writer: w,
+		ValidUntil: l.c.ValidUntil(sent), Token: string(w.Version()), Writer: w, Stamped: stamp,
 	}, nil
 }
 
@@ -150,24 +151,25 @@ func (l *Lease) foreign(s ckpt.Snapshot) error {
 // Renew writes a new renewed_at through the grant's Writer.
 func (l *Lease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
 	sent := time.Now()
-	if err := l.write(ctx, g, false); err != nil {
+	stamp := l.c.Stamp()
+	if err := l.write(ctx, g, stamp.Wall, false); err != nil {
 		return g, err
 	}
-	g.ValidUntil = l.c.ValidUntil(sent)
+	g.ValidUntil = l.c.RenewedUntil(g, sent, stamp)
 	g.Token = string(g.Writer.Version())
 	return g, nil
 }
 
 // Release marks the embedded lease released (keeping the epoch) through the grant's Writer.
 func (l *Lease) Release(ctx context.Context, g lease.Grant) error {
-	return l.write(ctx, g, true)
+	return l.write(ctx, g, l.c.Now(), true)
 }
 
-func (l *Lease) write(ctx context.Context, g lease.Grant, released bool) error {
+func (l *Lease) write(ctx context.Context, g lease.Grant, renewedAt time.Time, released bool) error {
 	if g.Writer == nil {
 		return errors.New("store lease: grant has no writer (not acquired by this lease)")
 	}
-	err := g.Writer.Commit(ctx, ckpt.Change{Lease: &ckpt.LeaseState{RenewedAt: l.c.Now(), Duration: l.c.Duration, Released: released}})
+	err := g.Writer.Commit(ctx, ckpt.Change{Lease: &ckpt.LeaseState{RenewedAt: renewedAt, Duration: l.c.Duration, Released: released}})
 	if errors.Is(err, ckpt.ErrFenced) || errors.Is(err, ckpt.ErrIntegrity) {
 		return fmt.Errorf("%w: %w", lease.ErrLost, err)
 	}

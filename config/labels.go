@@ -79,9 +79,10 @@ func validateOrgLabels(labels map[string]string, extra []string, path string, er
 // same keys are reported together.
 func (c *Config) validateLabelRoom(errs *Errors) {
 	type group struct {
-		keys []string // the static labels beyond the allowlist, by config key
-		orgs []string
-		path string // where to report static labels that leave no room at all
+		keys  []string // the static labels beyond the allowlist, by config key
+		names []string // and by name
+		orgs  []string
+		path  string // where to report static labels that leave no room at all
 	}
 	var groups []*group
 	allowlist := loki.AllowedLabelNames()
@@ -90,17 +91,17 @@ func (c *Config) validateLabelRoom(errs *Errors) {
 		if len(c.Orgs) > 0 {
 			own = c.Orgs[i].Sink.Loki.Labels
 		}
-		var keys []string
+		var keys, names []string
 		path := "sink.loki.labels"
 		for _, n := range slices.Sorted(maps.Keys(o.Sink.Labels)) {
 			if slices.Contains(allowlist, n) {
 				continue
 			}
-			key := "sink.loki.labels." + n
-			if _, ok := own[n]; ok {
-				key, path = fmt.Sprintf("orgs[%d].sink.loki.labels.%s", i, n), fmt.Sprintf("orgs[%d].sink.loki.labels", i)
+			key := staticLabelKey(own, i, n)
+			if strings.HasPrefix(key, "orgs[") {
+				path = fmt.Sprintf("orgs[%d].sink.loki.labels", i)
 			}
-			keys = append(keys, key)
+			keys, names = append(keys, key), append(names, n)
 		}
 		if len(keys) == 0 {
 			continue
@@ -109,7 +110,7 @@ func (c *Config) validateLabelRoom(errs *Errors) {
 			groups[k].orgs = append(groups[k].orgs, o.Name)
 			continue
 		}
-		groups = append(groups, &group{keys: keys, orgs: []string{o.Name}, path: path})
+		groups = append(groups, &group{keys: keys, names: names, orgs: []string{o.Name}, path: path})
 	}
 	for _, g := range groups {
 		of := ""
@@ -126,9 +127,57 @@ func (c *Config) validateLabelRoom(errs *Errors) {
 			continue
 		}
 		for i, t := range c.Shape.Types {
-			if len(t.Labels) > room {
+			// A field promoted to a static label's name is not one more label: validatePromotedStatic
+			// refuses it on its own.
+			n := 0
+			for _, f := range t.Labels {
+				if !slices.Contains(g.names, shape.LabelName(f)) {
+					n++
+				}
+			}
+			if n > room {
 				errs.add(fmt.Sprintf("shape.types[%d].labels", i), "%d promoted labels of %s do not fit in Loki's %d labels per stream (service_name not counted) beside the labels sf2loki sets (backfill included) and the static labels%s allowed by sink.loki.extra_labels (%s); promote at most %d",
-					len(t.Labels), t.Type, loki.MaxLabelNames, of, strings.Join(g.keys, ", "), room)
+					n, t.Type, loki.MaxLabelNames, of, strings.Join(g.keys, ", "), room)
+			}
+		}
+	}
+}
+
+// staticLabelKey returns the key that sets the static label name of the i-th org, whose own
+// labels are own: orgs[i].sink.loki.labels.<name> over sink.loki.labels.<name>.
+func staticLabelKey(own map[string]string, i int, name string) string {
+	if _, ok := own[name]; ok {
+		return fmt.Sprintf("orgs[%d].sink.loki.labels.%s", i, name)
+	}
+	return "sink.loki.labels." + name
+}
+
+// validatePromotedStatic refuses a field a type promotes to the name of a static label of an
+// org (sink.loki.labels or the org's own, names sink.loki.extra_labels allows): a stream carries
+// a label name once, so the run would replace the static value with the field's on every stream
+// of the type, or drop the label where the field is empty, without a word. Each promoted field
+// is reported with each key that sets its name.
+func (c *Config) validatePromotedStatic(errs *Errors) {
+	allowlist := loki.AllowedLabelNames()
+	seen := map[string]bool{}
+	for i, o := range c.OrgList() {
+		var own map[string]string
+		if len(c.Orgs) > 0 {
+			own = c.Orgs[i].Sink.Loki.Labels
+		}
+		for ti, t := range c.Shape.Types {
+			for j, f := range t.Labels {
+				n := shape.LabelName(f)
+				if _, static := o.Sink.Labels[n]; !static || slices.Contains(allowlist, n) {
+					continue // an allowlisted name is refused as reserved by shape.Validate
+				}
+				path, key := fmt.Sprintf("shape.types[%d].labels[%d]", ti, j), staticLabelKey(own, i, n)
+				if seen[path+" "+key] {
+					continue
+				}
+				seen[path+" "+key] = true
+				errs.add(path, "field %q becomes label %q, which %s sets too: a stream carries a label name once, and the field's value would replace the static one; remove the static label or stop promoting the field (it stays in the line; shape.types[%d].metadata can send it as structured metadata)",
+					f, n, key, ti)
 			}
 		}
 	}

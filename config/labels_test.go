@@ -217,3 +217,45 @@ func TestLabelDescriptionsMatchTheLokiClient(t *testing.T) {
 		t.Errorf("the description does not say %q: %s", want, d)
 	}
 }
+
+// TestLabelNameFromTwoSourcesIsRefused: a static label (sink.loki.labels or an org's) and a field
+// a type promotes that become the same label name would put that name twice on the type's
+// streams; the run would keep the promoted value and drop the static one without a word (or drop
+// both when the field is empty). Config check refuses it, naming both keys and the label, and
+// counts the name once toward the room left for promoted labels. An org's static label over
+// sink.loki.labels' of its name is the documented merge, not a duplicate.
+func TestLabelNameFromTwoSourcesIsRefused(t *testing.T) {
+	types := func(fields ...string) string {
+		return "shape:\n  types:\n    - type: API\n    - type: Login\n      labels: [" + strings.Join(fields, ", ") + "]\n"
+	}
+	sink := func(body string) string { return "sink:\n  loki:\n" + body }
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+		not        string
+	}{
+		{"sink.loki.labels", sink("    extra_labels: [team]\n    labels: {team: sec}\n") + types("LOGIN_STATUS", "Team"),
+			[]string{`shape.types[1].labels[1]: field "Team" becomes label "team", which sink.loki.labels.team sets too`}, ""},
+		{"sink.loki.labels in the multi-org form", oneOrgSink("{environment: e}") + sink("    extra_labels: [team]\n    labels: {team: sec}\n") + types("TEAM"),
+			[]string{`shape.types[1].labels[0]: field "TEAM" becomes label "team", which sink.loki.labels.team sets too`}, ""},
+		{"an org's labels", oneOrgSink("{region: eu}") + sink("    extra_labels: [region]\n") + types("Region"),
+			[]string{`shape.types[1].labels[0]: field "Region" becomes label "region", which orgs[0].sink.loki.labels.region sets too`}, ""},
+		{"an org's labels over sink.loki.labels'", oneOrgSink("{region: eu}") + sink("    extra_labels: [region]\n    labels: {region: us}\n") + types("Region"),
+			[]string{`shape.types[1].labels[0]: field "Region" becomes label "region", which orgs[0].sink.loki.labels.region sets too`}, ""},
+		// Without the duplicate, 8 promoted labels beside team are one too many; with it, the
+		// stream carries 7 besides team, which fit: only the duplicate is at fault.
+		{"at the room's limit", sink("    extra_labels: [team]\n    labels: {team: sec}\n") + types("A", "B", "C", "D", "E", "F", "G", "TEAM"),
+			[]string{`shape.types[1].labels[7]: field "TEAM" becomes label "team", which sink.loki.labels.team sets too`}, "at most 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.yaml)
+			wantErrors(t, err, tc.want...)
+			if err != nil && tc.not != "" && strings.Contains(err.Error(), tc.not) {
+				t.Errorf("the name is counted twice toward the room for promoted labels:\n%v", err)
+			}
+		})
+	}
+	if _, err := load(t, oneOrgSink("{environment: e, team: t}")+sink("    extra_labels: [team]\n    labels: {environment: prod, team: sec}\n")+types("LOGIN_STATUS")); err != nil {
+		t.Errorf("an org's static labels over sink.loki.labels' are refused: %v", err)
+	}
+}

@@ -76,6 +76,7 @@ func (c *Config) validateShape(errs *Errors) {
 	}
 	c.validateAliasOverlap(errs)
 	c.validateLabelRoom(errs)
+	c.validatePromotedStatic(errs)
 	c.validateLabelCardinality(errs)
 }
 

@@ -390,7 +390,7 @@ func (c *Client) Push(ctx context.Context, entries []Entry) Result {
 	p := &push{c: c, entries: entries, res: &res, s: c.getScratch()}
 	defer c.putScratch(p.s)
 	p.prepare()
-	res.Err = p.run(func(lo, hi int) error { return p.send(ctx, lo, hi) })
+	res.Err = p.run(func(lo, hi int) error { return p.send(ctx, lo, hi, false) })
 	p.finish()
 	return res
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptrace"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/klauspost/compress/gzip"
@@ -29,8 +28,10 @@ type answer struct {
 	status  int
 	body    string // the body as read, at most maxBodyBytes
 	err     error
-	// inDoubt: the request was written to the receiver but no answer came (a timeout, a lost
-	// connection, the push's context ended): the receiver may have stored its entries.
+	// inDoubt: the receiver may hold entries of the request although the final answer did not
+	// accept it: an attempt was written and no answer came (a timeout, a lost connection, the
+	// push's context ended), or a 400 answered it whole (Loki stores the valid entries of a
+	// request it answers 400).
 	inDoubt bool
 }
 
@@ -100,11 +101,14 @@ func (p *push) encode(lo, hi int) *wireBuf {
 
 // send pushes items[lo:hi], splitting on 413, 400 and repeated 429s. A
 // non-nil error means the receiver cannot take more now: the caller stops and
-// everything not yet marked stays NotDelivered.
-func (p *push) send(ctx context.Context, lo, hi int) error {
+// everything not yet marked stays NotDelivered. doubt says the receiver may
+// already hold entries of items[lo:hi] (an attempt of the request they were
+// split from may have been stored): those not accepted are then in doubt.
+func (p *push) send(ctx context.Context, lo, hi int, doubt bool) error {
 	w := p.encode(lo, hi)
 	a := p.c.do(ctx, w, hi-lo > 1, p.res)
 	w.release()
+	doubt = doubt || a.inDoubt
 	switch a.verdict {
 	case vAccepted:
 		for _, it := range p.s.items[lo:hi] {
@@ -133,39 +137,55 @@ func (p *push) send(ctx context.Context, lo, hi int) error {
 		}
 		mid := lo + (hi-lo)/2
 		p.c.log.Debug("loki push: splitting request", "status", a.status, "entries", hi-lo)
-		if err := p.send(ctx, lo, mid); err != nil {
+		if err := p.send(ctx, lo, mid, doubt); err != nil {
+			if doubt { // never sent as a half, but maybe stored as part of the whole
+				p.inDoubt(mid, hi)
+			}
 			return err
 		}
-		return p.send(ctx, mid, hi)
+		return p.send(ctx, mid, hi, doubt)
 	default:
-		if a.inDoubt {
-			p.res.InDoubt += hi - lo
-			for _, it := range p.s.items[lo:hi] {
-				p.res.InDoubtIndexes = append(p.res.InDoubtIndexes, int(it.idx))
-			}
+		if doubt {
+			p.inDoubt(lo, hi)
 		}
-		p.c.log.Warn("loki push: entries not delivered", "url", p.c.url, "entries", hi-lo, "in_doubt", a.inDoubt, "error", a.err)
+		p.c.log.Warn("loki push: entries not delivered", "url", p.c.url, "entries", hi-lo, "in_doubt", doubt, "error", a.err)
 		return a.err
 	}
 }
 
-// do sends one request body with the retry policy and classifies the answer.
+// inDoubt reports the entries of items[lo:hi] that are not delivered as in doubt: the receiver
+// may hold them.
+func (p *push) inDoubt(lo, hi int) {
+	for _, it := range p.s.items[lo:hi] {
+		if p.res.Outcomes[it.idx] == NotDelivered {
+			p.res.InDoubt++
+			p.res.InDoubtIndexes = append(p.res.InDoubtIndexes, int(it.idx))
+		}
+	}
+}
+
+// do sends one request body with the retry policy and classifies the answer. Once an attempt
+// may have been stored, every answer but an acceptance leaves the request in doubt.
 func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Result) answer {
 	att := c.policy.newAttempt(splittable)
-	var wrote atomic.Bool // some attempt wrote the whole request
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
 		if i.Err == nil {
-			wrote.Store(true)
+			att.wrote.Store(true)
 		}
 	}})
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, c.url,
-		retryablehttp.ReaderFunc(func() (io.Reader, error) { return w.reader(), nil }))
+		retryablehttp.ReaderFunc(func() (io.Reader, error) {
+			att.body()
+			return w.reader(), nil
+		}))
 	if err != nil {
 		return answer{verdict: vUndelivered, err: fmt.Errorf("%w: building request: %w", ErrUnexpectedStatus, err)}
 	}
 	req.Header = c.headers
 	req.ContentLength = int64(len(w.b))
 	resp, err := att.client(c.http).Do(req)
+	att.settle()
+	doubt := att.mayHold
 	if resp != nil {
 		defer resp.Body.Close() // after drain or readBody read it, for connection reuse
 	}
@@ -177,9 +197,9 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 			drain(resp.Body)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, ctxErr), inDoubt: wrote.Load()}
+			return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, ctxErr), inDoubt: doubt}
 		}
-		return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, err), inDoubt: wrote.Load()}
+		return answer{verdict: vUndelivered, err: fmt.Errorf("%w: %w", ErrUnavailable, err), inDoubt: doubt}
 	}
 	status := resp.StatusCode
 	if status == http.StatusOK || status == http.StatusNoContent {
@@ -188,34 +208,37 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 	}
 	body, berr := readBody(resp.Body)
 	se := &StatusError{StatusCode: status, Body: excerpt(body)}
+	if status == http.StatusBadRequest && splittable {
+		doubt = true // Loki stored the request's valid entries; the body says which were not
+	}
 	switch {
 	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && berr != nil:
 		// A refusal's body names the reason of an entry refused alone; read in part (the
 		// context ended or the connection broke while it came), it could name a wrong one,
 		// and a too-old entry taken for a bad request is dropped instead of re-stamped.
-		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w (reading the rest of the answer: %w)", ErrUnavailable, se, berr)}
+		return answer{verdict: vUndelivered, status: status, inDoubt: doubt, err: fmt.Errorf("%w: %w (reading the rest of the answer: %w)", ErrUnavailable, se, berr)}
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
-		return answer{verdict: vSplit, status: status, body: body}
+		return answer{verdict: vSplit, status: status, inDoubt: doubt, body: body}
 	case status == http.StatusTooManyRequests && att.split:
-		return answer{verdict: vSplit, status: status, body: body}
+		return answer{verdict: vSplit, status: status, inDoubt: doubt, body: body}
 	case status >= 200 && status < 300:
-		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrNotIngested, se)}
+		return answer{verdict: vUndelivered, status: status, inDoubt: doubt, err: fmt.Errorf("%w: %w", ErrNotIngested, se)}
 	case status == http.StatusTooManyRequests || status >= 500:
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w (%w after %d attempts): %w", ErrUnavailable, ctxErr, att.attempts, se)}
+			return answer{verdict: vUndelivered, status: status, inDoubt: doubt, err: fmt.Errorf("%w (%w after %d attempts): %w", ErrUnavailable, ctxErr, att.attempts, se)}
 		}
 		why := "retries exhausted"
 		if att.outOfTime {
 			why = "no time left for another retry"
 		}
-		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w (%s after %d attempts): %w", ErrUnavailable, why, att.attempts, se)}
+		return answer{verdict: vUndelivered, status: status, inDoubt: doubt, err: fmt.Errorf("%w (%s after %d attempts): %w", ErrUnavailable, why, att.attempts, se)}
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrAuth, se)}
+		return answer{verdict: vUndelivered, status: status, inDoubt: doubt, err: fmt.Errorf("%w: %w", ErrAuth, se)}
 	case status >= 300 && status < 400:
-		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w: the receiver redirects the push%s; "+
+		return answer{verdict: vUndelivered, status: status, inDoubt: doubt, err: fmt.Errorf("%w: %w: the receiver redirects the push%s; "+
 			"redirects are not followed: point sink.loki.url at the receiver's push endpoint itself", ErrUnexpectedStatus, se, redirectTarget(resp))}
 	default:
-		return answer{verdict: vUndelivered, status: status, err: fmt.Errorf("%w: %w", ErrUnexpectedStatus, se)}
+		return answer{verdict: vUndelivered, status: status, inDoubt: doubt, err: fmt.Errorf("%w: %w", ErrUnexpectedStatus, se)}
 	}
 }
 

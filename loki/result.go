@@ -109,13 +109,19 @@ type Result struct {
 	// bytes each was sent with, and whether each carries the truncation marker.
 	Truncated   int
 	Truncations []Truncation
-	// InDoubt counts NotDelivered entries of requests that were written to the receiver but
-	// never answered (a timeout, a lost connection, the push's context ended): the receiver
-	// may have stored them. They are pushed again later like every NotDelivered entry.
+	// InDoubt counts NotDelivered entries the receiver may have stored: an attempt of their
+	// request, or of the request they were split from, was written to the receiver and never
+	// answered (a timeout, a lost connection, the push's context ended), or a 400 answered a
+	// request holding them with others (Loki stores the valid entries of such a request). Only
+	// an acceptance clears the doubt: a later answer that stores nothing (a 5xx or 429 until the
+	// last try, a 401, a 2xx that did not ingest, a 413 and then its halves refused) leaves them
+	// in doubt, and so does the push ending before a half of such a request was sent. They are
+	// pushed again later like every NotDelivered entry.
 	InDoubt int
 	// InDoubtIndexes lists the positions, in the slice given to Push, of the entries InDoubt
 	// counts, in ascending order. The other NotDelivered entries were answered without being
-	// stored (a 401, a 5xx or 429 after the last try, a 2xx that did not ingest) or never sent.
+	// stored at every attempt (a 401, a 5xx or 429 after the last try, a 2xx that did not
+	// ingest) or never sent.
 	InDoubtIndexes []int
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -54,6 +55,17 @@ type attempt struct {
 	split          bool // stopped after 429s so the caller splits
 	outOfTime      bool // stopped because the next wait passes the deadline, or the context ended
 	wait           time.Duration
+	// wrote: the attempt under way wrote its whole request (set from the HTTP trace, which may
+	// report it after the attempt's error: it is read when the next attempt starts, or when the
+	// request is done, see settle). ended: an attempt ended since the body was last wound (the
+	// transport rewinds it within an attempt too). unanswered: the last attempt ended without an
+	// answer.
+	wrote      atomic.Bool
+	ended      bool
+	unanswered bool
+	// mayHold: an attempt wrote its whole request and got no answer, so the receiver may hold its
+	// entries whatever the later attempts are answered; only an acceptance says more.
+	mayHold bool
 }
 
 func (p *retryPolicy) newAttempt(splittable bool) *attempt {
@@ -73,8 +85,27 @@ func (a *attempt) client(hc *http.Client) *retryablehttp.Client {
 	}
 }
 
+// body is called whenever the request body is wound, as an attempt starts or as the transport
+// sends it again within one: the attempt before has then told all it will (see settle).
+func (a *attempt) body() {
+	if a.ended {
+		a.settle()
+	}
+}
+
+// settle records what the last attempt may have left at the receiver: written whole and never
+// answered, it may have been stored. Called as the next attempt starts and once the request is
+// done.
+func (a *attempt) settle() {
+	if a.wrote.Swap(false) && a.unanswered {
+		a.mayHold = true
+	}
+	a.ended, a.unanswered = false, false
+}
+
 func (a *attempt) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	a.attempts++
+	a.ended, a.unanswered = true, err != nil
 	status := 0
 	if err != nil {
 		a.consecutive429 = 0

@@ -91,6 +91,13 @@ func storeFailure(object string, err error) Result {
 	return Fail("check the state section", "%v", err)
 }
 
+// sharedRoom is a backend whose document shares its object's size limit with other data (the
+// configmap backend: every key of the ConfigMap counts against its 1 MiB). Room is the largest
+// document the object holds beside the others as last read, and how much they take.
+type sharedRoom interface {
+	Room() (limit, others int)
+}
+
 func (s Store) checkRead(ctx context.Context) Result {
 	if s.Store == nil {
 		return Fail("fix the state section (sf2loki config check)", "cannot build the %s store: %v", s.Type, s.StoreErr)
@@ -104,7 +111,10 @@ func (s Store) checkRead(ctx context.Context) Result {
 		return Info("%s does not exist yet: the first run creates it, and every source starts from its lookback", obj)
 	}
 	doc, now := snap.Doc, s.now()
-	limit := s.Store.Backend().MaxSize()
+	limit, others := s.Store.Backend().MaxSize(), 0
+	if r, ok := s.Store.Backend().(sharedRoom); ok { // as the read just found the other keys
+		limit, others = r.Room()
+	}
 	var details []string
 	if f := doc.Fence; f != nil {
 		line := fmt.Sprintf("fence: epoch %d, holder %q", f.Epoch, f.Holder)
@@ -149,11 +159,17 @@ func (s Store) checkRead(ctx context.Context) Result {
 	if limit > 0 {
 		size += fmt.Sprintf(" of the %s limit (%.1f%%)", human.Bytes(int64(limit)), 100*float64(snap.Size)/float64(limit))
 	}
+	if others > 0 {
+		size += fmt.Sprintf(", the ConfigMap's other keys taking %s of its 1 MiB", human.Bytes(int64(others)))
+	}
 	msg := fmt.Sprintf("%s: schema %d, %d checkpoints, fence epoch %d, %s", obj, doc.Schema, len(doc.Checkpoints), doc.FenceEpoch(), size)
 	switch {
 	case limit > 0 && float64(snap.Size) > 0.8*float64(limit):
-		return Warn("remove keys no source uses any more with `sf2loki state delete KEY`, or move to a store with a larger limit (s3, gcs)",
-			"%s: the document is close to the backend's size limit; writes fail above it", msg).With(details...)
+		fix := "remove keys no source uses any more with `sf2loki state delete KEY`, or move to a store with a larger limit (s3, gcs)"
+		if others > 0 {
+			fix = "give this document a ConfigMap of its own (state.configmap.name), or move the other keys out of it; " + fix
+		}
+		return Warn(fix, "%s: the document is close to the backend's size limit; writes fail above it", msg).With(details...)
 	case snap.Legacy:
 		return Info("%s (a legacy Python sf2loki document: the first run migrates it to schema 2)", msg).With(details...)
 	}

@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,9 +13,12 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/configmap"
 	s3store "github.com/sf2loki/sf2loki/store/s3"
 	"github.com/sf2loki/sf2loki/store/storetest"
 )
@@ -113,5 +118,48 @@ func TestStoreChecksOnASkewedClockAdviseFixingTheClock(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Documents that share one ConfigMap share its 1 MiB, all keys together. Doctor's size check
+// measures the document against the room the ConfigMap's other keys leave it, not against the
+// document cap alone, and says how to make room. Here a 650 KiB document beside 300 KiB of
+// other keys fills 93% of the ConfigMap, while it is only 68% of the cap.
+func TestStoreReadWarnsWhenASharedConfigMapIsNearlyFull(t *testing.T) {
+	ctx := t.Context()
+	k := testenv.StartKube(t)
+	ns := k.NewNamespace(t)
+	shared := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+		Data:       map[string]string{"other.json": strings.Repeat("o", 300<<10)},
+	}
+	if _, err := k.AdminClient(t).CoreV1().ConfigMaps(ns).Create(ctx, shared, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newStore := func() *store.Store {
+		b, err := configmap.New(configmap.Options{Namespace: ns, Name: "shared", RESTConfig: k.RESTConfig(k.AdminToken)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.New(b, store.Options{Logger: slog.New(slog.DiscardHandler)})
+	}
+	w, err := newStore().Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := store.Change{Set: map[string]json.RawMessage{"big": store.StringValue(strings.Repeat("x", 650<<10))}}
+	if err := w.Commit(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+
+	r := Store{Store: newStore(), Type: "configmap"}.checkRead(ctx)
+	if r.Status != StatusWarn {
+		t.Fatalf("store.read on a shared ConfigMap 93%% full: %s %q; want WARN", r.Status, r.Message)
+	}
+	if !strings.Contains(r.Message, "other keys") {
+		t.Errorf("the message does not say the ConfigMap's other keys take room: %q", r.Message)
+	}
+	if !strings.Contains(r.Fix, "state.configmap.name") {
+		t.Errorf("the fix %q does not say to give the document a ConfigMap of its own (state.configmap.name)", r.Fix)
 	}
 }

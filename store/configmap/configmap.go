@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,8 @@ type Backend struct {
 	name string
 	key  string
 	max  int
+	// others is how many bytes the ConfigMap's other keys held when last read (Room).
+	others atomic.Int64
 }
 
 const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -142,7 +145,7 @@ func (b *Backend) value(cm *corev1.ConfigMap) ([]byte, bool) {
 }
 
 // room is the largest document cm can hold: the backend's cap, or less when the ConfigMap's
-// other keys leave less of the API server's limit.
+// other keys leave less of the API server's limit. It records the other keys' size for Room.
 func (b *Backend) room(cm *corev1.ConfigMap) (limit, others int) {
 	for k, v := range cm.Data {
 		if k != b.key {
@@ -154,6 +157,15 @@ func (b *Backend) room(cm *corev1.ConfigMap) (limit, others int) {
 			others += len(v)
 		}
 	}
+	b.others.Store(int64(others))
+	return min(b.max, maxObject-others), others
+}
+
+// Room is the largest document the ConfigMap can hold beside its other keys as last read or
+// written (MaxSize until then), and how many bytes those keys take. Documents that share one
+// ConfigMap share its 1 MiB: a size check against MaxSize alone misses the others' share.
+func (b *Backend) Room() (limit, others int) {
+	others = int(b.others.Load())
 	return min(b.max, maxObject-others), others
 }
 
@@ -230,6 +242,7 @@ func (b *Backend) Store(ctx context.Context, data []byte, expect store.Version) 
 		case err != nil:
 			return "", b.classify("creating", err)
 		}
+		b.others.Store(0)
 		return store.Version(created.ResourceVersion), nil
 	case err != nil:
 		// Nothing was sent yet: a failed read before the write is not ambiguous.

@@ -239,3 +239,26 @@ func TestE2EImmutableConfigMapIsAConfigurationError(t *testing.T) {
 		t.Fatalf("the message does not name the cause: %v", err)
 	}
 }
+
+// Room is what a size check must measure a document against in a shared ConfigMap: the 1 MiB
+// less the other keys, as last read, not the document cap alone.
+func TestE2ERoomLeavesOutTheOtherKeys(t *testing.T) {
+	ctx := context.Background()
+	kube, ns := leastPrivilege(t)
+	b := existing(t, kube, ns, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared-room"},
+		Data:       map[string]string{"other": strings.Repeat("o", 300<<10)},
+	})
+	if limit, others := b.Room(); limit != configmap.DefaultMaxSize || others != 0 {
+		t.Fatalf("Room before any read: %d, %d; want the cap %d, 0", limit, others, configmap.DefaultMaxSize)
+	}
+	if _, err := storetest.NewStore(b).Claim(ctx, storetest.Req(1, "a"), store.Snapshot{Absent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if limit, others := b.Room(); limit != 1<<20-300<<10 || others != 300<<10 {
+		t.Fatalf("Room beside 300 KiB of other keys: %d, %d; want %d, %d", limit, others, 1<<20-300<<10, 300<<10)
+	}
+}

@@ -63,6 +63,18 @@ type Scheduler struct {
 	started bool
 	ticks   map[string]*TickState
 	ids     map[string]cron.EntryID
+	// wall is the wall clock cron plans by (time.Now; tests step it). planned is the last time
+	// cron planned its timer from (its start, each tick), read on both clocks.
+	wall    func() time.Time
+	planned clocks
+}
+
+// clocks is one moment read on the wall clock (without a monotonic reading) and the monotonic.
+type clocks struct{ wall, mono time.Time }
+
+func (s *Scheduler) read() clocks {
+	mono := time.Now()
+	return clocks{wall: s.wall().Round(0), mono: mono}
 }
 
 // TickState is what /healthz reports about one scheduled job.
@@ -98,6 +110,7 @@ func New(o Options, jobs []Job) (*Scheduler, error) {
 		failed:       o.Failed,
 		ticks:        map[string]*TickState{},
 		ids:          map[string]cron.EntryID{},
+		wall:         time.Now,
 	}
 	for _, j := range jobs {
 		st := &TickState{}
@@ -118,6 +131,7 @@ func (s *Scheduler) tick(j Job, st *TickState) {
 	st.Ticks++
 	st.Running = true
 	st.LastStart = time.Now()
+	s.planned = s.read() // cron woke for this tick and plans its next timer from now
 	s.mu.Unlock()
 	ran := false
 	var rep *job.Report
@@ -176,6 +190,7 @@ func (s *Scheduler) ready() (bool, map[string]any) {
 func (s *Scheduler) Run(ctx context.Context) {
 	s.mu.Lock()
 	s.ctx, s.started = ctx, true
+	s.planned = s.read()
 	s.mu.Unlock()
 	s.cron.Start()
 	for name := range s.ids {
@@ -199,7 +214,8 @@ func (s *Scheduler) logNext(name string) {
 	s.log.Info("next run", "job", name, "at", e.Next.UTC().Format(time.RFC3339))
 }
 
-// health reports whether the scheduler loop is alive: no tick is overdue by more than the slack.
+// health reports whether the scheduler loop is alive at now (a time.Now reading: only its
+// monotonic reading counts): no tick is overdue by more than the slack.
 func (s *Scheduler) health(now time.Time) (bool, map[string]any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,11 +233,23 @@ func (s *Scheduler) health(now time.Time) (bool, map[string]any) {
 // overdue reports whether a job's tick is later than the slack. A running invocation is late
 // once it has run longer than the slack: SkipIfStillRunning skips the ticks it blocks and cron
 // moves next past them, so a hung invocation would otherwise never look overdue.
+//
+// Both are measured on the monotonic clock, as cron's timer is: cron sleeps next minus the wall
+// time it planned at, so the tick is due that long after the plan however the wall clock steps
+// meanwhile. Comparing next with the wall clock instead would call a tick overdue for up to a
+// whole period after a forward step (an NTP correction, a VM resumed), until cron's timer fires
+// and runs it, and the liveness probe would restart the process for nothing; and it would never
+// see the ticks a backward step delays (cron then sleeps again until the wall clock is back at
+// next), which this rule reports once they are later than the slack.
 func (s *Scheduler) overdue(st *TickState, next, now time.Time) bool {
 	if st.Running {
 		return now.After(st.LastStart.Add(s.slack))
 	}
-	return !next.IsZero() && now.After(next.Add(s.slack))
+	if next.IsZero() {
+		return false
+	}
+	due := s.planned.mono.Add(next.Sub(s.planned.wall))
+	return now.After(due.Add(s.slack))
 }
 
 // handler serves /healthz, /readyz and, from the process's metrics, /metrics.

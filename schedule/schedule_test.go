@@ -236,3 +236,40 @@ func TestSchedulerHealthFailsWhenAnInvocationHangs(t *testing.T) {
 		}
 	})
 }
+
+// TestHealthzIgnoresAWallClockStep: the wall clock steps 10 minutes forward a minute after the
+// scheduler planned its next tick (an NTP correction, a VM resumed with its clock set). cron's
+// timer runs on the monotonic clock and fires as planned, 4 minutes later; /healthz, which the
+// liveness probe calls, must not call that tick overdue meanwhile and have the pod restarted.
+func TestHealthzIgnoresAWallClockStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(testOptions(), []Job{{Name: "default", Spec: "@every 5m", Run: func(context.Context) *job.Report {
+			return &job.Report{Outcome: job.OutcomeOK}
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var step atomic.Int64
+		s.wall = func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		healthz := func() (int, string) {
+			rec := httptest.NewRecorder()
+			s.Handler(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+			return rec.Code, rec.Body.String()
+		}
+
+		time.Sleep(time.Minute)
+		step.Store(int64(10 * time.Minute))
+		if code, body := healthz(); code != http.StatusOK {
+			t.Fatalf("a minute after planning, with the wall clock stepped 10m forward: /healthz %d %s, want 200: the tick is not due for 4 more minutes", code, body)
+		}
+		// The rule still holds on the monotonic clock: past the slack after the planned tick
+		// (4 minutes from now), a tick that has not run is overdue.
+		if ok, body := s.health(time.Now().Add(4*time.Minute + s.slack + time.Second)); ok {
+			t.Errorf("a tick the slack past its planned time is not overdue after a wall clock step: %v", body)
+		}
+	})
+}

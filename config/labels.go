@@ -71,6 +71,18 @@ func validateOrgLabels(labels map[string]string, extra []string, path string, er
 	validateStaticLabels(labels, extra, path, errs)
 }
 
+// validateSinkLabels checks sink.loki.labels: the static labels' rule, and in the multi-org form
+// not org, which every org's entries carry with its name (it would replace the static value).
+// The single-org form sets no org label: there a static one is kept.
+func validateSinkLabels(labels map[string]string, extra []string, multiOrg bool, errs *Errors) {
+	if _, ok := labels["org"]; ok && multiOrg {
+		errs.add("sink.loki.labels.org", "is set per org in the multi-org form: every org's entries carry org=<orgs[].name>, which would replace this value; remove it and name each org with orgs[].name")
+		labels = maps.Clone(labels)
+		delete(labels, "org")
+	}
+	validateStaticLabels(labels, extra, "sink.loki.labels", errs)
+}
+
 // validateLabelRoom refuses, for each org, a type promoting more fields than fit in the Loki
 // client's count beside the labels sf2loki sets, backfill, and the org's static labels beyond the
 // allowlist (those sink.loki.extra_labels allows): every stream of the org carries them, and the

@@ -259,3 +259,22 @@ func TestLabelNameFromTwoSourcesIsRefused(t *testing.T) {
 		t.Errorf("an org's static labels over sink.loki.labels' are refused: %v", err)
 	}
 }
+
+// TestStaticOrgLabelRefusedInTheMultiOrgForm: in the multi-org form every entry carries
+// org=<orgs[].name>, which replaced a static org label of sink.loki.labels without a word.
+// Config check refuses it there, naming the key; the single-org form sets no org label, and a
+// static one is kept.
+func TestStaticOrgLabelRefusedInTheMultiOrgForm(t *testing.T) {
+	_, err := load(t, oneOrgSink("{environment: e}")+"sink:\n  loki:\n    labels: {org: acme, environment: prod}\n")
+	wantErrors(t, err, "sink.loki.labels.org: ", "is set per org in the multi-org form", "orgs[].name")
+	if err != nil && strings.Contains(err.Error(), "environment") {
+		t.Errorf("environment is refused too: %v", err)
+	}
+	cfg, err := load(t, "sink:\n  loki:\n    labels: {org: acme}\n")
+	if err != nil {
+		t.Fatalf("the single-org form: %v", err)
+	}
+	if set, _ := orgStream(t, cfg); set.Map()["org"] != "acme" {
+		t.Errorf("the single-org form does not keep the static org label: %s", set)
+	}
+}

@@ -264,7 +264,7 @@ func (c *Config) validateSink(errs *Errors) {
 		errs.add("sink.loki.metadata_max_bytes", "must be positive")
 	}
 	validateExtraLabels(l.ExtraLabels, errs)
-	validateStaticLabels(l.Labels, l.ExtraLabels, "sink.loki.labels", errs)
+	validateSinkLabels(l.Labels, l.ExtraLabels, len(c.Orgs) > 0, errs)
 }
 
 func (c *Config) validateState(errs *Errors) {

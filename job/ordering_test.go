@@ -437,3 +437,29 @@ func TestOneEntryOlderThanMaxAge(t *testing.T) {
 		})
 	}
 }
+
+// TestACutLinePushedAgainCountsOnce: a line cut by the line cap whose entry the receiver refuses
+// for its timestamp (it holds a newer entry the job never committed) is pushed again,
+// re-stamped: the run report counts the cut once per line, not once per push that carried it.
+func TestACutLinePushedAgainCountsOnce(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	srv := simloki.New(simloki.Options{})
+	sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport(),
+		MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxAttempts: 3, MaxLineBytes: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
+	if res := sink.Push(context.Background(), []loki.Entry{{Timestamp: base.Add(4 * time.Hour), Labels: labels, Line: "a crashed run"}}); !res.OK() {
+		t.Fatal(res.Err)
+	}
+	src := hourly(base, map[string][]int{"Login": {0, 1}}, nil)
+	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
+	if rep.Outcome != job.OutcomeOK || len(rep.Dropped) != 0 || rep.Restamped["too_far_behind"] == 0 {
+		t.Fatalf("%s %s, dropped %v, restamped %v; want entries refused for their timestamp pushed again", rep.Outcome, rep.Error, rep.Dropped, rep.Restamped)
+	}
+	if rep.Truncated != rep.Records {
+		t.Fatalf("report: %d lines truncated, %d records shipped (every line is cut, %d of them pushed twice); want each cut line counted once",
+			rep.Truncated, rep.Records, rep.Restamped["too_far_behind"])
+	}
+}

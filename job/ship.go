@@ -158,7 +158,7 @@ func (r *run) pushPaced(pushBase context.Context, d int, entries []loki.Entry, s
 				return pacedHeld
 			}
 		}
-		res := r.push(pushBase, d, entries[off:off+n])
+		res := r.push(pushBase, d, entries[off:off+n], slots[off:off+n], sh)
 		sh.merge(&res, slots[off:off+n])
 		if len(res.NotDelivered) > 0 {
 			return pacedFailed
@@ -286,6 +286,18 @@ func (sh *shipment) merge(res *loki.Result, slots []int) {
 	}
 }
 
+// cutBefore counts the lines res cut that an earlier push of the shipment cut already: entries
+// pushed again, re-stamped after the receiver refused them for their timestamp.
+func (sh *shipment) cutBefore(res *loki.Result, slots []int) int {
+	n := 0
+	for _, tr := range res.Truncations {
+		if _, ok := sh.sent[slots[tr.Index]]; ok {
+			n++
+		}
+	}
+	return n
+}
+
 // pushContext bounds one push: the push reserve, and never into the commit and release
 // reserves at the end of the run.
 func (r *run) pushContext(pushBase context.Context) (context.Context, context.CancelFunc) {
@@ -297,13 +309,14 @@ func (r *run) pushEnd() time.Time {
 	return r.deadline.Add(-(r.opts.CommitReserve + r.opts.ReleaseReserve))
 }
 
-// push sends entries (Ref = index) to destination d, reports the push to the observer and the
-// egress budget, and raises the stream heads.
-func (r *run) push(pushBase context.Context, d int, entries []loki.Entry) loki.Result {
+// push sends entries (Ref = index; entry i is the item at slots[i] of sh) to destination d,
+// reports the push to the observer and the egress budget, and raises the stream heads.
+func (r *run) push(pushBase context.Context, d int, entries []loki.Entry, slots []int, sh *shipment) loki.Result {
 	pushCtx, cancel := r.pushContext(pushBase)
 	defer cancel()
 	t0 := time.Now()
 	res := r.dests[d].sink.Push(pushCtx, entries)
+	res.Truncated -= sh.cutBefore(&res, slots) // a line is cut once, however often it is pushed
 	if r.opts.Observer != nil {
 		r.opts.Observer.Pushed(DestinationLabel(r.dests[d].name), entries, &res, time.Since(t0))
 	}

@@ -243,8 +243,9 @@ func restamp(e *loki.Entry, ts time.Time) {
 }
 
 // pushed raises the heads of the streams a push to destination dest may have written to, from
-// its result: entries accepted, and entries sent without an answer (in doubt). Entries the
-// receiver answered without storing (a 401, a 5xx after the last try) or that were never sent
+// its result: entries accepted, and entries the receiver may hold (in doubt: an attempt sent
+// without an answer, or a request answered 400 with others). Entries the receiver answered
+// without storing at every attempt (a 401, a 5xx after the last try) or that were never sent
 // raise nothing: a head above what the receiver holds moves later entries it would take as they
 // are. Consecutive entries mostly share a stream (a source's rows, an event type's): its head is
 // raised once per run of them, to the run's newest time, instead of once per entry.

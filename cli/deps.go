@@ -3,13 +3,17 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/sf2loki/sf2loki/config"
 	"github.com/sf2loki/sf2loki/job"
@@ -191,12 +195,48 @@ func openDeadLetter(ctx context.Context, cfg *config.Config, p *invocationParts,
 		}
 		p.opts.DeadLetter = w
 	} else if path := cfg.Sink.Loki.DeadLetterPath; path != "" {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		f, err := openDeadLetterFile(path)
 		if err != nil {
 			return fmt.Errorf("%w the dead letter (sink.loki.dead_letter_path): %w", errWiring, err)
 		}
 		p.closers = append(p.closers, f)
 		p.opts.DeadLetter = f
+	}
+	return nil
+}
+
+// openDeadLetterFile opens the dead-letter file for appending, creating it if need be. A file
+// it creates is durable only once its directory entry is: without the directory sync, a power
+// loss could take the file away with dead letters a commit already passed (those are fsynced
+// in the file, not in its directory).
+func openDeadLetterFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_APPEND|os.O_WRONLY, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		// Not created here (a file, a device such as /dev/stderr); a dangling symlink or a file
+		// removed meanwhile is still created, as before, without the directory sync.
+		return os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	if err := syncDeadLetterDir(dir); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("syncing the directory %s of the new file (check the disk it is on): %w", dir, err)
+	}
+	return f, nil
+}
+
+// syncDeadLetterDir makes a new dead-letter file's directory entry durable (a variable so a
+// test can see it called).
+var syncDeadLetterDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) { // a directory that cannot be synced
+		return err
 	}
 	return nil
 }

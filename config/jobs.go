@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -159,6 +160,7 @@ func (c *Config) validateJobs(errs *Errors) {
 type fenceHome struct {
 	who              string // `job group "elf"` or `the backfill`
 	lease, doc       string
+	docID            string // the document as compared: a file's path resolved (samePath)
 	leaseKey, docKey string // "" for the backfill
 }
 
@@ -170,7 +172,7 @@ func (c *Config) fenceHomes() []fenceHome {
 		p := fmt.Sprintf("jobs[%d].", i)
 		g := c.forGroup(j)
 		h := fenceHome{who: fmt.Sprintf("job group %q", j.Name), lease: g.Lease.Name, doc: g.State.location(),
-			leaseKey: p + "name", docKey: p + "name"}
+			docID: g.State.locationID(), leaseKey: p + "name", docKey: p + "name"}
 		if j.Lease != "" {
 			h.leaseKey = p + "lease"
 		}
@@ -180,10 +182,10 @@ func (c *Config) fenceHomes() []fenceHome {
 		out = append(out, h)
 	}
 	b := c.ForBackfill()
-	return append(out, fenceHome{who: "the backfill", lease: b.Lease.Name, doc: b.State.location()})
+	return append(out, fenceHome{who: "the backfill", lease: b.Lease.Name, doc: b.State.location(), docID: b.State.locationID()})
 }
 
-// location is the checkpoint document's location in the configured store.
+// location is the checkpoint document's location in the configured store, as configured.
 func (s State) location() string {
 	switch s.Store {
 	case "s3":
@@ -193,7 +195,51 @@ func (s State) location() string {
 	case "configmap":
 		return s.ConfigMap.Name
 	}
-	return filepath.Clean(s.File.Path)
+	return s.File.Path
+}
+
+// locationID is the checkpoint document's location in a form that is equal for two
+// configurations naming one document: a file's path resolved (resolvePath).
+func (s State) locationID() string {
+	switch s.Store {
+	case "s3", "gcs", "configmap":
+		return s.location()
+	}
+	return resolvePath(s.File.Path)
+}
+
+// resolvePath returns the file p names as an absolute path (a relative p is the working
+// directory's, as the file store opens it) with the symlinks of its longest existing prefix
+// resolved: two paths of one file, through a symlinked directory, a '..' after a symlink, or one
+// relative and one absolute, give one result, whether the file exists yet or not. Each '..' of the
+// existing prefix is taken after the symlinks before it, as the system does; the rest, which
+// holds no symlink, is cleaned.
+func resolvePath(p string) string {
+	if p == "" {
+		return p
+	}
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return filepath.Clean(p)
+		}
+		p = wd + string(filepath.Separator) + p // not Join: it would clean the '..' away
+	}
+	var rest []string // the components after prefix, which does not exist
+	for prefix := p; ; {
+		if r, err := filepath.EvalSymlinks(prefix); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		i := strings.LastIndexByte(prefix, filepath.Separator)
+		if i < 0 || prefix == string(filepath.Separator) {
+			return filepath.Clean(p)
+		}
+		rest = append([]string{prefix[i+1:]}, rest...)
+		prefix = prefix[:i]
+		if prefix == "" {
+			prefix = string(filepath.Separator)
+		}
+	}
 }
 
 // jobKey is the jobs[] key that sets a group's document in the configured store, and its value.
@@ -214,12 +260,13 @@ func (s State) jobKey(j Job) (key, value string) {
 // the first claim records its lease and every run of the other is refused as a foreign lease.
 func (c *Config) validateFencesApart(errs *Errors) {
 	homes := c.fenceHomes()
-	check := func(what, why string, value, key func(fenceHome) string) {
+	// id is what is compared, value what is shown: two values of one id name one thing.
+	check := func(what, why string, id, value, key func(fenceHome) string) {
 		first := map[string]fenceHome{}
 		for _, h := range homes {
-			prev, dup := first[value(h)]
+			prev, dup := first[id(h)]
 			if !dup {
-				first[value(h)] = h
+				first[id(h)] = h
 				continue
 			}
 			// Name the key that was set rather than a name whose default collides with it.
@@ -227,14 +274,19 @@ func (c *Config) validateFencesApart(errs *Errors) {
 			if path == "" || strings.HasSuffix(path, ".name") && !strings.HasSuffix(key(prev), ".name") {
 				path = key(prev)
 			}
-			errs.add(path, "%s and %s share the %s %q: %s; give each its own", prev.who, h.who, what, value(h), why)
+			same := ""
+			if value(h) != value(prev) {
+				same = fmt.Sprintf(" (%q is the same file)", value(h))
+			}
+			errs.add(path, "%s and %s share the %s %q%s: %s; give each its own", prev.who, h.who, what, value(prev), same, why)
 		}
 	}
+	lease := func(h fenceHome) string { return h.lease }
 	check("lease", "they would make each other busy, and a busy tick ships nothing without counting as a failure",
-		func(h fenceHome) string { return h.lease }, func(h fenceHome) string { return h.leaseKey })
+		lease, lease, func(h fenceHome) string { return h.leaseKey })
 	check("checkpoint document", "the first to claim it records its lease there and every run of the other is refused "+
 		"(under one lease, they would make each other busy instead)",
-		func(h fenceHome) string { return h.doc }, func(h fenceHome) string { return h.docKey })
+		func(h fenceHome) string { return h.docID }, func(h fenceHome) string { return h.doc }, func(h fenceHome) string { return h.docKey })
 }
 
 func displayOrg(name string) string {

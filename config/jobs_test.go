@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -184,4 +187,43 @@ func TestBackfillOrgs(t *testing.T) {
 	if b := cfg.ForBackfill(); b.Shape.Types[0].SampleRate != 0 || cfg.Shape.Types[0].SampleRate != 0.1 {
 		t.Fatalf("backfill sample rate %v, live %v: a backfill samples nothing, the live configuration keeps its own", b.Shape.Types[0].SampleRate, cfg.Shape.Types[0].SampleRate)
 	}
+}
+
+// TestJobGroupsMustNotShareADocumentThroughAnotherPath: two state_paths that name one file
+// another way (a symlinked directory, a '..' after a symlink, a relative and an absolute path)
+// are one checkpoint document, refused as two equal paths are. The file need not exist yet; two
+// files in one symlinked directory are two documents.
+func TestJobGroupsMustNotShareADocumentThroughAnotherPath(t *testing.T) {
+	dir := t.TempDir()
+	real, sub := filepath.Join(dir, "real"), filepath.Join(dir, "real", "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"link": real, "sublink": sub} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir) // the relative paths, the backfill's default document among them, are in dir
+	groups := func(elf, apex string) string {
+		return twoOrgs + "jobs:\n  - name: elf\n    sources: [eventlogfile]\n    state_path: " + elf +
+			"\n  - name: apex\n    sources: [apexlog]\n    state_path: " + apex + "\n"
+	}
+	for _, tc := range []struct{ name, elf, apex string }{
+		{"a symlinked directory", filepath.Join(real, "state.json"), filepath.Join(dir, "link", "state.json")},
+		{"'..' after a symlink", filepath.Join(real, "state.json"), dir + "/sublink/../state.json"}, // not Join: it cleans the '..' away
+		{"a relative and an absolute path", "real/state.json", filepath.Join(real, "state.json")},
+		{"relative through a symlink", "link/state.json", "real/./state.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, groups(tc.elf, tc.apex))
+			want := fmt.Sprintf(`jobs[1].state_path: job group "elf" and job group "apex" share the checkpoint document %q (%q is the same file)`,
+				tc.elf, tc.apex)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("want an error saying %q, got: %v", want, err)
+			}
+		})
+	}
+	mustLoad(t, groups(filepath.Join(real, "a.json"), filepath.Join(dir, "link", "b.json")))
+	mustLoad(t, groups(filepath.Join(dir, "state.json"), dir+"/sublink/../state.json"))
 }

@@ -163,6 +163,27 @@ func (s *Store) sizeCap() int {
 	return limit
 }
 
+// roomer is a backend whose object holds other data beside the document (the other keys of a
+// ConfigMap): Room is the part of the limit they leave the document, and their size. The
+// backend refuses a document past its room itself, with what takes the rest.
+type roomer interface {
+	Room() (limit, others int)
+}
+
+// Room is the largest document the store writes (0: no limit): the size cap, less what other
+// data in the object take (as the backend last read them), and how much they take.
+func (s *Store) Room() (limit, others int) {
+	limit = s.sizeCap()
+	if r, ok := s.b.(roomer); ok {
+		room, o := r.Room()
+		if limit <= 0 || room < limit {
+			limit = room
+		}
+		others = o
+	}
+	return limit, others
+}
+
 // encode renders doc and applies the size guard.
 func (s *Store) encode(doc *Document) ([]byte, error) {
 	data, err := doc.Encode()
@@ -175,9 +196,10 @@ func (s *Store) encode(doc *Document) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %s would be %d bytes, the limit is %d; nothing was written "+
 				"(remove stale keys with `sf2loki state delete`)", ErrTooLarge, s.Object(), len(data), limit)
 		}
-		if float64(len(data)) > s.o.WarnFraction*float64(limit) {
+		warnAt, shared := s.Room()
+		if float64(len(data)) > s.o.WarnFraction*float64(warnAt) {
 			s.o.Logger.Warn("checkpoint document is approaching its size limit",
-				"object", s.Object(), "bytes", len(data), "limit", limit)
+				"object", s.Object(), "bytes", len(data), "limit", warnAt, "shared_bytes", shared)
 		}
 	}
 	return data, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -409,5 +410,43 @@ func TestCommitQueuedBehindAHungOneEndsWithItsContext(t *testing.T) {
 	}
 	if _, ok := w.Checkpoints()["renewal"]; ok {
 		t.Fatal("the queued commit, which gave up before it was sent, is in the writer's document")
+	}
+}
+
+// sharedObject is a backend whose object holds other data beside the document (a ConfigMap's
+// other keys): Room says how much of its limit they leave.
+type sharedObject struct {
+	store.Backend
+	others int
+}
+
+func (s sharedObject) Room() (limit, others int) { return s.Backend.MaxSize() - s.others, s.others }
+
+// TestSizeWarningCountsWhatSharesTheObject: a document that shares its object with other data
+// (keys of one ConfigMap) is refused when the whole object would pass the limit, so the warning
+// that it approaches the limit measures it against the room the other data leave it, not
+// against the whole limit: a 2 KiB document in the last 2.5 KiB is warned about, and the warning
+// says how much the other data take.
+func TestSizeWarningCountsWhatSharesTheObject(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		others int
+		warn   bool
+	}{
+		{"alone", 0, false},
+		{"beside other keys", 1<<20 - 2560, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			st := store.New(sharedObject{storetest.NewMemory(), c.others}, store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			w := claimed(t, st, 1, "a")
+			if err := w.Commit(context.Background(), store.Change{Set: map[string]json.RawMessage{"k": json.RawMessage(`"` + strings.Repeat("x", 1800) + `"`)}}); err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.Contains(logs.String(), "approaching its size limit")
+			if warned != c.warn || (c.warn && !strings.Contains(logs.String(), fmt.Sprintf("shared_bytes=%d", c.others))) {
+				t.Fatalf("warned %v, want %v (with shared_bytes=%d):\n%s", warned, c.warn, c.others, logs.String())
+			}
+		})
 	}
 }

@@ -91,13 +91,6 @@ func storeFailure(object string, err error) Result {
 	return Fail("check the state section", "%v", err)
 }
 
-// sharedRoom is a backend whose document shares its object's size limit with other data (the
-// configmap backend: every key of the ConfigMap counts against its 1 MiB). Room is the largest
-// document the object holds beside the others as last read, and how much they take.
-type sharedRoom interface {
-	Room() (limit, others int)
-}
-
 func (s Store) checkRead(ctx context.Context) Result {
 	if s.Store == nil {
 		return Fail("fix the state section (sf2loki config check)", "cannot build the %s store: %v", s.Type, s.StoreErr)
@@ -111,10 +104,7 @@ func (s Store) checkRead(ctx context.Context) Result {
 		return Info("%s does not exist yet: the first run creates it, and every source starts from its lookback", obj)
 	}
 	doc, now := snap.Doc, s.now()
-	limit, others := s.Store.Backend().MaxSize(), 0
-	if r, ok := s.Store.Backend().(sharedRoom); ok { // as the read just found the other keys
-		limit, others = r.Room()
-	}
+	limit, others := s.Store.Room() // beside the other keys of a shared object, as the read just found them
 	var details []string
 	if f := doc.Fence; f != nil {
 		line := fmt.Sprintf("fence: epoch %d, holder %q", f.Epoch, f.Holder)

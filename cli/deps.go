@@ -129,16 +129,16 @@ func (p *invocationParts) bind(cfg *config.Config, sh *shape.Shaper, log *slog.L
 			return fmt.Errorf("%w the Salesforce client (%s): %w", errWiring, org.Path, err)
 		}
 		p.orgs = append(p.orgs, orgClient{org: org.Name, client: client})
-		if l := org.Salesforce.Limits; l.Interval > 0 { // the org-limits poller; with ship, one entry a sample
-			poll := job.LimitsPoll{Org: org.Name, Interval: l.Interval.D(), Client: client}
-			if l.Ship {
-				poll.Entry = job.ShipLimits(sh, client.OrgID, org.OrgLabels())
-			}
-			p.deps.Limits = append(p.deps.Limits, poll)
-		}
 		dest, osh, err := dests.forOrg(org, sh)
 		if err != nil {
 			return err
+		}
+		if l := org.Salesforce.Limits; l.Interval > 0 { // the org-limits poller; with ship, one entry a sample
+			poll := job.LimitsPoll{Org: org.Name, Interval: l.Interval.D(), Client: client}
+			if l.Ship {
+				poll.Entry = job.ShipLimits(osh, client.OrgID, org.OrgLabels()) // the org's static labels, as its records
+			}
+			p.deps.Limits = append(p.deps.Limits, poll)
 		}
 		bindings, err := orgBindings(cfg, org, client, osh, log)
 		if err != nil {

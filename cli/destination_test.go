@@ -123,3 +123,34 @@ func TestOrgsRoutedToTwoVictoriaLogsAccounts(t *testing.T) {
 		t.Errorf("the default tenant holds %d entries, want none", len(rows))
 	}
 }
+
+// TestLimitsSamplesCarryTheOrgsOwnLabels: an org's limits samples (salesforce.limits.ship) go
+// to its tenant with the static labels of its own sink section, like its records: an org
+// labelled environment=acme-prod sends no sample under sink.loki's environment.
+func TestLimitsSamplesCarryTheOrgsOwnLabels(t *testing.T) {
+	recv := simloki.Start(t, simloki.Options{RequireTenant: true})
+	cfg := twoTenantOrgs(t, recv.PushURL(),
+		config.OrgSink{Loki: config.OrgLoki{TenantID: "tenant-acme", Labels: map[string]string{"environment": "acme-prod"}}},
+		config.OrgSink{Loki: config.OrgLoki{TenantID: "tenant-globex"}})
+	cfg.Sink.Loki.Labels = map[string]string{"environment": "shared"}
+	for i := range cfg.Orgs {
+		cfg.Orgs[i].Salesforce.Limits = config.OrgLimits{Interval: config.Duration(time.Minute), Ship: true}
+	}
+	if errs := cfg.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	rep := runInvocation(context.Background(), cfg, slog.New(slog.DiscardHandler), invocationFlags{})
+	if rep.Outcome != job.OutcomeOK || len(rep.Limits) != 2 {
+		t.Fatalf("run: %s (%s), limits samples %+v", rep.Outcome, rep.Error, rep.Limits)
+	}
+	got := map[string]string{} // tenant/org -> environment of its limits sample
+	for _, e := range recv.Entries() {
+		if e.Label("source") == "limits" {
+			got[e.Tenant+"/"+e.Label("org")] = e.Label("environment")
+		}
+	}
+	want := map[string]string{"tenant-acme/acme": "acme-prod", "tenant-globex/globex": "shared"}
+	if len(got) != len(want) || got["tenant-acme/acme"] != want["tenant-acme/acme"] || got["tenant-globex/globex"] != want["tenant-globex/globex"] {
+		t.Fatalf("limits samples' environment by tenant/org %v, want %v", got, want)
+	}
+}

@@ -239,21 +239,22 @@ func authCredential(v string) (start, end int) {
 // urlMask replaces a credential inside a URL.
 const urlMask = "xxxxx"
 
-// RedactURL removes the password of a URL's userinfo and the values of token-like query (and
-// fragment) parameters. It fails closed: a string that does not parse as a URL, or whose
-// parsed authority may have been cut short by a password (see atPastAuthority), is redacted by
-// its shape (the userinfo between the scheme and the host, the query and the fragment), never
-// returned as it is. A URL with nothing to remove (also when it was redacted before) is
-// returned unchanged.
+// RedactURL replaces a URL's whole userinfo, username and password (some services take a token
+// as the username: https://TOKEN@host, https://TOKEN:x-oauth-basic@host), with "xxxxx" and
+// removes the values of token-like query (and fragment) parameters. It fails closed: a string
+// that does not parse as a URL, or whose parsed authority may have been cut short by a password
+// (see atPastAuthority), is redacted by its shape (the userinfo between the scheme and the host,
+// the query and the fragment), never returned as it is. A URL with nothing to remove (also when
+// it was redacted before) is returned unchanged.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || atPastAuthority(raw) {
 		return redactURLShape(raw)
 	}
 	changed := false
-	if u.User != nil {
-		if p, has := u.User.Password(); has && p != urlMask {
-			u.User = url.UserPassword(u.User.Username(), urlMask)
+	if u.User != nil && u.User.String() != urlMask {
+		if p, _ := u.User.Password(); u.User.Username() != "" || p != "" {
+			u.User = url.User(urlMask)
 			changed = true
 		}
 	}
@@ -291,8 +292,8 @@ func atPastAuthority(raw string) bool {
 }
 
 // redactURLShape redacts a URL that does not parse (a bad escape or port, a password with
-// characters a URL does not allow) or that may hold a userinfo its parse did not find: the
-// password of what looks like userinfo, and sensitive parameters wherever they are.
+// characters a URL does not allow) or that may hold a userinfo its parse did not find: what
+// looks like userinfo, whole, and sensitive parameters wherever they are.
 func redactURLShape(raw string) string {
 	i := strings.Index(raw, "://")
 	if i < 0 {
@@ -300,12 +301,19 @@ func redactURLShape(raw string) string {
 	}
 	head, rest := raw[:i+3], raw[i+3:]
 	// The userinfo may end at any '@': a password may hold '@', '/', '?' and '#', so the last
-	// one is taken, and the password starts after the first ':' before it. Without a ':' there
-	// is no password: the '@' is read as part of a path, a query or a fragment.
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
-			head, rest = head+rest[:colon+1]+urlMask+"@", rest[at+1:]
+	// one is taken when a ':' is before it. Without a ':' there is no password, and a username
+	// holds none of '/', '?' and '#': the userinfo ends at the last '@' before the first of them,
+	// and an '@' after it is read as part of a path, a query or a fragment.
+	at := strings.LastIndexByte(rest, '@')
+	if at >= 0 && strings.IndexByte(rest[:at], ':') < 0 {
+		authority := rest
+		if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+			authority = rest[:end]
 		}
+		at = strings.LastIndexByte(authority, '@')
+	}
+	if at >= 0 && strings.Trim(rest[:at], ":") != "" { // an empty userinfo hides nothing
+		head, rest = head+urlMask+"@", rest[at+1:]
 	}
 	// Where the query and the fragment start is not certain either (a '?' may have been taken
 	// for the userinfo's): the rest is read as parameters, split at any of their separators.

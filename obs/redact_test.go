@@ -14,7 +14,7 @@ import (
 func TestScrub(t *testing.T) {
 	r := NewRedactor("hunter2-password", "", "abc")
 	cases := []struct{ in, mustNot, must string }{
-		{"push to https://bob:s3cret@loki.example.com/loki/api/v1/push failed", "s3cret", "bob:xxxxx@loki.example.com"},
+		{"push to https://bob:s3cret@loki.example.com/loki/api/v1/push failed", "s3cret", "https://xxxxx@loki.example.com"},
 		{"GET https://x.my.salesforce.com/services/oauth2/userinfo?access_token=00Dabc!tok&x=1", "00Dabc!tok", "x=1"},
 		{"login with hunter2-password rejected", "hunter2-password", Redacted},
 		{"Authorization: Bearer 00D5g000004abcdef!AQ8AQKs", "00D5g000004abcdef", "Bearer " + Redacted},
@@ -209,17 +209,17 @@ func TestRedactURLFailsClosed(t *testing.T) {
 	const secret = "Sekr3t-value-42"
 	cases := []struct{ in, want string }{
 		// a '%' that is not an escape
-		{"https://grafana-user:50%off-" + secret + "@logs.example.net/loki/api/v1/push", "https://grafana-user:xxxxx@logs.example.net/loki/api/v1/push"},
+		{"https://grafana-user:50%off-" + secret + "@logs.example.net/loki/api/v1/push", "https://xxxxx@logs.example.net/loki/api/v1/push"},
 		// a port that is not a number
-		{"https://user:" + secret + "@loki.example.net:31OO/push?token=" + secret, "https://user:xxxxx@loki.example.net:31OO/push?token=xxxxx"},
+		{"https://user:" + secret + "@loki.example.net:31OO/push?token=" + secret, "https://xxxxx@loki.example.net:31OO/push?token=xxxxx"},
 		// a password holding '/', '#' and '@'
-		{"https://user:a/b#c@" + secret + "@host.example.net/x", "https://user:xxxxx@host.example.net/x"},
+		{"https://user:a/b#c@" + secret + "@host.example.net/x", "https://xxxxx@host.example.net/x"},
 		// ';' makes the query parser drop the pair
 		{"https://x.my.salesforce.com/cb?a=1;access_token=" + secret, "https://x.my.salesforce.com/cb?a=1;access_token=xxxxx"},
 		// a name that does not decode cannot be told harmless
 		{"https://host.example.net/x?a=1&to%zzken=" + secret + "&b=2", "https://host.example.net/x?a=1&to%zzken=xxxxx&b=2"},
 		// an '@' in the query of a URL that does not parse: the parameters after it still count
-		{"https://host.example.net:31OO/x?email=a@b.example&sid=" + secret, "https://host.example.net:xxxxx@b.example&sid=xxxxx"},
+		{"https://host.example.net:31OO/x?email=a@b.example&sid=" + secret, "https://xxxxx@b.example&sid=xxxxx"},
 		{"https://host.example.net:31OO/cb#state=1&access_token=" + secret, "https://host.example.net:31OO/cb#state=1&access_token=xxxxx"},
 	}
 	for _, c := range cases {
@@ -306,22 +306,22 @@ func TestScrubBasicAuthOfARegisteredPassword(t *testing.T) {
 // An '@' the parser did not read as the end of a userinfo may still end one: a password holding
 // '/', '?' or '#' ends the authority early, and when what precedes reads as host:port the URL
 // parses (https://user:12/x@host is host "user", port 12, path "/x@host"). Such an '@' with a ':'
-// before it is taken for the end of the userinfo, and the password before it is redacted.
+// before it is taken for the end of the userinfo, and the userinfo before it is redacted whole.
 func TestRedactURLAtOutsideParsedUserinfoIsRedacted(t *testing.T) {
 	const secret = "Sekr3t-value-42"
 	cases := []struct{ in, want string }{
 		// the password reads as a port, the rest as a path, a query or a fragment
-		{"https://user:12/x" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
-		{"https://user:12?" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
-		{"https://user:12#" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
-		{"https://user:/" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:12/x" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:12?" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:12#" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:/" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
 		// a port that is not a number: the URL does not parse
-		{"https://user:pa?" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
-		{"https://user:pa#" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:pa?" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:pa#" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
 		// a password holding '@': the parser finds part of it, or all of it
-		{"https://user:p@" + secret + "/x@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
-		{"https://user:p@" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
-		{"https://user:" + secret + "@loki.example.com/loki/api/v1/push", "https://user:xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:p@" + secret + "/x@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:p@" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://user:" + secret + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
 		// an '@' in the query of a URL that does not parse, no ':' before it: the parameters
 		// before it count too
 		{"https://host.example.net/x%zz?token=" + secret + "&email=a@b.example", "https://host.example.net/x%zz?token=xxxxx&email=a@b.example"},
@@ -341,6 +341,52 @@ func TestRedactURLAtOutsideParsedUserinfoIsRedacted(t *testing.T) {
 	}
 	// No ':' before the '@': no password can be there, the URL stays as it is.
 	for _, u := range []string{"https://loki.example.com/users/a@b.example/x?limit=5", "https://loki.example.com/x?email=a@b.example"} {
+		if got := RedactURL(u); got != u {
+			t.Errorf("RedactURL(%q) = %q, want it unchanged", u, got)
+		}
+	}
+}
+
+// A URL's whole userinfo is redacted, the username too: some services take a token as the
+// username (https://TOKEN@host, https://TOKEN:@host, https://TOKEN:x-oauth-basic@host). This holds
+// for a URL that parses, one that does not, and one whose '@' the parser read past the authority.
+func TestRedactURLRedactsUsername(t *testing.T) {
+	const token = "ghp_T0kenValue42abcdef"
+	cases := []struct{ in, want string }{
+		// the URL parses
+		{"https://" + token + "@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://" + token + ":@loki.example.com/loki/api/v1/push", "https://xxxxx@loki.example.com/loki/api/v1/push"},
+		{"https://" + token + ":x-oauth-basic@github.example.com/org/repo.git", "https://xxxxx@github.example.com/org/repo.git"},
+		{"https://" + token + ":pw-42@loki.example.com/push?token=" + token, "https://xxxxx@loki.example.com/push?token=xxxxx"},
+		{"https://" + token + "@loki.example.com", "https://xxxxx@loki.example.com"},
+		// redacted by an earlier version, which kept the username
+		{"https://" + token + ":xxxxx@loki.example.com/push", "https://xxxxx@loki.example.com/push"},
+		// the URL does not parse (a port that is not a number, a '%' that is not an escape)
+		{"https://" + token + "@loki.example.net:31OO/push", "https://xxxxx@loki.example.net:31OO/push"},
+		{"https://" + token + ":@loki.example.net:31OO/push", "https://xxxxx@loki.example.net:31OO/push"},
+		{"https://" + token + ":50%off@loki.example.net/push", "https://xxxxx@loki.example.net/push"},
+		{"https://" + token + "@loki.example.net/x%zz?email=a@b.example", "https://xxxxx@loki.example.net/x%zz?email=a@b.example"},
+		// an '@' the parser read past the authority
+		{"https://" + token + ":12/x@loki.example.com/push", "https://xxxxx@loki.example.com/push"},
+		{"https://" + token + ":p@q/x@loki.example.com/push", "https://xxxxx@loki.example.com/push"},
+	}
+	for _, c := range cases {
+		got := RedactURL(c.in)
+		if got != c.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if again := RedactURL(got); again != got {
+			t.Errorf("redacting %q again changed it to %q", got, again)
+		}
+		for _, in := range []string{"push to " + c.in + " failed", `{"error":"Post \"` + c.in + `\": refused"}`} {
+			if scrubbed := NewRedactor().Scrub(in); strings.Contains(scrubbed, token) || !strings.Contains(scrubbed, "xxxxx@") {
+				t.Errorf("Scrub(%q) = %q", in, scrubbed)
+			}
+		}
+	}
+	// Nothing to hide: no userinfo, an empty one, or one already redacted.
+	for _, u := range []string{"https://loki.example.com/push", "https://@loki.example.com/push", "https://xxxxx@loki.example.com/push",
+		"https://xxxxx@loki.example.net:31OO/push"} {
 		if got := RedactURL(u); got != u {
 			t.Errorf("RedactURL(%q) = %q, want it unchanged", u, got)
 		}

@@ -293,3 +293,49 @@ func TestLatestAtPastRetentionFollowsReplayLost(t *testing.T) {
 		})
 	}
 }
+
+// TestLatestAtAgesLikeAReplayID: a cursor holding only LatestAt is a position Salesforce's
+// retention ends as surely as a replay id (past Retention it follows replay_lost). The run
+// reports its age, measured from LatestAt, as it does a replay id's: the gauge event
+// replay_id_age_seconds:<topic>, TopicReport.ReplayAge, and past age_warning a note naming the
+// topic, so a topic heading for the refusal is flagged before it.
+func TestLatestAtAgesLikeAReplayID(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+	coord := jobtest.New()
+	_, sink := receiver(t)
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, Start: pubsub.StartLatest, RefreshAfter: -1}
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 0 {
+		t.Fatalf("first run: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
+	}
+	ageEvent := "pubsub." + pubsub.ReplayAgeEvent(loginTopic)
+	for _, step := range []struct {
+		advance time.Duration
+		note    bool // past age_warning (48h)
+	}{
+		{time.Hour, false},
+		{50 * time.Hour, true},
+	} {
+		stored, _ := storedCursor(t, coord, loginKey)
+		if stored.LatestAt.IsZero() || stored.ReplayID != "" {
+			t.Fatalf("cursor %+v; want only LatestAt", stored)
+		}
+		e.clock.Advance(step.advance)
+		want := e.clock.Now().Sub(stored.LatestAt)
+		src := e.source(t, opts)
+		rep := runJob(t, coord, sink, src)
+		if rep.Outcome != job.OutcomeOK {
+			t.Fatalf("after %s: outcome %s (%s)", step.advance, rep.Outcome, rep.Error)
+		}
+		if got, ok := rep.Events[ageEvent]; !ok || got != int64(want/time.Second) {
+			t.Fatalf("after %s: %s = %d (reported %v), want %d, the age of latest_at %s; events %v",
+				step.advance, ageEvent, got, ok, int64(want/time.Second), stored.LatestAt, rep.Events)
+		}
+		if got := src.Topics()[0].ReplayAge; got != want {
+			t.Fatalf("after %s: TopicReport.ReplayAge = %s, want %s", step.advance, got, want)
+		}
+		notes := strings.Join(rep.Notes, " ")
+		if noted := strings.Contains(notes, loginTopic) && strings.Contains(notes, "latest_at") && strings.Contains(notes, "72h"); noted != step.note {
+			t.Fatalf("after %s (latest_at %s old): notes %q; want an age note naming the topic and latest_at: %v", step.advance, want, rep.Notes, step.note)
+		}
+	}
+}

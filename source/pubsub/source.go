@@ -17,7 +17,8 @@
 // that horizon, because Salesforce sends keepalives only every ~270 s, longer than the idle
 // period: when a topic's position has not advanced for refresh_after, the run waits (up to its
 // deadline) for a keepalive and commits the keepalive's id. The position's age is reported per
-// topic (Source.Topics, the counter replay_id_age_seconds:<topic> and a note when it is old).
+// topic (Source.Topics, the counter replay_id_age_seconds:<topic> and a note when it is old);
+// for a cursor holding only Cursor.LatestAt, the age of that moment.
 // A stored position Salesforce refuses follows replay_lost: fail (the run ends with the
 // integrity outcome, exit 7, nothing more committed for the topic), earliest or latest (a
 // warning, the counter replay_fallback and a note saying events may have been missed).
@@ -284,7 +285,8 @@ func New(c Client, disc Discoverer, opts Options) (*Source, error) {
 const replayAgePrefix = "replay_id_age_seconds:"
 
 // ReplayAgeEvent is the name of the event counting, in seconds, how long the topic's stored
-// replay id had not advanced when the run started.
+// replay id had not advanced when the run started (for a cursor holding only Cursor.LatestAt,
+// how long ago that moment was).
 func ReplayAgeEvent(topic string) string { return replayAgePrefix + topic }
 
 // ReplayAgeTopic returns the topic of a ReplayAgeEvent name.
@@ -296,8 +298,9 @@ func (s *Source) Name() string { return Name }
 // TopicReport is what one topic did in the run (for metrics and doctor).
 type TopicReport struct {
 	Topic string
-	// ReplayAge is how long the stored position had not advanced when the run started (0
-	// when the topic had none; -1 when its age is unknown: a legacy value).
+	// ReplayAge is how long the stored position had not advanced when the run started (for a
+	// cursor holding only Cursor.LatestAt, how long ago that was; 0 when the topic had none;
+	// -1 when its age is unknown: a legacy value).
 	ReplayAge time.Duration
 	// Refreshing reports that the run waited for a keepalive to refresh the position.
 	Refreshing bool
@@ -361,8 +364,17 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			st.log.Warn("the stored position is unusable; starting from the configured start", "start", s.opts.Start, "err", err)
 			count("cursor_reset", 1)
 		case ok && id == nil:
-			// Only the moment of a LATEST subscription: no replay id to age out or refresh.
+			// Only the moment of a LATEST subscription: no replay id to refresh, but a position
+			// the retention ends all the same (past Retention it follows replay_lost), so its
+			// age is reported as a replay id's is, measured from that moment.
 			st.cur = cur
+			age := max(0, now.Sub(cur.LatestAt))
+			count(ReplayAgeEvent(topic), int64(age/time.Second))
+			if age >= s.opts.AgeWarning {
+				note(fmt.Sprintf("%s: the stored position is latest_at %s (a LATEST subscription that met no event), %s ago; Salesforce keeps about 72h, after which the position is lost and replay_lost applies",
+					topic, cur.LatestAt.UTC().Format(time.RFC3339), age.Round(time.Minute)))
+			}
+			st.rep.ReplayAge = age
 		case ok:
 			st.cur, st.resume = cur, id
 			age := time.Duration(-1)

@@ -477,11 +477,20 @@ func (st *stream) fill(ctx context.Context) error {
 	c := st.src.opts.Client
 	if st.open && !st.page.Done {
 		p, err := c.NextPage(ctx, st.page)
-		if err != nil {
+		var apiErr *salesforce.APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == salesforce.CodeInvalidQueryLocator:
+			// The locator timed out while the page's bodies were shipped, or was released
+			// because the user opened too many: a new keyset query goes on after the last
+			// log listed.
+			st.log.Info("the listing's query locator expired; listing again after the last log listed", "err", err)
+			st.open = false
+		case err != nil:
 			return err
+		default:
+			st.got += len(p.Records)
+			return st.take(p)
 		}
-		st.got += len(p.Records)
-		return st.take(p)
 	}
 	if st.open {
 		st.open = false

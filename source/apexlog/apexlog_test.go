@@ -594,3 +594,66 @@ func TestLongTransactionBodyFailureWaitsFromItsEnd(t *testing.T) {
 		t.Fatalf("second run shipped %v, want the log %s with its body", second.records, long)
 	}
 }
+
+// TestListingLocatorExpiredBetweenPages: a listing longer than one batch is read through
+// nextRecordsUrl while the page's bodies download and the job pushes them. A locator left idle
+// past Salesforce's timeout (or released because the user opened too many) answers
+// INVALID_QUERY_LOCATOR; the run goes on from the last log handed out with a new keyset query,
+// and every log is shipped exactly once.
+func TestListingLocatorExpiredBetweenPages(t *testing.T) {
+	e := newEnv(t)
+	ids := map[string]bool{}
+	for i := range 500 {
+		id, err := e.org.AddApexLog(simsf.ApexLogSpec{StartTime: epoch.Add(-50*time.Minute + time.Duration(i)*time.Second), BodyBytes: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[id] = true
+	}
+	src, err := apexlog.New(apexlog.Options{
+		Client: e.org.Client(t, func(o *salesforce.Options) {
+			o.RetryWaitMax = 2 * time.Millisecond
+			o.BatchSize = salesforce.MinBatchSize
+		}),
+		Now: e.clock.Now, PageSize: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams, err := src.Open(context.Background(), source.OpenRequest{
+		Cursors: map[string]json.RawMessage{}, Log: slog.New(slog.DiscardHandler),
+		Count: func(string, int64) {}, Note: func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for n := 0; ; n++ {
+		if n == 150 {
+			// The job is slow to take the rest of the first batch: the locator of the
+			// listing's next page times out meanwhile.
+			e.clock.Advance(simsf.DefaultLocatorIdleTimeout + time.Minute)
+		}
+		rec := sourcetest.Stale()
+		err := streams[0].Next(context.Background(), &rec)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d logs: %v", len(got), err)
+		}
+		got[meta(rec.Entry, "Id")]++
+	}
+	_ = streams[0].Close()
+	if len(got) != len(ids) {
+		t.Fatalf("%d logs shipped, want %d", len(got), len(ids))
+	}
+	for id := range ids {
+		if got[id] != 1 {
+			t.Fatalf("log %s shipped %d times", id, got[id])
+		}
+	}
+	if n := e.org.CallCount(simsf.KindToolingQueryMore); n == 0 {
+		t.Fatal("the listing was never paged by nextRecordsUrl: the test does not exercise the locator")
+	}
+}

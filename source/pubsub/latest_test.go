@@ -13,6 +13,7 @@ import (
 	simpubsub "github.com/sf2loki/sf2loki/internal/sim/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
+	sfpubsub "github.com/sf2loki/sf2loki/salesforce/pubsub"
 	"github.com/sf2loki/sf2loki/source/pubsub"
 )
 
@@ -337,5 +338,83 @@ func TestLatestAtAgesLikeAReplayID(t *testing.T) {
 		if noted := strings.Contains(notes, loginTopic) && strings.Contains(notes, "latest_at") && strings.Contains(notes, "72h"); noted != step.note {
 			t.Fatalf("after %s (latest_at %s old): notes %q; want an age note naming the topic and latest_at: %v", step.advance, want, rep.Notes, step.note)
 		}
+	}
+}
+
+// TestEarliestFallbackThatMeetsNothingIsNotRepeated: replay_lost: earliest on a topic that
+// retains nothing. The fallback's EARLIEST pull meets no event, which proves there was nothing
+// left to ship: the refused position (an expired replay id, or a latest_at past Retention) is
+// replaced by the moment the fallback subscribed, so the next run resumes from there without
+// a second fallback or "may have been missed" note, and ships what was published in between.
+func TestEarliestFallbackThatMeetsNothingIsNotRepeated(t *testing.T) {
+	for _, stored := range []string{"replay id", "latest_at"} {
+		t.Run(stored, func(t *testing.T) {
+			e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+			coord := jobtest.New()
+			lk, sink := receiver(t)
+			opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, ReplayLost: pubsub.ReplayLostEarliest, RefreshAfter: -1}
+			first := opts
+			if stored == "latest_at" {
+				first.Start = pubsub.StartLatest
+			} else {
+				e.publishLogins(t, 0, 2)
+			}
+			if rep := runJob(t, coord, sink, e.source(t, first)); rep.Outcome != job.OutcomeOK {
+				t.Fatalf("first run: %s %s", rep.Outcome, rep.Error)
+			}
+			if c, _ := storedCursor(t, coord, loginKey); (stored == "latest_at") != (c.ReplayID == "") {
+				t.Fatalf("after the first run the cursor is %+v; want a %s", c, stored)
+			}
+
+			e.clock.Advance(73 * time.Hour) // the stored position ages out; nothing is retained
+			rep := runJob(t, coord, sink, e.source(t, opts))
+			if rep.Outcome != job.OutcomeOK || rep.Events["pubsub.replay_fallback"] != 1 || rep.Records != 0 {
+				t.Fatalf("fallback run: %s %s, %d records, events %v; want one fallback meeting nothing", rep.Outcome, rep.Error, rep.Records, rep.Events)
+			}
+			fellBackAt := e.clock.Now()
+			c, _ := storedCursor(t, coord, loginKey)
+			if c.ReplayID != "" || !c.LatestAt.Equal(fellBackAt) {
+				t.Errorf("after the fallback met nothing the cursor is %+v; want the moment the fallback subscribed, %s", c, fellBackAt)
+			}
+
+			e.clock.Advance(time.Minute)
+			e.publishLogins(t, 10, 1) // after the fallback: must be shipped
+			rep = runJob(t, coord, sink, e.source(t, opts))
+			if rep.Outcome != job.OutcomeOK || rep.Events["pubsub.replay_fallback"] != 0 || strings.Contains(strings.Join(rep.Notes, " "), "may have been missed") {
+				t.Fatalf("run after the fallback: %s %s, events %v, notes %q; want no second fallback", rep.Outcome, rep.Error, rep.Events, rep.Notes)
+			}
+			var shipped []int
+			for _, en := range lk.Entries() {
+				if n := eventNumber(t, en.Line); n >= 10 {
+					shipped = append(shipped, n)
+				}
+			}
+			if !slices.Equal(shipped, []int{10}) || rep.Records != 1 {
+				t.Fatalf("run after the fallback shipped %d records, events %v from after the fallback; want [10]", rep.Records, shipped)
+			}
+		})
+	}
+}
+
+// TestEarliestFallbackCutShortStoresNothing: a fallback pull that the run's deadline ends
+// before the idle period has not shown that nothing is retained (Salesforce may not have sent
+// it yet), so it keeps the refused position rather than storing a moment that would skip
+// whatever is retained from before it.
+func TestEarliestFallbackCutShortStoresNothing(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+	stored := pubsub.Cursor{LatestAt: e.clock.Now().Add(-73 * time.Hour), AdvancedAt: e.clock.Now().Add(-73 * time.Hour)}
+	src := e.source(t, pubsub.Options{Topics: []string{loginTopic}, Idle: time.Minute, ReplayLost: pubsub.ReplayLostEarliest, RefreshAfter: -1})
+	p := pullUntil(t, src, map[string]json.RawMessage{loginKey: pubsub.EncodeCursor(stored)}, time.Now().Add(500*time.Millisecond))
+	if err := p.errs[loginKey]; err != nil {
+		t.Fatal(err)
+	}
+	if p.counts["replay_fallback"] != 1 {
+		t.Fatalf("counts %v: want the fallback", p.counts)
+	}
+	if tr := src.Topics()[0]; tr.Stop != sfpubsub.StopDeadline {
+		t.Fatalf("the pull stopped on %q, want the deadline", tr.Stop)
+	}
+	if recs := p.records[loginKey]; len(recs) != 0 {
+		t.Fatalf("%d records (last cursor %s); want none: a pull cut short proves nothing", len(recs), p.lastCursor(loginKey))
 	}
 }

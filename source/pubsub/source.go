@@ -21,7 +21,10 @@
 // for a cursor holding only Cursor.LatestAt, the age of that moment.
 // A stored position Salesforce refuses follows replay_lost: fail (the run ends with the
 // integrity outcome, exit 7, nothing more committed for the topic), earliest or latest (a
-// warning, the counter replay_fallback and a note saying events may have been missed).
+// warning, the counter replay_fallback and a note saying events may have been missed). A
+// fallback that meets no event replaces the refused position with the moment it subscribed
+// (Cursor.LatestAt; for earliest, only when the pull ended idle, which proves nothing older is
+// retained), so the next run resumes from there instead of reporting the fallback again.
 //
 // A topic subscribed at LATEST (start: latest, or the replay_lost: latest fallback) has no
 // replay id to store until an event or a keepalive arrives, and the idle rule usually ends the

@@ -134,9 +134,13 @@ type stream struct {
 	latestAt   time.Time
 	atLatest   bool
 	positioned bool
-	closed     bool
-	lastAt     time.Time
-	ev         Event
+	// emptyAt is when the replay_lost: earliest fallback's EARLIEST subscription was opened
+	// (else zero): a fallback pull that ends idle without a record proves Salesforce retained
+	// nothing older, and yields a cursor holding emptyAt (emptyCursor).
+	emptyAt time.Time
+	closed  bool
+	lastAt  time.Time
+	ev      Event
 }
 
 func (st *stream) Key() string { return st.key }
@@ -205,6 +209,9 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 		if errors.Is(err, io.EOF) && !st.latestAt.IsZero() && !st.positioned {
 			return st.latestCursor(), nil // the EOF comes on the next call
 		}
+		if errors.Is(err, io.EOF) && !st.emptyAt.IsZero() && !st.positioned && st.sub.Stopped() == sfpubsub.StopIdle {
+			return st.emptyCursor(), nil // the EOF comes on the next call
+		}
 		if errors.Is(err, io.EOF) {
 			reason := st.sub.Stopped()
 			st.src.update(func() { st.rep.Stop = reason })
@@ -254,6 +261,20 @@ func (st *stream) latestCursor() source.Record {
 		"latest_at", st.latestAt)
 	c := Cursor{LatestAt: st.latestAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
 	return source.Record{Skip: true, SkipReason: "latest_start", Cursor: source.CursorJSON(EncodeCursor(c))}
+}
+
+// emptyCursor is the record that ends a replay_lost: earliest fallback pull which met no
+// event and no keepalive for the idle period: Salesforce retains nothing published before the
+// fallback subscribed, so its cursor holds that moment (Cursor.LatestAt), replacing the
+// refused position. The next run resumes from there instead of meeting the same refusal and
+// reporting the same fallback again; what is published after that moment is shipped. A pull
+// cut short by the run's deadline proves nothing and stores nothing.
+func (st *stream) emptyCursor() source.Record {
+	st.positioned = true
+	st.log.Info("the EARLIEST fallback met no event: Salesforce retains nothing older; storing when it subscribed, so the next run resumes from there",
+		"latest_at", st.emptyAt)
+	c := Cursor{LatestAt: st.emptyAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
+	return source.Record{Skip: true, SkipReason: "nothing_retained", Cursor: source.CursorJSON(EncodeCursor(c))}
 }
 
 // resubscribeFromLatestAt replaces a LATEST subscription that was re-subscribed (at LATEST, so
@@ -328,6 +349,9 @@ func (st *stream) positionLost(ctx context.Context, lost lostPosition) error {
 	if o.ReplayLost == ReplayLostEarliest {
 		req.Preset = sfpubsub.Earliest
 		missed = lost.earliestMissed
+		// Taken before subscribing: an EARLIEST pull meeting nothing proves nothing older is
+		// retained.
+		st.emptyAt = o.Now().UTC()
 	} else {
 		req.Preset = sfpubsub.Latest
 		missed = "every event published since the stored position, up to now, may have been missed"

@@ -196,7 +196,10 @@ func (l *Lease) ReleaseFor(ctx context.Context, rec lease.Record) error {
 		Epoch: epoch, Invocation: l.c.Invocation, Holder: l.c.Holder(), Lease: l.Ref(),
 		Embedded: &ckpt.LeaseState{RenewedAt: l.c.Now(), Duration: l.c.Duration, Released: true},
 		Admit: func(cur ckpt.Snapshot) error {
-			if f := cur.Doc.Fence; cur.Absent || f == nil || f.Holder != rec.Holder || f.Epoch != rec.Epoch {
+			if cur.Absent {
+				return fmt.Errorf("%w: %s was deleted while releasing its lease; there is nothing left to release", lease.ErrLost, l.st.Object())
+			}
+			if cur.Doc.Fence == nil || cur.Doc.Fence.Holder != rec.Holder || cur.Doc.Fence.Epoch != rec.Epoch {
 				return fmt.Errorf("%w: %s changed hands while releasing it", lease.ErrLost, l.st.Object())
 			}
 			return nil

@@ -329,3 +329,44 @@ func TestSessionLostAtValidityWhileJobCommitHangs(t *testing.T) {
 			time.Since(validUntil).Round(time.Millisecond), s.Lost())
 	}
 }
+
+// deleteBeforeWrite deletes the document right before the next write reaches the backend, once
+// armed: an operator reset between a read and the write built on it.
+type deleteBeforeWrite struct {
+	store.Backend
+	armed atomic.Bool
+}
+
+func (d *deleteBeforeWrite) Store(ctx context.Context, data []byte, v store.Version) (store.Version, error) {
+	if d.armed.CompareAndSwap(true, false) {
+		if err := d.Backend.Delete(ctx); err != nil {
+			return "", err
+		}
+	}
+	return d.Backend.Store(ctx, data, v)
+}
+
+// An operator releases a holder's lease (`sf2loki lease release`) while the document is
+// deleted under it: the holder no longer holds anything, so the release reports the lease lost
+// and writes nothing (it neither recreates the document nor fails otherwise).
+func TestReleaseForOfADocumentDeletedMeanwhileIsLost(t *testing.T) {
+	ctx := context.Background()
+	m := storetest.NewMemory()
+	b := &deleteBeforeWrite{Backend: m}
+	st := storetest.NewStore(b)
+	if _, err := leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("a", time.Minute, 0)}).Acquire(ctx, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	op := leasestore.New(st, leasestore.Options{Config: leasetest.Cfg("op", time.Minute, 0)})
+	rec, err := op.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.armed.Store(true)
+	if err := op.ReleaseFor(ctx, rec); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("ReleaseFor of a lease whose document was deleted meanwhile: got %v, want ErrLost", err)
+	}
+	if m.Bytes() != nil {
+		t.Fatalf("the release recreated the deleted document:\n%s", m.Bytes())
+	}
+}

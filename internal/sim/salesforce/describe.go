@@ -68,6 +68,9 @@ func (o *Org) describe(c *execCtx, name string, basic bool) ([]byte, *apiError) 
 	d := c.globalEntry(obj)
 	fields := make([]map[string]any, 0, len(obj.fields))
 	for _, f := range obj.fields {
+		if !c.user.perms.canSee(obj, f) {
+			continue
+		}
 		ref := []string{}
 		if f.RefTo != "" {
 			ref = []string{f.RefTo}
@@ -128,12 +131,14 @@ func (o *Org) retrieve(c *execCtx, name, id, fieldsParam string) ([]byte, *apiEr
 	p := &plan{obj: obj}
 	if fieldsParam == "" {
 		for _, f := range obj.fields {
-			p.addCol(&resolved{f: f, big: obj.isBig()})
+			if c.user.perms.canSee(obj, f) {
+				p.addCol(&resolved{f: f, big: obj.isBig()})
+			}
 		}
 	} else {
 		for _, fn := range strings.Split(fieldsParam, ",") {
 			f := obj.byLower[strings.ToLower(strings.TrimSpace(fn))]
-			if f == nil {
+			if f == nil || !c.user.perms.canSee(obj, f) {
 				return nil, newAPIError(http.StatusBadRequest, CodeInvalidField, "No such column '"+strings.TrimSpace(fn)+"' on sobject of type "+obj.name)
 			}
 			p.addCol(&resolved{f: f, big: obj.isBig()})

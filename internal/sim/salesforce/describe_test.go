@@ -194,3 +194,45 @@ func TestToolingResultShape(t *testing.T) {
 		t.Errorf("REST page: %.100s", rest)
 	}
 }
+
+// TestFieldLevelSecurity: a field the user's field-level security hides is left out of
+// describe and of FIELDS(), and naming it anywhere in a query answers INVALID_FIELD "No such
+// column", as for a field that does not exist; other users still see it.
+func TestFieldLevelSecurity(t *testing.T) {
+	e := newEnv(t, Options{})
+	e.login()
+	perms := AllPermissions()
+	perms.HiddenFields = []string{"Audit_Event__c.Source_Ip__c", "user.Username"}
+	noErr(t, e.org.SetPermissions(testUser, perms))
+
+	_, b := e.get(ver + "/sobjects/Audit_Event__c/describe")
+	if strings.Contains(string(b), `"name":"Source_Ip__c"`) || !strings.Contains(string(b), `"name":"Actor__c"`) {
+		t.Error("describe lists the hidden field Source_Ip__c, or lost the visible Actor__c")
+	}
+	for _, q := range []string{
+		"SELECT Id, Source_Ip__c FROM Audit_Event__c",
+		"SELECT Id FROM Audit_Event__c WHERE source_ip__c = '10.0.0.1'",
+		"SELECT Id FROM Audit_Event__c ORDER BY Source_Ip__c",
+		"SELECT Id, CreatedBy.Username FROM Audit_Event__c",
+	} {
+		if code, _, ec := e.query(q); code != 400 || ec != CodeInvalidField {
+			t.Errorf("%s: %d %s, want 400 %s", q, code, ec, CodeInvalidField)
+		}
+	}
+	if code, _, ec := e.query("SELECT Id, Actor__c FROM Audit_Event__c"); code != 200 {
+		t.Errorf("visible fields: %d %s", code, ec)
+	}
+	must[[]string](t)(e.org.Insert("Audit_Event__c", Record{"Name": "x", "Source_Ip__c": "10.0.0.1", "Actor__c": "a"}))
+	if _, p, _ := e.query("SELECT FIELDS(ALL) FROM Audit_Event__c LIMIT 1"); len(p.Records) != 1 {
+		t.Fatalf("FIELDS(ALL) rows %v", p.Records)
+	} else if _, ok := p.Records[0]["Source_Ip__c"]; ok {
+		t.Errorf("FIELDS(ALL) returned the hidden field: %v", p.Records[0])
+	} else if _, ok := p.Records[0]["Actor__c"]; !ok {
+		t.Errorf("FIELDS(ALL) lost a visible field: %v", p.Records[0])
+	}
+	perms.HiddenFields = nil
+	noErr(t, e.org.SetPermissions(testUser, perms))
+	if code, _, ec := e.query("SELECT Id, Source_Ip__c FROM Audit_Event__c"); code != 200 {
+		t.Errorf("field granted again: %d %s", code, ec)
+	}
+}

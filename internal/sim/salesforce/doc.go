@@ -40,7 +40,9 @@
 // (the +0000 form Salesforce itself returns is MALFORMED_QUERY), dates,
 // TODAY / YESTERDAY / LAST_N_DAYS:n; GROUP BY; ORDER BY f [ASC|DESC] [NULLS
 // FIRST|LAST], ...; LIMIT; OFFSET (<= 2000). Names resolve case-insensitively
-// against the schema and the user's permissions: MALFORMED_QUERY,
+// against the schema and the user's permissions (object access, and
+// field-level security: Permissions.HiddenFields are left out of describe and
+// FIELDS() and answer "No such column" when named): MALFORMED_QUERY,
 // INVALID_FIELD (unknown, duplicate, not filterable/sortable/groupable,
 // wrong literal type), INVALID_TYPE (unknown object or no access),
 // INVALID_QUERY_FILTER_OPERATOR (bad id literal), NUMBER_OUTSIDE_VALID_RANGE.

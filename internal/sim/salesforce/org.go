@@ -310,6 +310,12 @@ type Permissions struct {
 	// Topics grants Pub/Sub subscribe access to these topic names
 	// (e.g. "/event/LoginEventStream"); used by the Pub/Sub API.
 	Topics []string
+	// HiddenFields are fields the user's field-level security hides, as
+	// "Object.Field" (e.g. "Audit_Event__c.Source_Ip__c"; case-insensitive).
+	// Salesforce leaves them out of describe and of FIELDS(), and a query
+	// naming one answers INVALID_FIELD "No such column", as for a field that
+	// does not exist. Id cannot be hidden.
+	HiddenFields []string
 }
 
 // AllPermissions returns a permission set that can read everything.
@@ -338,6 +344,20 @@ func (p Permissions) canRead(obj *object) bool {
 		}
 	}
 	return false
+}
+
+// canSee reports whether field-level security lets the user read f of obj.
+func (p Permissions) canSee(obj *object, f *fieldDef) bool {
+	if f.Name == "Id" {
+		return true
+	}
+	for _, h := range p.HiddenFields {
+		o, name, ok := strings.Cut(h, ".")
+		if ok && strings.EqualFold(o, obj.name) && strings.EqualFold(name, f.Name) {
+			return false
+		}
+	}
+	return true
 }
 
 // CanSubscribe reports whether the permissions grant a Pub/Sub topic.

@@ -69,7 +69,7 @@ func (c *execCtx) resolve(q *query, obj *object, path string, pos int) (*resolve
 	switch len(segs) {
 	case 1:
 		f := obj.byLower[strings.ToLower(segs[0])]
-		if f == nil {
+		if f == nil || !c.user.perms.canSee(obj, f) {
 			return nil, noSuchColumn(q, pos, segs[0], obj.name)
 		}
 		return &resolved{path: path, f: f, big: obj.isBig()}, nil
@@ -84,7 +84,7 @@ func (c *execCtx) resolve(q *query, obj *object, path string, pos int) (*resolve
 				"' in field path. If you are attempting to use a custom relationship, be sure to append the '__r' after the custom relationship name. Please reference your WSDL or the describe call for the appropriate names.")
 		}
 		f := target.byLower[strings.ToLower(segs[1])]
-		if f == nil {
+		if f == nil || !c.user.perms.canSee(target, f) {
 			return nil, noSuchColumn(q, pos+len(segs[0])+1, segs[1], target.name)
 		}
 		return &resolved{path: path, f: f, rel: rel, target: target, big: obj.isBig()}, nil
@@ -189,7 +189,7 @@ func (c *execCtx) compile(q *query) (*plan, *apiError) {
 				return nil, p.malformed(it.pos, "The SOQL FIELDS function must have a LIMIT of at most 200")
 			}
 			for _, f := range obj.fields {
-				if it.arg == "CUSTOM" && !f.Custom || it.arg == "STANDARD" && f.Custom {
+				if it.arg == "CUSTOM" && !f.Custom || it.arg == "STANDARD" && f.Custom || !c.user.perms.canSee(obj, f) {
 					continue
 				}
 				if err := addSel(&resolved{path: f.Name, f: f, big: obj.isBig()}, it.pos); err != nil {

@@ -26,11 +26,11 @@ type Cursor struct {
 	ReplayID string `json:"replay_id,omitempty"`
 	// LatestAt, on a cursor without a replay id, is when the topic was subscribed at LATEST
 	// (start: latest, or replay_lost: latest after a refused id) and the pull ended before an
-	// event or a keepalive gave it a replay id (the local wall clock); or when a replay_lost:
-	// earliest fallback subscribed at EARLIEST and its pull met nothing for the idle period
-	// (nothing older is retained). The next run subscribes at EARLIEST and skips the events
-	// older than LatestAt less LatestMargin, so "latest" keeps meaning "from that subscription
-	// on" instead of "from whenever a run next subscribes".
+	// event or a keepalive gave it a replay id (the local wall clock); or when an EARLIEST
+	// subscription that resumed from a LatestAt, or was a replay_lost: earliest fallback, met
+	// nothing for the idle period (nothing older is retained). The next run subscribes at
+	// EARLIEST and skips the events older than LatestAt less LatestMargin, so "latest" keeps
+	// meaning "from that subscription on" instead of "from whenever a run next subscribes".
 	LatestAt time.Time `json:"latest_at,omitzero"`
 	// AdvancedAt is when ReplayID last changed (the local wall clock). Its age is how close
 	// the position is to Salesforce's retention horizon (about 72 hours); refresh_after is

@@ -418,3 +418,34 @@ func TestEarliestFallbackCutShortStoresNothing(t *testing.T) {
 		t.Fatalf("%d records (last cursor %s); want none: a pull cut short proves nothing", len(recs), p.lastCursor(loginKey))
 	}
 }
+
+// TestQuietLatestTopicRunningRegularlyIsNeverRefused: start: latest on a topic that stays quiet
+// for days while the job runs every 12 hours. Each run's EARLIEST pull (resuming from latest_at)
+// meets nothing for the idle period, which proves nothing was published since latest_at: the
+// run stores its own subscription moment as the new latest_at. So the position's age is the
+// time since the last run, not since the first one: no age note, no replay_lost refusal past
+// 72h, and an event published after those days is still shipped.
+func TestQuietLatestTopicRunningRegularlyIsNeverRefused(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+	coord := jobtest.New()
+	lk, sink := receiver(t)
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, Start: pubsub.StartLatest, RefreshAfter: -1}
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 0 {
+		t.Fatalf("first run: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
+	}
+	for i := 1; i <= 7; i++ { // 84h of quiet, past the 72h retention
+		e.clock.Advance(12 * time.Hour)
+		rep := runJob(t, coord, sink, e.source(t, opts))
+		if rep.Outcome != job.OutcomeOK || rep.Events["pubsub.replay_fallback"] != 0 || len(rep.Notes) != 0 {
+			t.Fatalf("quiet run %d (%dh after the first): %s %s, events %v, notes %q; want a clean run", i, 12*i, rep.Outcome, rep.Error, rep.Events, rep.Notes)
+		}
+		if c, _ := storedCursor(t, coord, loginKey); c.ReplayID != "" || !c.LatestAt.Equal(e.clock.Now()) {
+			t.Errorf("after quiet run %d the cursor is %+v; want latest_at moved to this run's subscription, %s", i, c, e.clock.Now())
+		}
+	}
+	e.clock.Advance(time.Minute)
+	e.publishLogins(t, 0, 1)
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 1 || lk.Count() != 1 {
+		t.Fatalf("run after the quiet days: %s %s, %d records, receiver holds %d; want the new event", rep.Outcome, rep.Error, rep.Records, lk.Count())
+	}
+}

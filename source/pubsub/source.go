@@ -30,11 +30,13 @@
 // replay id to store until an event or a keepalive arrives, and the idle rule usually ends the
 // pull first. Its cursor then records when that subscription opened (Cursor.LatestAt): the next
 // run subscribes at EARLIEST and skips, as a start time does, the events older than that moment
-// (less LatestMargin), so the events published between runs are shipped rather than lost; a
-// LatestAt older than Retention follows replay_lost, as a refused replay id does. A
-// session renewal on that subscription before anything arrived makes the client re-subscribe
-// at LATEST, a later start: the run then applies the same rule at once (EARLIEST, skipping the
-// events older than the first subscription's moment), so the re-subscribe loses nothing.
+// (less LatestMargin), so the events published between runs are shipped rather than lost. A
+// run that meets nothing there for the idle period stores its own subscription moment, so the
+// LatestAt of a quiet topic ages only while the job does not run; a LatestAt older than
+// Retention follows replay_lost, as a refused replay id does. A session renewal on that
+// subscription before anything arrived makes the client re-subscribe at LATEST, a later start:
+// the run then applies the same rule at once (EARLIEST, skipping the events older than the
+// first subscription's moment), so the re-subscribe loses nothing.
 package pubsub
 
 import (

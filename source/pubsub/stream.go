@@ -134,9 +134,10 @@ type stream struct {
 	latestAt   time.Time
 	atLatest   bool
 	positioned bool
-	// emptyAt is when the replay_lost: earliest fallback's EARLIEST subscription was opened
-	// (else zero): a fallback pull that ends idle without a record proves Salesforce retained
-	// nothing older, and yields a cursor holding emptyAt (emptyCursor).
+	// emptyAt is when an EARLIEST subscription that replaces or resumes a stored position (the
+	// replay_lost: earliest fallback, or a stored LatestAt) was opened (else zero): such a pull
+	// that ends idle without a record proves Salesforce retains nothing older, and yields a
+	// cursor holding emptyAt (emptyCursor).
 	emptyAt time.Time
 	closed  bool
 	lastAt  time.Time
@@ -162,6 +163,10 @@ func (st *stream) start(ctx context.Context) error {
 		// "latest" as of an earlier run's subscription: from there on, not from now.
 		req.Preset = sfpubsub.Earliest
 		st.notBefore = st.cur.LatestAt.Add(-LatestMargin)
+		// Taken before subscribing: if this pull meets nothing, nothing was published since
+		// LatestAt, and this moment replaces it (else a quiet topic's LatestAt would age past
+		// Retention however often the job runs).
+		st.emptyAt = o.Now().UTC()
 	case o.Start == StartLatest:
 		req.Preset = sfpubsub.Latest
 	default:
@@ -263,15 +268,17 @@ func (st *stream) latestCursor() source.Record {
 	return source.Record{Skip: true, SkipReason: "latest_start", Cursor: source.CursorJSON(EncodeCursor(c))}
 }
 
-// emptyCursor is the record that ends a replay_lost: earliest fallback pull which met no
-// event and no keepalive for the idle period: Salesforce retains nothing published before the
-// fallback subscribed, so its cursor holds that moment (Cursor.LatestAt), replacing the
-// refused position. The next run resumes from there instead of meeting the same refusal and
-// reporting the same fallback again; what is published after that moment is shipped. A pull
-// cut short by the run's deadline proves nothing and stores nothing.
+// emptyCursor is the record that ends an EARLIEST pull (emptyAt) which met no event and no
+// keepalive for the idle period: Salesforce retains no event of the topic published before it
+// subscribed, so its cursor holds that moment (Cursor.LatestAt). After a replay_lost: earliest
+// fallback it replaces the refused position, so the next run does not meet the same refusal
+// and report the same fallback again; on a topic resumed from a stored LatestAt it moves that
+// moment forward, so a quiet topic's position ages only while the job does not run. What is
+// published after that moment is shipped by the next run. A pull cut short by the run's
+// deadline proves nothing and stores nothing.
 func (st *stream) emptyCursor() source.Record {
 	st.positioned = true
-	st.log.Info("the EARLIEST fallback met no event: Salesforce retains nothing older; storing when it subscribed, so the next run resumes from there",
+	st.log.Info("the EARLIEST subscription met no event for the idle period: Salesforce retains none for the topic; storing when it subscribed, so the next run resumes from there",
 		"latest_at", st.emptyAt)
 	c := Cursor{LatestAt: st.emptyAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
 	return source.Record{Skip: true, SkipReason: "nothing_retained", Cursor: source.CursorJSON(EncodeCursor(c))}

@@ -13,15 +13,21 @@ import (
 	"testing/synctest"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/lease"
 	"github.com/sf2loki/sf2loki/lease/leasetest"
 	leasestore "github.com/sf2loki/sf2loki/lease/store"
 	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/configmap"
 	"github.com/sf2loki/sf2loki/store/file"
+	"github.com/sf2loki/sf2loki/store/gcs"
 	s3store "github.com/sf2loki/sf2loki/store/s3"
 	"github.com/sf2loki/sf2loki/store/storetest"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 func env(b store.Backend, bytesOf func() []byte) leasetest.Env {
 	st := storetest.NewStore(b)
@@ -72,6 +78,45 @@ func TestE2ELeaseBehaviourS3(t *testing.T) {
 			data, _, _ := b.Load(context.Background())
 			return data
 		})
+	})
+}
+
+// loaded returns the stored bytes of b (nil when absent).
+func loaded(b store.Backend) func() []byte {
+	return func() []byte {
+		data, _, _ := b.Load(context.Background())
+		return data
+	}
+}
+
+// The store-embedded lease on GCS (fake-gcs-server): the same suite, every case on a fresh
+// object.
+func TestE2ELeaseBehaviourGCS(t *testing.T) {
+	srv := testenv.StartGCS(t)
+	bucket := srv.NewBucket(t)
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		b, err := gcs.New(context.Background(), gcs.Options{Bucket: bucket, Object: fmt.Sprintf("lease-%d.json", s3keys.Add(1)), Endpoint: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env(b, loaded(b))
+	})
+}
+
+// The store-embedded lease on a ConfigMap (the real kube-apiserver), as a user holding only
+// get, create and update on configmaps: every case on a fresh ConfigMap.
+func TestE2ELeaseBehaviourConfigMap(t *testing.T) {
+	kube := testenv.SharedKube(t)
+	ns := kube.NewNamespace(t)
+	kube.Grant(t, ns, "user-1", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}})
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		b, err := configmap.New(configmap.Options{
+			Namespace: ns, Name: fmt.Sprintf("lease-%d", s3keys.Add(1)), RESTConfig: kube.RESTConfig(kube.UserToken("user-1")),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env(b, loaded(b))
 	})
 }
 

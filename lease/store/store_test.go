@@ -415,3 +415,52 @@ func TestReleaseForOfADocumentDeletedMeanwhileIsLost(t *testing.T) {
 		t.Fatalf("the release recreated the deleted document:\n%s", m.Bytes())
 	}
 }
+
+// Scenario 11 for the store lease, where acquiring is claiming: C reads the document (the
+// lease free), is paused, and B acquires and commits meanwhile, then holds the lease or
+// releases it. C's claim, built on its stale read with the same epoch as B's, must not land:
+// C is busy, writes nothing, and B's commit stays.
+func TestAcquireFromAStaleReadIsBusy(t *testing.T) {
+	for _, released := range []bool{false, true} {
+		t.Run(fmt.Sprintf("B released=%v", released), func(t *testing.T) {
+			ctx := context.Background()
+			m := storetest.NewMemory()
+			e := env(m, m.Bytes)
+			a := e.New(leasetest.Cfg("a", time.Minute, 0))
+			ga, err := a.Acquire(ctx, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Release(ctx, ga); err != nil {
+				t.Fatal(err)
+			}
+			stale, err := e.Store.Read(ctx) // C reads the free lease, then is paused
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := lease.Start(ctx, e.New(leasetest.Cfg("b", time.Minute, 0)), e.Store, lease.SessionOptions{Logger: leasetest.Quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(7)}}); err != nil {
+				t.Fatal(err)
+			}
+			if released {
+				if err := b.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				defer func() { _ = b.Release(ctx) }()
+			}
+			before := m.Bytes()
+			c := e.New(leasetest.Cfg("c", time.Minute, 0)).(*leasestore.Lease)
+			g, err := c.AcquireFrom(ctx, stale, 0, 0)
+			if !errors.Is(err, lease.ErrBusy) {
+				t.Fatalf("acquire from a read older than B's claim: got grant %+v, error %v; want ErrBusy", g, err)
+			}
+			if !bytes.Equal(before, m.Bytes()) {
+				t.Fatalf("the stale acquire wrote the document:\nbefore %s\nafter  %s", before, m.Bytes())
+			}
+		})
+	}
+}

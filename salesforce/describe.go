@@ -85,9 +85,10 @@ type GlobalDescribe struct {
 	SObjects     []SObjectInfo `json:"sobjects"`
 }
 
-// describeCache holds describes for the life of a Client (one invocation):
-// each object is described at most once, even by concurrent callers; a
-// failure is not cached.
+// describeCache holds describes for the life of a Client (one invocation, or
+// several when a warm Lambda keeps the client): each object is described at
+// most once, even by concurrent callers, until ForgetDescribe; a failure is
+// not cached.
 type describeCache struct {
 	mu      sync.Mutex
 	entries map[string]*describeEntry // object name, or globalKey
@@ -167,6 +168,21 @@ func (c *Client) Describe(ctx context.Context, object string) (*SObjectDescribe,
 		return nil, err
 	}
 	return e.obj, nil
+}
+
+// ForgetDescribe drops the cached describe of object, so that the next
+// Describe fetches it again. A client kept across invocations (a warm Lambda)
+// otherwise keeps a field list that field-level security or an admin may have
+// changed since: call it when a query answers INVALID_FIELD.
+func (c *Client) ForgetDescribe(object string) {
+	c.describes.forget(object)
+}
+
+// forget drops the entry of key; callers waiting for its fetch still get it.
+func (dc *describeCache) forget(key string) {
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	delete(dc.entries, key)
 }
 
 // DescribeGlobal returns the list of the org's sObjects, fetched at most once

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sf2loki/sf2loki/internal/sftest"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
 	"github.com/sf2loki/sf2loki/salesforce"
 	"github.com/sf2loki/sf2loki/shape"
@@ -480,5 +481,53 @@ func TestMaxRecordsPerRunWaits(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("row %s shipped %d times", id, n)
 		}
+	}
+}
+
+// TestFieldHiddenWhileTheClientLives: a warm Lambda keeps its Salesforce client, and with it
+// the describes, across invocations. When an admin takes a field away from the integration
+// user (field-level security) between two runs, the next run's query naming the field answers
+// INVALID_FIELD; the object is described again, the query goes on without the field, and no
+// row is lost. A field named in fields that the user cannot see is an error that says so.
+func TestFieldHiddenWhileTheClientLives(t *testing.T) {
+	e := newEnv(t, simsf.Options{})
+	client := e.client(t)
+	opts := soql.Options{Client: client, Objects: []soql.Object{{Name: "LoginHistory"}}}
+	var rows []simsf.Record
+	for i := range 10 {
+		rows = append(rows, loginRow(epoch.Add(-30*time.Minute+time.Duration(i)*time.Second), i))
+	}
+	insertShuffled(t, e.org.Org, "LoginHistory", rows, 3)
+	res := e.run(t, opts, nil, 0)
+	noErrors(t, res)
+	if n := len(res.entries()); n != 10 || lineField(t, res.entries()[0], "SourceIp") == "" {
+		t.Fatalf("first run: %d rows, want 10 with SourceIp", n)
+	}
+
+	perms := simsf.AllPermissions()
+	perms.HiddenFields = []string{"LoginHistory.SourceIp"}
+	if err := e.org.SetPermissions(sftest.User, perms); err != nil {
+		t.Fatal(err)
+	}
+	rows = rows[:0]
+	for i := range 5 {
+		rows = append(rows, loginRow(epoch.Add(-10*time.Minute+time.Duration(i)*time.Second), 100+i))
+	}
+	insertShuffled(t, e.org.Org, "LoginHistory", rows, 4)
+	res2 := e.run(t, opts, res.cursors, 0)
+	noErrors(t, res2)
+	if n := len(res2.entries()); n != 5 {
+		t.Fatalf("second run: %d rows, want the 5 new ones", n)
+	}
+	if s := lineField(t, res2.entries()[0], "SourceIp"); s != "" {
+		t.Fatalf("second run shipped the hidden SourceIp %q", s)
+	}
+
+	// A configured field the user cannot see: the error names it and the setting.
+	opts.Objects[0].Fields = []string{"Status", "SourceIp"}
+	res3 := e.run(t, opts, res2.cursors, 0)
+	err := res3.errs[soql.Key("LoginHistory")]
+	if err == nil || !strings.Contains(err.Error(), "SourceIp") || !strings.Contains(err.Error(), "fields") {
+		t.Fatalf("configured hidden field: error %v, want one naming SourceIp and the fields setting", err)
 	}
 }

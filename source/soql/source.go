@@ -160,15 +160,19 @@ type stream struct {
 	tr *keyset.Tracker        // the cursor: position, overlap window, max_id
 	at *salesforce.FieldIndex // finds st.fields in rows (made on first use)
 
-	rd      reader
-	q       *querier
-	fields  []string
-	plan    *shape.Plan
-	rec     shape.Record
-	ctxIn   context.Context // the last context Next was given
-	ctx     context.Context // ctxIn with the source's call counter
-	emitted int
-	err     error
+	rd   reader
+	read bool // rd has returned a row
+	// redescribed: the object was described again this run after a query answered
+	// INVALID_FIELD (see fieldGone).
+	redescribed bool
+	q           *querier
+	fields      []string
+	plan        *shape.Plan
+	rec         shape.Record
+	ctxIn       context.Context // the last context Next was given
+	ctx         context.Context // ctxIn with the source's call counter
+	emitted     int
+	err         error
 }
 
 func (st *stream) Key() string { return st.key }
@@ -199,17 +203,62 @@ func (st *stream) Next(ctx context.Context, rec *source.Record) error {
 		if errors.Is(err, io.EOF) {
 			return io.EOF
 		}
+		if err != nil && st.fieldGone(err) {
+			if err := st.redescribe(ctx); err != nil {
+				st.err = fmt.Errorf("soql: %s: %w", st.obj.Name, err)
+				return st.err
+			}
+			continue
+		}
 		if err != nil {
+			err = fieldHint(err, len(st.obj.Fields) > 0)
 			if ctx.Err() == nil {
 				st.err = fmt.Errorf("soql: %s: %w", st.obj.Name, err)
 			}
 			return fmt.Errorf("soql: %s: %w", st.obj.Name, err)
 		}
+		st.read = true
 		if st.consider(r, rec) {
 			st.emitted++
 			return nil
 		}
 	}
+}
+
+// fieldGone reports whether err is a query naming a field the integration user cannot see
+// (INVALID_FIELD "No such column") while the field list came from a describe that may be
+// older than this run: the client keeps describes for its life, which a warm Lambda stretches
+// over many invocations, and field-level security or an admin may have taken the field away
+// since. Only the first query of the run is retried this way, before any row was read.
+func (st *stream) fieldGone(err error) bool {
+	var apiErr *salesforce.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == salesforce.CodeInvalidField &&
+		len(st.obj.Fields) == 0 && !st.read && !st.redescribed
+}
+
+// redescribe describes the object again and rebuilds the field list and the reader, which
+// start where the run started.
+func (st *stream) redescribe(ctx context.Context) error {
+	st.log.Warn("a query answered INVALID_FIELD with the field list of an earlier describe: describing the object again "+
+		"(a field was removed, or field-level security hides it from the integration user now)", "object", st.obj.Name)
+	st.redescribed = true
+	st.src.opts.Client.ForgetDescribe(st.obj.Name)
+	st.rd, st.at = nil, nil
+	return st.init(ctx)
+}
+
+// fieldHint adds to an INVALID_FIELD error what the operator can do about it.
+func fieldHint(err error, configured bool) error {
+	var apiErr *salesforce.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != salesforce.CodeInvalidField {
+		return err
+	}
+	if configured {
+		return fmt.Errorf("%w; a field in fields does not exist or is hidden from the integration user by field-level security: "+
+			"grant it read access (profile or permission set) or remove it from fields", err)
+	}
+	return fmt.Errorf("%w; a field of the object's describe is hidden from the integration user (field-level security) or was removed: "+
+		"check the integration user's field access", err)
 }
 
 // sfNow is Salesforce's clock as last measured by the client.

@@ -22,6 +22,7 @@ import (
 	"github.com/sf2loki/sf2loki/lease/kubernetes"
 	"github.com/sf2loki/sf2loki/lease/leasetest"
 	"github.com/sf2loki/sf2loki/store"
+	"github.com/sf2loki/sf2loki/store/configmap"
 	"github.com/sf2loki/sf2loki/store/file"
 	"github.com/sf2loki/sf2loki/store/storetest"
 )
@@ -94,6 +95,24 @@ func TestE2ELeaseBehaviorKubernetes(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) leasetest.Env {
 		w := newWorld(t)
 		return leasetest.Env{Store: w.st, New: func(c lease.Config) lease.Lease { return w.lease(t, c) }, Bytes: w.bytes}
+	})
+}
+
+// The shared suite with the checkpoint document in a ConfigMap, the CronJob pairing the chart
+// renders: the lease as a user holding only get/create/update on leases, the store as one
+// holding only get/create/update on configmaps.
+func TestE2ELeaseBehaviorKubernetesConfigMap(t *testing.T) {
+	leasetest.Run(t, func(t *testing.T) leasetest.Env {
+		w := newWorld(t)
+		w.kube.Grant(t, w.ns, "user-2", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}})
+		b, err := configmap.New(configmap.Options{Namespace: w.ns, Name: w.name + "-state", RESTConfig: w.kube.RESTConfig(w.kube.UserToken("user-2"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leasetest.Env{Store: storetest.NewStore(b), New: func(c lease.Config) lease.Lease { return w.lease(t, c) }, Bytes: func() []byte {
+			data, _, _ := b.Load(context.Background())
+			return data
+		}}
 	})
 }
 

@@ -1,11 +1,16 @@
 // Package file keeps the checkpoint document in a local (or shared-volume) file.
 //
 // The version of the document is a hash of its bytes (every write carries a unique writer
-// stamp, so versions never repeat). A write takes an exclusive flock on "<path>.lock" only
+// stamp, so versions never repeat). A write takes an exclusive flock on "<document>.lock" only
 // for the read-compare-write section — never for the life of the process — then writes a
 // temporary file, fsyncs it, renames it over the document and fsyncs the directory. An
 // existing document keeps its mode and owner; if the owner cannot be kept (a different
 // non-root user writing), the write is refused rather than silently changing ownership.
+//
+// The document is the file the path names with its symlinks resolved (the last one too, when
+// it points to a file not written yet): a path that is a symlink (/var/lib/sf2loki/state.json
+// -> /data/state.json) stays one, the temporary file and the lock sit next to the file it
+// points to, and every store that reaches one document, by whatever path, takes one lock.
 //
 // Across hosts the lock is only as good as the shared filesystem's flock (NFS and friends
 // vary): prefer an object store or a ConfigMap there.
@@ -20,6 +25,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,7 +43,7 @@ type Options struct {
 	Mode os.FileMode
 	// DirMode of a parent directory created on the first write. Default 0750.
 	DirMode os.FileMode
-	// LockWait bounds how long a write waits for "<path>.lock". Default 10s.
+	// LockWait bounds how long a write waits for the lock file (LockPath). Default 10s.
 	LockWait time.Duration
 	// MaxSize is the largest document written, in bytes. Default 16 MiB.
 	MaxSize int
@@ -73,11 +79,78 @@ func New(o Options) (*Backend, error) {
 	return &Backend{o: o}, nil
 }
 
-// Path returns the document's absolute path.
+// Path returns the document's absolute path, as configured.
 func (b *Backend) Path() string { return b.o.Path }
 
-// LockPath returns the path of the lock file guarding writes.
-func (b *Backend) LockPath() string { return b.o.Path + ".lock" }
+// LockPath returns the path of the lock file guarding writes: next to the document, its
+// symlinks resolved (see resolve).
+func (b *Backend) LockPath() string {
+	doc, err := b.resolve()
+	if err != nil {
+		doc = b.o.Path
+	}
+	return doc + ".lock"
+}
+
+// maxLinks bounds the symlinks followed to the document, as the system does.
+const maxLinks = 40
+
+// resolve returns the document's path with every symlink resolved: the path a write replaces
+// and whose "<path>.lock" guards it, one for every configured path that reaches the document.
+// A last symlink that points to a file not written yet is followed too (a link made before
+// the first run), and for a path that does not exist its existing directory is resolved. An
+// error to look at the path is left to the operation on it.
+func (b *Backend) resolve() (string, error) {
+	p := b.o.Path
+	for range maxLinks {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return real, nil
+		}
+		dir, name := splitPath(p)
+		realDir, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			return p, nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return filepath.Join(realDir, name), nil
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return "", classify("reading the symlink", p, err)
+		}
+		if !filepath.IsAbs(target) {
+			// Not Join: it would clean a '..' after a symlink of target away; EvalSymlinks
+			// takes each '..' after the symlinks before it, as the system does.
+			target = realDir + string(filepath.Separator) + target
+		}
+		p = target
+	}
+	return "", fmt.Errorf("%w: %s: more than %d symlinks lead to the document (a loop?): point state.file.path (or the job group's state_path) at the file itself",
+		store.ErrNoLocation, b.o.Path, maxLinks)
+}
+
+// splitPath splits p at its last separator without cleaning it (filepath.Dir would take a
+// '..' after a symlink lexically).
+func splitPath(p string) (dir, name string) {
+	i := strings.LastIndexByte(p, filepath.Separator)
+	switch {
+	case i < 0:
+		return ".", p
+	case i == 0:
+		return string(filepath.Separator), p[1:]
+	}
+	return p[:i], p[i+1:]
+}
+
+// shown names the document in an error: its path, and the configured one when that reaches
+// it through a symlink.
+func (b *Backend) shown(doc string) string {
+	if doc == b.o.Path {
+		return doc
+	}
+	return fmt.Sprintf("%s (the configured state path %s leads there through a symlink)", doc, b.o.Path)
+}
 
 // String implements store.Backend.
 func (b *Backend) String() string { return "file " + b.o.Path }
@@ -136,39 +209,44 @@ func (b *Backend) Store(ctx context.Context, data []byte, expect store.Version) 
 	if len(data) > b.o.MaxSize {
 		return "", fmt.Errorf("%w: %d bytes exceeds %d", store.ErrTooLarge, len(data), b.o.MaxSize)
 	}
-	unlock, err := b.lock(ctx, expect == "")
+	doc, err := b.resolve()
+	if err != nil {
+		return "", err
+	}
+	unlock, err := b.lock(ctx, doc, expect == "")
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	cur, err := os.ReadFile(b.o.Path)
+	cur, err := os.ReadFile(doc)
 	var st os.FileInfo
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if expect != "" {
-			return "", fmt.Errorf("%w: %s does not exist (expected version %s)", store.ErrConflict, b.o.Path, expect)
+			return "", fmt.Errorf("%w: %s does not exist (expected version %s)", store.ErrConflict, b.shown(doc), expect)
 		}
 	case err != nil:
-		return "", classify("reading", b.o.Path, err)
+		return "", classify("reading", b.shown(doc), err)
 	default:
 		if expect == "" || version(cur) != expect {
-			return "", fmt.Errorf("%w: %s changed (expected version %q, found %s)", store.ErrConflict, b.o.Path, expect, version(cur))
+			return "", fmt.Errorf("%w: %s changed (expected version %q, found %s)", store.ErrConflict, b.shown(doc), expect, version(cur))
 		}
-		if st, err = os.Stat(b.o.Path); err != nil {
-			return "", classify("inspecting", b.o.Path, err)
+		if st, err = os.Stat(doc); err != nil {
+			return "", classify("inspecting", b.shown(doc), err)
 		}
 	}
-	if err := b.replace(data, st); err != nil {
+	if err := b.replace(doc, data, st); err != nil {
 		return "", err
 	}
 	return version(data), nil
 }
 
-// replace writes data to a temporary file in the same directory, with the mode and owner of
-// the current document (st, nil when creating), and renames it into place durably.
-func (b *Backend) replace(data []byte, st os.FileInfo) (err error) {
-	dir := filepath.Dir(b.o.Path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(b.o.Path)+".tmp-*")
+// replace writes data to a temporary file in the directory of doc (the document, its symlinks
+// resolved), with the mode and owner of the current document (st, nil when creating), and
+// renames it over doc durably.
+func (b *Backend) replace(doc string, data []byte, st os.FileInfo) (err error) {
+	dir := filepath.Dir(doc)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(doc)+".tmp-*")
 	if err != nil {
 		return classify("creating a temporary file in", dir, err)
 	}
@@ -184,7 +262,7 @@ func (b *Backend) replace(data []byte, st os.FileInfo) (err error) {
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok && (int(sys.Uid) != os.Geteuid() || int(sys.Gid) != os.Getegid()) {
 			if err := tmp.Chown(int(sys.Uid), int(sys.Gid)); err != nil {
 				return fmt.Errorf("%w: %s is owned by uid %d gid %d and replacing it as uid %d would change its owner: %w "+
-					"(run as the owner, or fix ownership)", store.ErrPermission, b.o.Path, sys.Uid, sys.Gid, os.Geteuid(), err)
+					"(run as the owner, or fix ownership)", store.ErrPermission, b.shown(doc), sys.Uid, sys.Gid, os.Geteuid(), err)
 			}
 		}
 	}
@@ -200,8 +278,8 @@ func (b *Backend) replace(data []byte, st os.FileInfo) (err error) {
 	if err := tmp.Close(); err != nil {
 		return classify("closing", tmp.Name(), err)
 	}
-	if err := os.Rename(tmp.Name(), b.o.Path); err != nil {
-		return classify("renaming over", b.o.Path, err)
+	if err := os.Rename(tmp.Name(), doc); err != nil {
+		return classify("renaming over", b.shown(doc), err)
 	}
 	return syncDir(dir)
 }
@@ -218,9 +296,13 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Delete implements store.Backend.
+// Delete implements store.Backend. It removes the document; a symlink to it is kept.
 func (b *Backend) Delete(ctx context.Context) error {
-	unlock, err := b.lock(ctx, false)
+	doc, err := b.resolve()
+	if err != nil {
+		return err
+	}
+	unlock, err := b.lock(ctx, doc, false)
 	if errors.Is(err, store.ErrAbsent) {
 		return nil
 	}
@@ -228,16 +310,17 @@ func (b *Backend) Delete(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	if err := os.Remove(b.o.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return classify("removing", b.o.Path, err)
+	if err := os.Remove(doc); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return classify("removing", b.shown(doc), err)
 	}
-	return syncDir(filepath.Dir(b.o.Path))
+	return syncDir(filepath.Dir(doc))
 }
 
-// lock takes the exclusive write lock, polling until LockWait or ctx ends. create allows
-// creating the parent directory.
-func (b *Backend) lock(ctx context.Context, create bool) (func(), error) {
-	path := b.LockPath()
+// lock takes the exclusive write lock of doc (the document, its symlinks resolved),
+// "<doc>.lock", polling until LockWait or ctx ends. create allows creating the parent
+// directory.
+func (b *Backend) lock(ctx context.Context, doc string, create bool) (func(), error) {
+	path := doc + ".lock"
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !create {

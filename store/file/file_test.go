@@ -90,18 +90,55 @@ func (r *recordingChain) Store(ctx context.Context, data []byte, expect store.Ve
 // TestConcurrencyFileProcesses runs 8 separate processes (this test binary re-executed)
 // against one file: flock and the fence must hold across processes.
 func TestConcurrencyFileProcesses(t *testing.T) {
+	runProcesses(t, func(t *testing.T) []string {
+		return []string{filepath.Join(t.TempDir(), "state.json")}
+	})
+}
+
+// TestConcurrencyFileProcessesThroughASymlink runs the processes of
+// TestConcurrencyFileProcesses against one document reached two ways: half open a symlink
+// (made before the document exists, as for a first run), half the file it points to. They
+// write one document under one lock: the fence and the chain of versions hold across both.
+func TestConcurrencyFileProcessesThroughASymlink(t *testing.T) {
+	runProcesses(t, func(t *testing.T) []string {
+		target, link := linkedPaths(t)
+		return []string{link, target}
+	})
+}
+
+// linkedPaths returns the path of a document that does not exist yet and the path of a
+// symlink to it in another directory, the link relative as a hand-made one often is
+// (var/state.json -> ../data/state.json).
+func linkedPaths(t *testing.T) (target, link string) {
+	t.Helper()
+	root := t.TempDir()
+	for _, dir := range []string{"data", "var"} {
+		if err := os.Mkdir(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target, link = filepath.Join(root, "data", "state.json"), filepath.Join(root, "var", "state.json")
+	if err := os.Symlink(filepath.Join("..", "data", "state.json"), link); err != nil {
+		t.Fatal(err)
+	}
+	return target, link
+}
+
+// runProcesses runs 8 worker processes per iteration, worker i on the path i%len(paths) of
+// the iteration's paths, and checks the fence and the invariants over what they all wrote.
+func runProcesses(t *testing.T, iterationPaths func(t *testing.T) []string) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var fencedClaims, fencedCommits int
 	for it := range storetest.Iterations(3) {
-		path := filepath.Join(t.TempDir(), "state.json")
+		paths := iterationPaths(t)
 		cmds := make([]*exec.Cmd, 8)
 		outs := make([]*bytes.Buffer, 8)
 		for i := range cmds {
 			cmd := exec.Command(exe)
-			cmd.Env = append(os.Environ(), envWorker+"="+path, "SF2LOKI_FILE_TEST_ROUNDS=8",
+			cmd.Env = append(os.Environ(), envWorker+"="+paths[i%len(paths)], "SF2LOKI_FILE_TEST_ROUNDS=8",
 				"SF2LOKI_FILE_TEST_SEED="+strconv.Itoa(it*100+i))
 			outs[i] = &bytes.Buffer{}
 			cmd.Stdout, cmd.Stderr = outs[i], os.Stderr
@@ -431,5 +468,90 @@ func TestUnreadableDirectoryEntryIsNotAbsent(t *testing.T) {
 	snap, err := storetest.NewStore(b).Read(ctx)
 	if err == nil || snap.Absent {
 		t.Fatalf("a directory in place of the document read as %+v, %v; want an error", snap, err)
+	}
+}
+
+// A state path that is a symlink to the document (/var/lib/sf2loki/state.json ->
+// /data/state.json) stays a link: writes replace the file it points to, a store opened on that
+// file sees them, and the two stores' conditional writes exclude each other (one lock).
+func TestSymlinkedPathWritesThroughToTheTarget(t *testing.T) {
+	ctx := context.Background()
+	target, link := linkedPaths(t)
+	viaLink, err := file.New(file.Options{Path: link, LockWait: 50e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaTarget, err := file.New(file.Options{Path: target, LockWait: 50e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillALink := func(when string) {
+		t.Helper()
+		if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("%s: the state path is no longer a symlink (%v, %v)", when, fi.Mode(), err)
+		}
+	}
+	holds := func(when string, want []byte) {
+		t.Helper()
+		if got, err := os.ReadFile(target); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: the target holds %q (%v), want %q", when, got, err, want)
+		}
+	}
+
+	// The first write, through a link to a document that does not exist yet.
+	v1, err := viaLink.Store(ctx, []byte("one"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillALink("after the first write")
+	holds("after the first write", []byte("one"))
+	// A commit through the link.
+	v2, err := viaLink.Store(ctx, []byte("two"), v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillALink("after a commit")
+	holds("after a commit", []byte("two"))
+	if data, v, err := viaTarget.Load(ctx); err != nil || string(data) != "two" || v != v2 {
+		t.Fatalf("the store on the target loads %q %q %v, want %q %q", data, v, err, "two", v2)
+	}
+	// A commit through the target is seen through the link, and fences a stale one there.
+	v3, err := viaTarget.Store(ctx, []byte("three"), v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := viaLink.Store(ctx, []byte("stale"), v2); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a commit through the link on a version the target replaced: got %v, want ErrConflict", err)
+	}
+	holds("after a stale commit", []byte("three"))
+
+	// While either store is inside its read-compare-write section (its lock held), the other
+	// cannot enter its own.
+	for _, c := range []struct {
+		name           string
+		holder, writer *file.Backend
+	}{{"the target's lock held, a write through the link", viaTarget, viaLink}, {"the link's lock held, a write to the target", viaLink, viaTarget}} {
+		f, err := os.OpenFile(c.holder.LockPath(), os.O_RDONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.writer.Store(ctx, []byte("unlocked"), v3)
+		_ = f.Close()
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("%s: got %v, want ErrUnavailable", c.name, err)
+		}
+		holds(c.name, []byte("three"))
+	}
+
+	// Deleting through the link deletes the document and keeps the link.
+	if err := viaLink.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stillALink("after a delete")
+	if _, _, err := viaTarget.Load(ctx); !errors.Is(err, store.ErrAbsent) {
+		t.Fatalf("the store on the target after a delete through the link: got %v, want ErrAbsent", err)
 	}
 }

@@ -11,8 +11,12 @@
 //
 // A 400 answer carries Loki's body, which is not a complete account of what
 // failed: the distributor's validation errors grouped by message, or, when the
-// ingester refused entries (too_far_behind), only the last failing stream's
-// error naming at most Options.MaxReturnedErrors of its entries.
+// ingester refused entries (too_far_behind) of the last stream of the request,
+// that stream's error naming at most Options.MaxReturnedErrors of its entries.
+// Like Loki's ingester, the receiver answers for the last stream only: entries
+// it refused in an earlier stream are not stored, and the request is answered
+// 204 all the same when the last stream was stored whole and the distributor
+// refused nothing (see Rejected for what was refused).
 //
 // Importers alias it simloki. It deliberately shares no code with package
 // github.com/sf2loki/sf2loki/loki, so a bug in the client's encoder cannot be

@@ -44,7 +44,8 @@ const (
 // Options configures a Server. Zero values mean Loki's defaults; a negative
 // limit disables that check.
 type Options struct {
-	// Now is the receiver's clock for the timestamp checks; nil means time.Now.
+	// Now is the receiver's clock for the timestamp checks and the Date header of its answers;
+	// nil means time.Now.
 	Now func() time.Time
 	// RequireTenant makes X-Scope-OrgID mandatory (401 without it), like Loki
 	// with auth_enabled. A present header is always validated.
@@ -269,6 +270,12 @@ func (s *Server) handle(r *http.Request) (resp response) {
 	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), ContentType: r.Header.Get("Content-Type")}
 	defer func() {
 		_ = r.Body.Close()
+		// Dated by the receiver's clock, as Loki dates its answers (net/http keeps a Date the
+		// handler set): a client estimates that clock from it.
+		if resp.header == nil {
+			resp.header = http.Header{}
+		}
+		resp.header.Set("Date", s.opts.Now().UTC().Format(http.TimeFormat))
 		rec.Status, rec.LostAnswer = resp.status, resp.dropAnswer
 		s.mu.Lock()
 		s.requests = append(s.requests, rec)
@@ -442,16 +449,20 @@ func readCapped(r io.Reader, limit int) ([]byte, error) {
 
 // candidate is an entry that passed the distributor checks.
 type candidate struct {
-	key   string
-	entry Entry
+	key    string
+	stream int // the index of its stream in the request
+	entry  Entry
 }
 
 // ingest validates like Loki's distributor (whole request first), applies the
-// rate limit, then stores like the ingester (order window, dedup), and answers
-// with Loki's body: when an ingester refused entries, only the last failing
-// stream's error, naming at most MaxReturnedErrors entries (the distributor's
-// validation errors are then not reported at all); otherwise the validation
-// errors grouped by message. Neither is a complete account of what failed.
+// rate limit, then stores like the ingester (order window, dedup), stream by
+// stream in request order, and answers as Loki does: the ingester's answer is
+// what happened to the last stream it was given (pkg/ingester/instance.go), so
+// when that stream had entries refused the answer is its error, naming at most
+// MaxReturnedErrors entries (the distributor's validation errors are then not
+// reported at all); otherwise the validation errors grouped by message, or 204
+// when there were none, even though an earlier stream had entries refused.
+// Neither is a complete account of what failed.
 func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 	type parsed struct {
 		labels []Pair
@@ -486,7 +497,7 @@ func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 				continue
 			}
 			validated += len(e.Line) + metadataBytes(e.Metadata)
-			cands = append(cands, candidate{key: tenant + "\x00" + canon, entry: e})
+			cands = append(cands, candidate{key: tenant + "\x00" + canon, stream: i, entry: e})
 		}
 	}
 	if len(cands) > 0 && !s.takeTokens(now, validated) {
@@ -497,10 +508,13 @@ func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 			tenant, s.opts.IngestionRateBytes, len(cands), validated), 0
 	}
 	accepted := 0
+	// The ingester pushes each stream of the request in turn, and its answer is
+	// the last stream's alone: refusals in the streams before it are answered by
+	// nothing (last stays nil when the last stream was stored whole).
 	var last *streamFailure
 	for lo := 0; lo < len(cands); {
 		hi := lo + 1
-		for hi < len(cands) && cands[hi].key == cands[lo].key {
+		for hi < len(cands) && cands[hi].stream == cands[lo].stream {
 			hi++
 		}
 		var f streamFailure
@@ -512,6 +526,7 @@ func (s *Server) ingest(tenant string, streams []wireStream) (response, int) {
 			}
 			accepted++
 		}
+		last = nil
 		if len(f.entries) > 0 {
 			f.total, f.stream = hi-lo, cands[lo].entry.Stream
 			last = &f

@@ -513,3 +513,53 @@ func TestKnobsAreGoroutineSafe(t *testing.T) {
 		t.Fatalf("%d requests logged, want 80", len(r.Requests()))
 	}
 }
+
+// TestIngesterAnswersForTheLastStreamOnly: Loki's ingester pushes the streams of a request one
+// by one and answers with what happened to the last of them (pkg/ingester/instance.go: "the
+// returned error only reflects what happened to the last stream in the request"). Entries of an
+// earlier stream it refused (too_far_behind) are not stored, yet the request is answered 204
+// when the last stream was stored whole; when the last stream has refusals, only it is named.
+func TestIngesterAnswersForTheLastStreamOnly(t *testing.T) {
+	s := New(Options{Now: fixedClock})
+	heads := snap(protoPush(ps{`{job="a"}`, []pe{{ts: clockNow, line: "head a"}}}, ps{`{job="b"}`, []pe{{ts: clockNow, line: "head b"}}}))
+	if w := do(t, s, post(heads)); w.Code != 204 {
+		t.Fatalf("heads: %d %s", w.Code, w.Body.String())
+	}
+	late := pe{ts: clockNow.Add(-2 * time.Hour), line: "late a"}
+	w := do(t, s, post(snap(protoPush(
+		ps{`{job="a"}`, []pe{late, {ts: clockNow.Add(time.Second), line: "ok a"}}},
+		ps{`{job="b"}`, []pe{{ts: clockNow.Add(time.Second), line: "ok b"}}},
+	))))
+	if w.Code != 204 || w.Body.String() != "" {
+		t.Fatalf("answer %d %q: the last stream was stored whole, Loki answers 204", w.Code, w.Body.String())
+	}
+	if s.RejectedCount("too_far_behind") != 1 || len(s.Stream(`{job="a"}`)) != 2 || len(s.Stream(`{job="b"}`)) != 2 {
+		t.Fatalf("rejected %+v, stored %+v", s.Rejected(), s.Entries())
+	}
+	if reqs := s.Requests(); reqs[len(reqs)-1].Accepted != 2 {
+		t.Fatalf("request log says %d accepted, want 2", reqs[len(reqs)-1].Accepted)
+	}
+
+	// The same refusal in the last stream is answered 400, naming that stream only.
+	w = do(t, s, post(snap(protoPush(
+		ps{`{job="b"}`, []pe{{ts: clockNow.Add(2 * time.Second), line: "ok b2"}}},
+		ps{`{job="a"}`, []pe{{ts: clockNow.Add(-3 * time.Hour), line: "late a2"}}},
+	))))
+	if body := w.Body.String(); w.Code != 400 || !strings.HasSuffix(body, "total ignored: 1 out of 1 for stream: {job=\"a\"}\n") {
+		t.Fatalf("answer %d %q", w.Code, body)
+	}
+
+	// A stream the distributor refused whole never reaches the ingester: the last stream that
+	// does decides, and the distributor's errors are then the answer.
+	w = do(t, s, post(snap(protoPush(
+		ps{`{job="a"}`, []pe{{ts: clockNow.Add(-4 * time.Hour), line: "late a3"}}},
+		ps{`{job="b"}`, []pe{{ts: clockNow.Add(3 * time.Second), line: "ok b3"}}},
+		ps{`{job="c"}`, []pe{{ts: clockNow.Add(time.Hour), line: "future c"}}},
+	))))
+	if body := w.Body.String(); w.Code != 400 || !strings.Contains(body, "timestamp too new") || strings.Contains(body, "too far behind") {
+		t.Fatalf("answer %d %q: want the distributor's errors only", w.Code, body)
+	}
+	if s.RejectedCount("too_far_behind") != 3 {
+		t.Fatalf("rejected %+v", s.Rejected())
+	}
+}

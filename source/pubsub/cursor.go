@@ -79,3 +79,32 @@ func DecodeCursor(raw json.RawMessage) (c Cursor, id []byte, ok bool, err error)
 	}
 	return c, id, true, nil
 }
+
+// PositionAge returns the age of a stored cursor by the rule a run applies when it opens the
+// topic (the replay_id_age_seconds:<topic> event, TopicReport.ReplayAge and the age_warning
+// note), for doctor: kind "replay_id" for a replay id, aged since it last advanced (-1 when
+// unknown: a legacy value without advanced_at); kind "latest_at" for a cursor holding only
+// LatestAt, aged since that moment. A position ahead of now is 0 old. ok is false when raw is
+// empty: no position, the topic starts at its start. err is DecodeCursor's for a value a run
+// cannot use (it logs a warning, counts cursor_reset and starts the topic at its start).
+func PositionAge(raw json.RawMessage, now time.Time) (age time.Duration, kind string, ok bool, err error) {
+	c, id, ok, err := DecodeCursor(raw)
+	if err != nil || !ok {
+		return 0, "", false, err
+	}
+	if id == nil {
+		return positionAge(c, id, now), "latest_at", true, nil
+	}
+	return positionAge(c, id, now), "replay_id", true, nil
+}
+
+// positionAge is the age of a decoded cursor (see PositionAge).
+func positionAge(c Cursor, id []byte, now time.Time) time.Duration {
+	switch {
+	case id == nil:
+		return max(0, now.Sub(c.LatestAt))
+	case c.AdvancedAt.IsZero():
+		return -1
+	}
+	return max(0, now.Sub(c.AdvancedAt))
+}

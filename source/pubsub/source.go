@@ -373,7 +373,7 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			// the retention ends all the same (past Retention it follows replay_lost), so its
 			// age is reported as a replay id's is, measured from that moment.
 			st.cur = cur
-			age := max(0, now.Sub(cur.LatestAt))
+			age := positionAge(cur, id, now)
 			count(ReplayAgeEvent(topic), int64(age/time.Second))
 			if age >= s.opts.AgeWarning {
 				note(fmt.Sprintf("%s: the stored position is latest_at %s (a LATEST subscription that met no event), %s ago; Salesforce keeps about 72h, after which the position is lost and replay_lost applies",
@@ -382,9 +382,8 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			st.rep.ReplayAge = age
 		case ok:
 			st.cur, st.resume = cur, id
-			age := time.Duration(-1)
-			if !cur.AdvancedAt.IsZero() {
-				age = max(0, now.Sub(cur.AdvancedAt))
+			age := positionAge(cur, id, now) // -1: unknown, a legacy value
+			if age >= 0 {
 				count(ReplayAgeEvent(topic), int64(age/time.Second))
 				if age >= s.opts.AgeWarning {
 					note(fmt.Sprintf("%s: the stored replay id has not advanced for %s; Salesforce keeps about 72h, after which the position is lost", topic, age.Round(time.Minute)))

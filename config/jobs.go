@@ -3,13 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/sf2loki/sf2loki/shape"
 	"github.com/sf2loki/sf2loki/source/eventlogfile"
+	"github.com/sf2loki/sf2loki/store/file"
 )
 
 // SourceNames are the names a job group's sources list may use.
@@ -208,38 +208,18 @@ func (s State) locationID() string {
 	return resolvePath(s.File.Path)
 }
 
-// resolvePath returns the file p names as an absolute path (a relative p is the working
-// directory's, as the file store opens it) with the symlinks of its longest existing prefix
-// resolved: two paths of one file, through a symlinked directory, a '..' after a symlink, or one
-// relative and one absolute, give one result, whether the file exists yet or not. Each '..' of the
-// existing prefix is taken after the symlinks before it, as the system does; the rest, which
-// holds no symlink, is cleaned.
+// resolvePath returns the file p names as the file store resolves it (file.Resolve): two paths
+// of one file, through a symlinked directory, a '..' after a symlink, or one relative and one
+// absolute, give one result, whether the file exists yet or not.
 func resolvePath(p string) string {
 	if p == "" {
 		return p
 	}
-	if !filepath.IsAbs(p) {
-		wd, err := os.Getwd()
-		if err != nil {
-			return filepath.Clean(p)
-		}
-		p = wd + string(filepath.Separator) + p // not Join: it would clean the '..' away
+	r, err := file.Resolve(p)
+	if err != nil {
+		return filepath.Clean(p) // the store's own error names it when it is opened
 	}
-	var rest []string // the components after prefix, which does not exist
-	for prefix := p; ; {
-		if r, err := filepath.EvalSymlinks(prefix); err == nil {
-			return filepath.Join(append([]string{r}, rest...)...)
-		}
-		i := strings.LastIndexByte(prefix, filepath.Separator)
-		if i < 0 || prefix == string(filepath.Separator) {
-			return filepath.Clean(p)
-		}
-		rest = append([]string{prefix[i+1:]}, rest...)
-		prefix = prefix[:i]
-		if prefix == "" {
-			prefix = string(filepath.Separator)
-		}
-	}
+	return r
 }
 
 // jobKey is the jobs[] key that sets a group's document in the configured store, and its value.

@@ -59,7 +59,7 @@ func New(o Options) (*Backend, error) {
 	if o.Path == "" {
 		return nil, errors.New("file store: path is required")
 	}
-	abs, err := filepath.Abs(o.Path)
+	abs, err := absolute(o.Path)
 	if err != nil {
 		return nil, fmt.Errorf("file store: path %q: %w", o.Path, err)
 	}
@@ -95,25 +95,35 @@ func (b *Backend) LockPath() string {
 // maxLinks bounds the symlinks followed to the document, as the system does.
 const maxLinks = 40
 
-// resolve returns the document's path with every symlink resolved: the path a write replaces
-// and whose "<path>.lock" guards it, one for every configured path that reaches the document.
-// A last symlink that points to a file not written yet is followed too (a link made before
-// the first run), and for a path that does not exist its existing directory is resolved. An
-// error to look at the path is left to the operation on it.
-func (b *Backend) resolve() (string, error) {
-	p := b.o.Path
+// resolve returns the path of the document the backend's path reaches (Resolve): the path a
+// write replaces and whose "<path>.lock" guards it, one for every configured path that reaches
+// the document.
+func (b *Backend) resolve() (string, error) { return Resolve(b.o.Path) }
+
+// Resolve returns the path of the document a configured path reaches, as the system opens it:
+// absolute (a relative path is the working directory's, not cleaned), every symlink resolved
+// with each '..' taken after the symlinks before it, a last symlink that points to a file not
+// written yet followed (a link made before the first run), and for a path that does not exist
+// yet the symlinks of its longest existing prefix resolved. Two configured paths that reach one
+// document resolve alike, whether it exists yet or not. An error to look at the path is left to
+// the operation on it, except a symlink that cannot be read or a loop of them.
+func Resolve(path string) (string, error) {
+	p, err := absolute(path)
+	if err != nil {
+		return "", classify("resolving", path, err)
+	}
 	for range maxLinks {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			return real, nil
 		}
-		dir, name := splitPath(p)
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return existingPrefix(p), nil
+		}
+		dir, _ := splitPath(p)
 		realDir, err := filepath.EvalSymlinks(dir)
 		if err != nil {
 			return p, nil
-		}
-		fi, err := os.Lstat(p)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return filepath.Join(realDir, name), nil
 		}
 		target, err := os.Readlink(p)
 		if err != nil {
@@ -127,7 +137,37 @@ func (b *Backend) resolve() (string, error) {
 		p = target
 	}
 	return "", fmt.Errorf("%w: %s: more than %d symlinks lead to the document (a loop?): point state.file.path (or the job group's state_path) at the file itself",
-		store.ErrNoLocation, b.o.Path, maxLinks)
+		store.ErrNoLocation, path, maxLinks)
+}
+
+// absolute is p made absolute from the working directory without cleaning it: filepath.Abs
+// would take a '..' after a symlink lexically, where the system takes it from the link's target.
+func absolute(p string) (string, error) {
+	if filepath.IsAbs(p) {
+		return p, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return wd + string(filepath.Separator) + p, nil
+}
+
+// existingPrefix is the absolute path p, which does not exist, with the symlinks of its longest
+// existing prefix resolved; the rest, which holds no symlink, is cleaned.
+func existingPrefix(p string) string {
+	var rest []string // the components after prefix, which does not exist
+	for prefix := p; ; {
+		if r, err := filepath.EvalSymlinks(prefix); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		dir, name := splitPath(prefix)
+		if dir == prefix {
+			return filepath.Clean(p)
+		}
+		rest = append([]string{name}, rest...)
+		prefix = dir
+	}
 }
 
 // splitPath splits p at its last separator without cleaning it (filepath.Dir would take a
@@ -169,9 +209,9 @@ func classify(what, path string, err error) error {
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%w: %s %s: %w (check the owner and mode of the file and its directory)", store.ErrPermission, what, path, err)
 	case errors.Is(err, syscall.EROFS):
-		return fmt.Errorf("%w: %s %s: %w (the file system is read-only: point state.path at a writable volume)", store.ErrPermission, what, path, err)
+		return fmt.Errorf("%w: %s %s: %w (the file system is read-only: point state.file.path (or the job group's state_path) at a writable volume)", store.ErrPermission, what, path, err)
 	case errors.Is(err, syscall.ENOTDIR):
-		return fmt.Errorf("%w: %s %s: %w (a part of the path is a file, not a directory: fix state.path)", store.ErrNoLocation, what, path, err)
+		return fmt.Errorf("%w: %s %s: %w (a part of the path is a file, not a directory: fix state.file.path (or the job group's state_path))", store.ErrNoLocation, what, path, err)
 	default:
 		return fmt.Errorf("%w: %s %s: %w", store.ErrUnavailable, what, path, err)
 	}

@@ -555,3 +555,40 @@ func TestSymlinkedPathWritesThroughToTheTarget(t *testing.T) {
 		t.Fatalf("the store on the target after a delete through the link: got %v, want ErrAbsent", err)
 	}
 }
+
+// TestDotDotAfterASymlinkIsTakenAsTheSystemDoes: in a path whose '..' follows a symlinked
+// directory (dir/link/../state.json, link -> real/sub), the '..' leaves the link's target, as
+// the system takes it: the document is real/state.json, not dir/state.json as a lexical clean
+// of the path reads it. Resolve, which the configuration's check of shared documents uses too,
+// names the same file the store writes.
+func TestDotDotAfterASymlinkIsTakenAsTheSystemDoes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "real", "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("real", "sub"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	path := dir + "/link/../state.json"
+	b, err := file.New(file.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store(context.Background(), []byte("doc"), ""); err != nil {
+		t.Fatal(err)
+	}
+	want, err := filepath.EvalSymlinks(filepath.Join(dir, "real"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = filepath.Join(want, "state.json")
+	if got, err := os.ReadFile(want); err != nil || string(got) != "doc" {
+		t.Fatalf("%s holds %q (%v); want the document there, where the system opens %s", want, got, err, path)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s exists (%v): the path was cleaned lexically", filepath.Join(dir, "state.json"), err)
+	}
+	if r, err := file.Resolve(path); err != nil || r != want {
+		t.Fatalf("Resolve(%s) = %s, %v; want %s", path, r, err, want)
+	}
+}

@@ -113,6 +113,43 @@ func TestE2ELostAcknowledgementS3(t *testing.T) {
 	}
 }
 
+// Scenario 36: S3 answers a conditional PUT 409 ConditionalRequestConflict (another
+// conditional request on the key was in progress; nothing was written). The claim and the
+// commit that meet it re-read, write again on the version they find and succeed: counted as
+// conflicts, never reported as another writer, and nothing is written twice.
+func TestE2EConditionalRequestConflictIsRetriedS3(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartVersitygw(t)
+	proxy := storetest.NewProxy(t, srv.Endpoint)
+	st := storetest.NewStore(factory(srv, srv.NewBucket(t), proxy.URL)(t))
+	snap, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.ConflictNextWrite() // the creating claim (If-None-Match: *)
+	w, err := st.Claim(ctx, storetest.Req(1, "a"), snap)
+	if err != nil {
+		t.Fatalf("claim that met a 409 ConditionalRequestConflict: %v", err)
+	}
+	proxy.ConflictNextWrite() // an update (If-Match)
+	if err := w.Commit(ctx, store.Change{Set: map[string]json.RawMessage{"k": storetest.Int(1)}}); err != nil {
+		t.Fatalf("commit that met a 409 ConditionalRequestConflict: %v", err)
+	}
+	if proxy.Fired() != 2 {
+		t.Fatalf("%d faults injected, want 2", proxy.Fired())
+	}
+	if s := w.Stats(); s.Conflicts != 2 || s.Retries != 2 || s.LostAcks != 0 || s.Commits != 1 {
+		t.Fatalf("stats %+v: want the claim's and the commit's conflicts retried once each", s)
+	}
+	d, err := st.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Doc.Writer.Seq != 1 || len(d.Doc.History) != 1 || storetest.IntValue(d.Doc.Checkpoints, "k") != 1 {
+		t.Fatalf("document: stamp %+v history %d k=%d", d.Doc.Writer, len(d.Doc.History), storetest.IntValue(d.Doc.Checkpoints, "k"))
+	}
+}
+
 // Scenario 41: a GET whose body is cut off is retried as a unit, the ETag re-fetched with the
 // bytes.
 func TestE2ETruncatedReadIsRetriedS3(t *testing.T) {

@@ -12,16 +12,19 @@ import (
 
 // Proxy is an HTTP proxy in front of a real object-store server that injects network faults:
 // a write (PUT/POST) forwarded and applied by the server whose response is then replaced by a
-// 500 (the lost acknowledgement), and a read (GET) whose body is cut off halfway.
+// 500 (the lost acknowledgement), a write answered 409 ConditionalRequestConflict without being
+// forwarded (S3's answer to concurrent conditional requests), and a read (GET) whose body is
+// cut off halfway.
 type Proxy struct {
 	// URL is the proxy's base URL, to use as the client's endpoint.
 	URL string
 
-	target *url.URL
-	mu     sync.Mutex
-	writes int // next writes to apply then fail
-	reads  int // next reads to truncate
-	fired  int
+	target    *url.URL
+	mu        sync.Mutex
+	writes    int // next writes to apply then fail
+	conflicts int // next writes to refuse with 409 without forwarding
+	reads     int // next reads to truncate
+	fired     int
 }
 
 // NewProxy starts a proxy to target (a base URL) and stops it when the test ends.
@@ -42,6 +45,14 @@ func (p *Proxy) LoseNextWriteAck() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.writes++
+}
+
+// ConflictNextWrite answers the next write 409 ConditionalRequestConflict without forwarding
+// it: nothing is written.
+func (p *Proxy) ConflictNextWrite() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conflicts++
 }
 
 // TruncateNextRead cuts the next GET response's body off halfway.
@@ -65,6 +76,10 @@ func (p *Proxy) take(write bool) bool {
 	if write {
 		n = &p.writes
 	}
+	return p.takeLocked(n)
+}
+
+func (p *Proxy) takeLocked(n *int) bool {
 	if *n == 0 {
 		return false
 	}
@@ -73,10 +88,23 @@ func (p *Proxy) take(write bool) bool {
 	return true
 }
 
+func (p *Proxy) takeConflict() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.takeLocked(&p.conflicts)
+}
+
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	isWrite := r.Method == http.MethodPut || r.Method == http.MethodPost
+	if isWrite && p.takeConflict() {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, "<Error><Code>ConditionalRequestConflict</Code><Message>injected: a conflicting conditional operation is in progress</Message></Error>")
 		return
 	}
 	out := r.Clone(r.Context())
@@ -96,7 +124,6 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	isWrite := r.Method == http.MethodPut || r.Method == http.MethodPost
 	if isWrite && resp.StatusCode < 300 && p.take(true) {
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(http.StatusInternalServerError)

@@ -647,17 +647,19 @@ func (s *Server) checkStream(in []Pair) (labels []Pair, reason, msg string) {
 }
 
 // checkEntry applies the per-entry distributor checks in Loki's order, then
-// the injected rejection predicate.
+// the injected rejection predicate. Times in the messages are whole seconds
+// (time.RFC3339), as Loki writes them: the oldest acceptable time it states
+// can be up to a second before the cutoff it applies.
 func (s *Server) checkEntry(now time.Time, e *Entry) (reason, msg string) {
 	o := &s.opts
 	if o.RejectOldSamplesMaxAge > 0 {
 		if oldest := now.Add(-o.RejectOldSamplesMaxAge); e.Timestamp.Before(oldest) {
 			return "greater_than_max_sample_age", fmt.Sprintf("entry for stream '%s' has timestamp too old: %s, oldest acceptable timestamp is: %s",
-				e.Stream, e.Timestamp.UTC().Format(time.RFC3339Nano), oldest.UTC().Format(time.RFC3339Nano))
+				e.Stream, e.Timestamp.UTC().Format(time.RFC3339), oldest.UTC().Format(time.RFC3339))
 		}
 	}
 	if o.CreationGracePeriod > 0 && e.Timestamp.After(now.Add(o.CreationGracePeriod)) {
-		return "too_far_in_future", fmt.Sprintf("entry for stream '%s' has timestamp too new: %s", e.Stream, e.Timestamp.UTC().Format(time.RFC3339Nano))
+		return "too_far_in_future", fmt.Sprintf("entry for stream '%s' has timestamp too new: %s", e.Stream, e.Timestamp.UTC().Format(time.RFC3339))
 	}
 	maxLine := o.MaxLineBytes
 	if s.faults.maxLine > 0 {

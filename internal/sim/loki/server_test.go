@@ -563,3 +563,29 @@ func TestIngesterAnswersForTheLastStreamOnly(t *testing.T) {
 		t.Fatalf("rejected %+v", s.Rejected())
 	}
 }
+
+// TestTimestampRefusalsStateTimesToTheSecond: Loki's distributor writes the entry's time and
+// the oldest acceptable time of a too-old or too-new entry with time.RFC3339 (whole seconds,
+// pkg/distributor/validator.go), so the cutoff it states can be up to a second before the one it
+// applies. A client that re-stamps at the stated cutoff is refused again.
+func TestTimestampRefusalsStateTimesToTheSecond(t *testing.T) {
+	now := clockNow.Add(700 * time.Millisecond)
+	s := New(Options{Now: func() time.Time { return now }})
+	old := now.Add(-8 * 24 * time.Hour).Add(300 * time.Millisecond)
+	w := do(t, s, post(snap(protoPush(ps{`{job="x"}`, []pe{{ts: old, line: "old"}}}))))
+	cutoff := now.Add(-7 * 24 * time.Hour)
+	want := fmt.Sprintf("has timestamp too old: %s, oldest acceptable timestamp is: %s", old.UTC().Format(time.RFC3339), cutoff.UTC().Format(time.RFC3339))
+	if w.Code != 400 || !strings.Contains(w.Body.String(), want) {
+		t.Fatalf("answer %d %q, want it to contain %q", w.Code, w.Body.String(), want)
+	}
+	// At the stated cutoff (to the second, below the applied one) the entry is refused again.
+	stated := cutoff.Truncate(time.Second)
+	if w := do(t, s, post(snap(protoPush(ps{`{job="x"}`, []pe{{ts: stated, line: "at the stated cutoff"}}})))); w.Code != 400 {
+		t.Fatalf("entry at the stated cutoff %s: %d, want 400 (the applied cutoff is %s)", stated, w.Code, cutoff)
+	}
+	future := now.Add(11*time.Minute + 200*time.Millisecond)
+	w = do(t, s, post(snap(protoPush(ps{`{job="x"}`, []pe{{ts: future, line: "new"}}}))))
+	if want := "has timestamp too new: " + future.UTC().Format(time.RFC3339) + "\n"; w.Code != 400 || !strings.HasSuffix(w.Body.String(), want) {
+		t.Fatalf("answer %d %q, want it to end with %q", w.Code, w.Body.String(), want)
+	}
+}

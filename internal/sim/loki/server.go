@@ -377,10 +377,12 @@ func (s *Server) checkAuth(r *http.Request) (response, bool) {
 	return response{}, true
 }
 
-// decode applies Content-Encoding and Content-Type in Loki's order.
+// decode applies Content-Encoding and Content-Type in Loki's order. Loki matches
+// Content-Encoding exactly ("gzip", not "GZIP"); the media type is parsed with
+// mime.ParseMediaType, which ignores its case.
 func (s *Server) decode(r *http.Request, body []byte, rec *Request) ([]wireStream, response, bool) {
 	limit := s.opts.MaxRecvBytes
-	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	enc := r.Header.Get("Content-Encoding")
 	var err error
 	switch enc {
 	case "", "snappy":

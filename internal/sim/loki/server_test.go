@@ -137,6 +137,8 @@ func TestRequestLevelAnswers(t *testing.T) {
 		{"protobuf without Content-Encoding", Options{}, post(good), 204, ""},
 		{"missing Content-Type", Options{}, post(good, "Content-Type", "<unset>"), 400, "Content-Type"},
 		{"unknown Content-Encoding", Options{}, post(good, "Content-Encoding", "br"), 400, "not supported"},
+		{"Content-Encoding is matched exactly, as Loki does", Options{}, post(good, "Content-Encoding", "Snappy"), 400, `Content-Encoding "Snappy" not supported`},
+		{"gzip in capitals is not gzip", Options{}, post(gz(jsonBody), "Content-Type", "application/json", "Content-Encoding", "GZIP"), 400, "not supported"},
 		{"framed snappy", Options{}, post(framed), 400, "framed snappy"},
 		{"not snappy", Options{}, post([]byte("garbage")), 400, "snappy"},
 		{"gzip around snappy protobuf (Loki-exact)", Options{}, post(gz(good), "Content-Encoding", "gzip"), 204, ""},

@@ -82,8 +82,9 @@ type Options struct {
 	// RejectCompressedProtobuf refuses gzip/deflate around a protobuf body
 	// (Loki accepts gzip(snappy(proto)); clients should never send it).
 	RejectCompressedProtobuf bool
-	// EmptyPushStatus is the answer to a push without entries: 422 (Loki v3,
-	// default) or 204 (older Loki).
+	// EmptyPushStatus is the answer to a push without streams: 422 (Loki v3,
+	// default) or 204 (older Loki). Streams without entries are skipped, as
+	// Loki does: a push of such streams only is answered 204.
 	EmptyPushStatus int
 	// IngestionRateBytes and IngestionBurstBytes enable the tenant rate limit
 	// on line + metadata bytes (0 = off): a request larger than the burst is
@@ -341,8 +342,10 @@ func (s *Server) handle(r *http.Request) (resp response) {
 	for _, st := range streams {
 		rec.Entries += len(st.entries)
 	}
-	if rec.Entries == 0 {
-		return textResponse(s.opts.EmptyPushStatus, "%s", "push request contains no entries")
+	if rec.Streams == 0 {
+		// Loki's distributor; a stream without entries is skipped instead, so a
+		// request of such streams only is answered 204.
+		return textResponse(s.opts.EmptyPushStatus, "%s", "error at least one valid stream is required for ingestion")
 	}
 	resp, accepted := s.ingest(tenant, streams)
 	rec.Accepted = accepted

@@ -389,7 +389,7 @@ func (c *Client) Push(ctx context.Context, entries []Entry) Result {
 	}
 	p := &push{c: c, entries: entries, res: &res, s: c.getScratch()}
 	defer c.putScratch(p.s)
-	p.prepare()
+	p.prepareAt(c.opts.Now().Add(clockOffset(ctx)))
 	res.Err = p.run(func(lo, hi int) error { return p.send(ctx, lo, hi, false) })
 	p.finish()
 	return res
@@ -432,11 +432,14 @@ func (p *push) run(send func(lo, hi int) error) error {
 	return nil
 }
 
-// prepare checks labels and timestamps, applies the line cap, and fills the
-// items sorted by stream, time and input position.
-func (p *push) prepare() {
+// prepare checks labels and timestamps, applies the line cap, and fills the items sorted by
+// stream, time and input position.
+func (p *push) prepare() { p.prepareAt(p.c.opts.Now()) }
+
+// prepareAt is prepare with the timestamps checked against the receiver's clock reading now.
+func (p *push) prepareAt(now time.Time) {
 	s, o := p.s, &p.c.opts
-	accept := o.Limits.at(o.Now())
+	accept := o.Limits.at(now)
 	// Consecutive entries mostly share their labels, often the very same string: the last
 	// entry's stream is taken without a lookup when its key is equal.
 	lastKey, lastSID := "", int32(-1)

@@ -14,7 +14,10 @@
 // the line cap, and [Limits] (Loki's reject_old_samples_max_age,
 // creation_grace_period and structured-metadata limits). An entry that breaks
 // one is rejected with Status 0 and Loki's own reason name, so a predictable
-// rejection costs no request and makes no duplicate. A 400 the client could
+// rejection costs no request and makes no duplicate. Timestamps are checked on
+// this host's clock, or on the receiver's when the caller gives its offset
+// ([WithClockOffset]); [Result].ServerTime and ClockOffset read the receiver's
+// clock from the Date header of its answers. A 400 the client could
 // not predict is split until the failing entry is alone; its reason is read
 // from that entry's own answer ([ClassifyRejection]), because the body of a
 // larger request is no account of which entries failed, and the entries sent

@@ -188,6 +188,7 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 	doubt := att.mayHold
 	if resp != nil {
 		defer resp.Body.Close() // after drain or readBody read it, for connection reuse
+		c.readClock(resp, res)
 	}
 	res.Requests += att.attempts
 	res.Retries += att.retries

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Outcome is what happened to one entry of a push.
@@ -123,6 +124,14 @@ type Result struct {
 	// stored at every attempt (a 401, a 5xx or 429 after the last try, a 2xx that did not
 	// ingest) or never sent.
 	InDoubtIndexes []int
+	// ServerTime is the receiver's clock as the Date header of the push's last answer that
+	// carried a valid one states it (one-second resolution; Loki, VictoriaLogs, net/http servers
+	// and most proxies send it with every answer, a refusal included); zero when no answer did.
+	ServerTime time.Time
+	// ClockOffset is how far the receiver's clock was ahead of this host's (negative: behind)
+	// when that answer arrived: ServerTime, taken at the middle of its second, minus this host's
+	// clock (Options.Now) read as the answer arrived. Zero when ServerTime is.
+	ClockOffset time.Duration
 }
 
 // Truncation is one line cut by the line cap.

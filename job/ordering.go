@@ -1,6 +1,7 @@
 package job
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -43,12 +44,27 @@ type OrderingOptions struct {
 // receiver's rules and the heads of its stream. The decision is a pure function of the entry,
 // the committed head and the clock's hour, so a push replayed after a crash re-stamps the same
 // entries the same way (except entries from the future, stamped with the clock).
+//
+// The clock is the receiver's: Loki judges an entry's age and whether it is from the future by
+// its own clock, which may not be this host's. Each answer's Date header tells it (loki.Result
+// ClockOffset); until a destination's first answer of the run, this host's clock stands in.
 type orderer struct {
 	o     OrderingOptions
 	lim   loki.Limits
 	heads *heads
 	dests []string // the run's destination names, by index
+	// clocks holds, by destination, how far its clock is ahead of this host's (negative:
+	// behind) as its latest answer stated: 0 until one did, or while the two are within
+	// clockTolerance.
+	clocks []time.Duration
+	// skewWarned: the run has warned that a receiver's clock is far from this host's.
+	skewWarned bool
 }
+
+// clockTolerance is how far apart the receiver's clock and this host's may read and still be
+// taken as one: the Date header's one-second resolution and an answer's way back make an
+// estimate jitter by about that much, and the rules' margins are minutes.
+const clockTolerance = 2 * time.Second
 
 // Restamp reasons: Loki's reasons for the refusals a re-stamp avoids.
 const (
@@ -63,7 +79,50 @@ func newOrderer(o OrderingOptions, stored map[string]store.Counter, dests []stri
 	if len(dests) == 0 {
 		dests = []string{o.Destination}
 	}
-	return &orderer{o: o, lim: o.Limits.WithDefaults(), heads: loadHeads(stored, o.MaxStreamHeads), dests: dests}
+	return &orderer{o: o, lim: o.Limits.WithDefaults(), heads: loadHeads(stored, o.MaxStreamHeads), dests: dests,
+		clocks: make([]time.Duration, len(dests))}
+}
+
+// learnClock takes the estimate of destination dest's clock that a push's answers carry (none:
+// the last estimate stands). It reports whether the run should now warn that the two clocks are
+// far apart: more than half the creation grace period, the first time in the run.
+func (d *orderer) learnClock(dest int, res *loki.Result) (offset time.Duration, warn bool) {
+	if res.ServerTime.IsZero() {
+		return d.clocks[dest], false
+	}
+	offset = res.ClockOffset
+	if offset.Abs() <= clockTolerance {
+		offset = 0
+	}
+	d.clocks[dest] = offset
+	if g := d.lim.CreationGracePeriod; g > 0 && offset.Abs() > g/2 && !d.skewWarned {
+		d.skewWarned = true
+		return offset, true
+	}
+	return offset, false
+}
+
+// clockContext is ctx for a push to destination dest: the client then checks the entries'
+// timestamps against the receiver's clock, as the plan did.
+func (d *orderer) clockContext(ctx context.Context, dest int) context.Context {
+	if off := d.clocks[dest]; off != 0 {
+		return loki.WithClockOffset(ctx, off)
+	}
+	return ctx
+}
+
+// learnClock records the receiver's clock that a push to destination d found, and warns once a
+// run when it is far from this host's.
+func (r *run) learnClock(d int, res *loki.Result) {
+	offset, warn := r.order.learnClock(d, res)
+	if !warn {
+		return
+	}
+	r.log.Warn("the receiver's clock and this host's differ by more than half of sink.loki.creation_grace_period: "+
+		"entries are timed by the receiver's clock, as the Date header of its answers states it, but each run's first push to it "+
+		"is timed by this host's and may be refused and pushed again; synchronize this host's clock (NTP)",
+		"receiver_ahead_by", offset.Round(time.Second).String(), "creation_grace_period", r.order.lim.CreationGracePeriod.String(),
+		"destination", DestinationLabel(r.dests[d].name))
 }
 
 // margin is how far inside the window an entry must be to ship unchanged: a head that is a
@@ -76,33 +135,41 @@ func (d *orderer) margin() time.Duration { return min(d.lim.OutOfOrderWindow/4, 
 func (d *orderer) ageSafety() time.Duration { return min(d.lim.MaxAge/4, time.Hour) }
 
 // ageTarget is the timestamp an entry too old for the receiver is given: well inside the
-// maximum age, and the same for every decision within one clock hour.
-func (d *orderer) ageTarget(now time.Time) time.Time {
+// maximum age, and the same for every decision within one clock hour. now is the receiver's
+// clock, hour this host's with the receiver's offset rounded to whole hours: the target is the
+// same whether the receiver's clock is known yet or not, as long as it is within half an hour
+// of this host's, and it stays between 30 minutes and 2 h 30 min inside the receiver's maximum
+// age (between 1 and 2 hours when the clocks agree).
+func (d *orderer) ageTarget(now, hour time.Time) time.Time {
 	if d.lim.MaxAge <= 3*time.Hour {
 		return now
 	}
-	return now.Truncate(time.Hour).Add(2*time.Hour - d.lim.MaxAge)
+	return hour.Truncate(time.Hour).Add(2*time.Hour - d.lim.MaxAge)
 }
 
 // decide returns the timestamp to ship an entry of time t with, given its stream's head, and
-// Loki's reason for the move ("" when t is kept).
+// Loki's reason for the move ("" when t is kept), on the default destination's clock.
 func (d *orderer) decide(now, t time.Time, head int64, known bool) (time.Time, loki.Reason) {
-	c := d.cutoffs(now)
+	c := d.cutoffs(0, now)
 	return c.decide(t, c.stream(head, known))
 }
 
-// cutoffs are the bounds decide compares an entry's time with, worked out once per push:
-// everything but the stream's head depends on the clock alone.
+// cutoffs are the bounds decide compares an entry's time with, worked out once per push and
+// destination: everything but the stream's head depends on the clock alone.
 type cutoffs struct {
 	d        *orderer
-	now      time.Time
+	now      time.Time // the receiver's clock
+	hour     time.Time // the clock of the hour-stable age target (ageTarget)
 	old      time.Time // entries before it are too old (zero: no maximum age)
 	new      time.Time // entries after it are too new (zero: no grace period)
 	behindBy time.Duration
 }
 
-func (d *orderer) cutoffs(now time.Time) cutoffs {
-	c := cutoffs{d: d, now: now, behindBy: d.margin() - d.lim.OutOfOrderWindow}
+// cutoffs returns the bounds of destination dest when this host's clock reads host.
+func (d *orderer) cutoffs(dest int, host time.Time) cutoffs {
+	off := d.clocks[dest]
+	now := host.Add(off)
+	c := cutoffs{d: d, now: now, hour: host.Add(off.Round(time.Hour)), behindBy: d.margin() - d.lim.OutOfOrderWindow}
 	if d.lim.MaxAge > 0 {
 		c.old = now.Add(d.ageSafety() - d.lim.MaxAge)
 	}
@@ -130,7 +197,7 @@ func (c *cutoffs) stream(head int64, known bool) streamCutoff {
 func (c *cutoffs) decide(t time.Time, s streamCutoff) (time.Time, loki.Reason) {
 	switch {
 	case !c.old.IsZero() && t.Before(c.old):
-		target := c.d.ageTarget(c.now)
+		target := c.d.ageTarget(c.now, c.hour)
 		if s.known && s.head.After(target) {
 			target = s.head
 		}
@@ -155,11 +222,15 @@ type planned struct {
 	rejected *loki.Rejection // the entry is refused before the push (RejectLate, or no metadata)
 }
 
-// plan decides every entry of a push and re-stamps in place those that must move. The result
-// is parallel to items (skips have nothing planned); nil when nothing moves.
+// plan decides every entry of a push and re-stamps in place those that must move, on the
+// clock of each entry's destination (now is this host's). The result is parallel to items
+// (skips have nothing planned); nil when nothing moves.
 func (d *orderer) plan(now time.Time, items []item) []planned {
 	var out []planned
-	c := d.cutoffs(now)
+	cs := make([]cutoffs, len(d.dests))
+	for dest := range cs {
+		cs[dest] = d.cutoffs(dest, now)
+	}
 	// Consecutive entries mostly share a stream, whose head the plan does not change: it is
 	// looked up once per run of them.
 	var (
@@ -177,10 +248,10 @@ func (d *orderer) plan(now time.Time, items []item) []planned {
 		e := &items[i].rec.Entry
 		if dest := items[i].ks.dest; !open || dest != runDest || e.Labels.String() != run.String() {
 			id = StreamID(d.dests[dest], e.Labels)
-			s = c.stream(d.heads.get(id))
+			s = cs[dest].stream(d.heads.get(id))
 			run, runDest, open = e.Labels, dest, true
 		}
-		ts, reason := c.decide(e.Timestamp, s)
+		ts, reason := cs[runDest].decide(e.Timestamp, s)
 		if reason == "" {
 			continue
 		}
@@ -293,8 +364,11 @@ func (d *orderer) retryable(rej loki.Rejection) bool {
 // of the stream), or the clock when it stated none or refused the entry as too new. That stamp
 // is then decided like any entry, against the stream's head as the push left it and the
 // configured limits (the receiver has just stored the rest of the push, and a stamp above an age
-// cutoff can still be hours behind what it stored), and given a nanosecond of its own.
-func (d *orderer) retryStamp(now time.Time, rej loki.Rejection, dest int, labels loki.Labels, m moves) time.Time {
+// cutoff can still be hours behind what it stored), and given a nanosecond of its own. The clock
+// is the receiver's (host is this host's): the refusal's answer has just stated it.
+func (d *orderer) retryStamp(host time.Time, rej loki.Rejection, dest int, labels loki.Labels, m moves) time.Time {
+	c := d.cutoffs(dest, host)
+	now := c.now
 	floor := now
 	if from, ok := loki.OldestAcceptable(rej.Detail); ok && rej.Reason != loki.ReasonTooNew {
 		room := d.margin()
@@ -305,7 +379,6 @@ func (d *orderer) retryStamp(now time.Time, rej loki.Rejection, dest int, labels
 			floor = t
 		}
 	}
-	c := d.cutoffs(now)
 	id := StreamID(d.dests[dest], labels)
 	s := c.stream(d.heads.get(id))
 	ts, _ := c.decide(floor, s)

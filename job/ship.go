@@ -314,8 +314,12 @@ func (r *run) pushEnd() time.Time {
 func (r *run) push(pushBase context.Context, d int, entries []loki.Entry, slots []int, sh *shipment) loki.Result {
 	pushCtx, cancel := r.pushContext(pushBase)
 	defer cancel()
+	// The client checks timestamps on the receiver's clock, as the plan did; the answers state
+	// it anew before anything refused is pushed again.
+	pushCtx = r.order.clockContext(pushCtx, d)
 	t0 := time.Now()
 	res := r.dests[d].sink.Push(pushCtx, entries)
+	r.learnClock(d, &res)
 	res.Truncated -= sh.cutBefore(&res, slots) // a line is cut once, however often it is pushed
 	if r.opts.Observer != nil {
 		r.opts.Observer.Pushed(DestinationLabel(r.dests[d].name), entries, &res, time.Since(t0))

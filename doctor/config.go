@@ -133,7 +133,7 @@ func orgTarget(org config.OrgEntry, h config.HTTP, log *slog.Logger) (Org, io.Cl
 func storeAndLease(ctx context.Context, cfg *config.Config, b Builders, log *slog.Logger) ([]Check, []io.Closer) {
 	var closers []io.Closer
 	st, serr := b.Store(ctx, cfg)
-	ds := Store{Store: st, StoreErr: serr, Type: cfg.State.Store}
+	ds := Store{Store: st, StoreErr: serr, Type: cfg.State.Store, PubSub: pubsubTopics(cfg)}
 	switch cfg.State.Store {
 	case "file":
 		ds.FilePath = cfg.State.File.Path
@@ -171,6 +171,28 @@ func storeAndLease(ctx context.Context, cfg *config.Config, b Builders, log *slo
 		}
 	}
 	return append(StoreChecks(ds), LeaseChecks(dl)...), closers
+}
+
+// pubsubTopics lists the Pub/Sub topics of every org of cfg (one job group) for store.pubsub,
+// with the keys a run reads for them: the first org with a source enabled also reads the
+// unprefixed keys of a single-org past (job.MarkLegacyFallback).
+func pubsubTopics(cfg *config.Config) []PubSubTopics {
+	var out []PubSubTopics
+	first := true
+	for _, org := range cfg.OrgList() {
+		if !org.Sources.Enabled() {
+			continue
+		}
+		legacy := first && org.Name != ""
+		first = false
+		p := org.Sources.PubSub
+		if !p.Enabled {
+			continue
+		}
+		out = append(out, PubSubTopics{Org: org.Name, Legacy: legacy, Path: org.SourcesPath() + ".pubsub", Topics: p.Topics,
+			AgeWarning: p.AgeWarning.D(), ReplayLost: p.ReplayLost, Start: string(p.Start)})
+	}
+	return out
 }
 
 // closerFunc adapts a function to io.Closer.

@@ -36,6 +36,9 @@ type Store struct {
 	Kube *KubeObject
 	// Now is the wall clock for ages. Default time.Now.
 	Now func() time.Time
+	// PubSub are the Pub/Sub topics whose stored positions store.pubsub ages, one entry per
+	// org with the source enabled; with none, there is no such check.
+	PubSub []PubSubTopics
 }
 
 func (s Store) now() time.Time {
@@ -46,7 +49,8 @@ func (s Store) now() time.Time {
 }
 
 // StoreChecks returns the checks of the checkpoint store: a read of the real document, the
-// backend's own permission checks, and the conditional-write probe.
+// backend's own permission checks, the age of every stored Pub/Sub position, and the
+// conditional-write probe.
 func StoreChecks(s Store) []Check {
 	checks := []Check{{ID: "store.read", Title: "checkpoint document", Run: s.checkRead}}
 	if s.Type == "file" && s.FilePath != "" {
@@ -55,6 +59,9 @@ func StoreChecks(s Store) []Check {
 	}
 	if s.Kube != nil {
 		checks = append(checks, s.Kube.Check("store.rbac"))
+	}
+	if len(s.PubSub) > 0 {
+		checks = append(checks, Check{ID: "store.pubsub", Title: "Pub/Sub stored positions", Needs: []string{"store.read"}, Run: s.checkPubSub})
 	}
 	checks = append(checks, Check{ID: "store.probe", Title: "conditional writes (probe object)", Run: s.checkProbe})
 	return checks

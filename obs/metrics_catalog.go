@@ -133,7 +133,7 @@ var catalog = []Instrument{
 	{Name: "sf2loki_salesforce_api_limit", Kind: KindGauge, Labels: []string{LabelOrg}, Description: "The org's daily API request limit (Sforce-Limit-Info)."},
 	{Name: "sf2loki_salesforce_limit_max", Kind: KindGauge, Labels: []string{LabelOrg, LabelLimit}, Description: "An org limit's maximum, from the last /limits sample (salesforce.limits.interval)."},
 	{Name: "sf2loki_salesforce_limit_remaining", Kind: KindGauge, Labels: []string{LabelOrg, LabelLimit}, Description: "An org limit's remaining amount, from the last /limits sample (salesforce.limits.interval)."},
-	{Name: "sf2loki_pubsub_replay_id_age_seconds", Kind: KindGauge, Unit: "s", Labels: []string{LabelLease, LabelOrg, LabelTopic}, Description: "How long a topic's stored replay id had not advanced when the run started (Salesforce keeps about 72 hours)."},
+	{Name: "sf2loki_pubsub_replay_id_age_seconds", Kind: KindGauge, Unit: "s", Labels: []string{LabelLease, LabelOrg, LabelTopic}, Description: "How old a topic's stored position was when the run started: since its replay id last advanced, or, for a position holding only latest_at, since that moment (Salesforce keeps about 72 hours)."},
 	{Name: "sf2loki_source_events", Kind: KindCounter, Labels: []string{LabelLease, LabelOrg, LabelSource, LabelEvent}, Description: "Named events the sources count (late_rows, cursor_reset, file_abandoned, file_regenerated, timestamp_fallback, ...)."},
 }
 

@@ -45,7 +45,7 @@ func TestHostClockAheadOfLokiKeepsFutureEntries(t *testing.T) {
 func skewedReceiver(t *testing.T, ahead, maxAge time.Duration, noDate bool) (*simloki.Server, *loki.Client) {
 	t.Helper()
 	srv := simloki.New(simloki.Options{Now: func() time.Time { return time.Now().Add(ahead) }, RejectOldSamplesMaxAge: maxAge})
-	var rt http.RoundTripper = srv.Transport()
+	rt := srv.Transport()
 	if noDate {
 		rt = withoutDate{rt}
 	}

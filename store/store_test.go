@@ -420,7 +420,7 @@ type sharedObject struct {
 	others int
 }
 
-func (s sharedObject) Room() (limit, others int) { return s.Backend.MaxSize() - s.others, s.others }
+func (s sharedObject) Room() (limit, others int) { return s.MaxSize() - s.others, s.others }
 
 // TestSizeWarningCountsWhatSharesTheObject: a document that shares its object with other data
 // (keys of one ConfigMap) is refused when the whole object would pass the limit, so the warning

@@ -384,7 +384,7 @@ type deleteBeforeWrite struct {
 
 func (d *deleteBeforeWrite) Store(ctx context.Context, data []byte, v store.Version) (store.Version, error) {
 	if d.armed.CompareAndSwap(true, false) {
-		if err := d.Backend.Delete(ctx); err != nil {
+		if err := d.Delete(ctx); err != nil {
 			return "", err
 		}
 	}

@@ -159,6 +159,34 @@ func TestAnUnknownNewerHeadCostsARequestNotAnEntry(t *testing.T) {
 	})
 }
 
+// TestAnUnknownNewerHeadLosesNothingBesideAnotherStream: as
+// TestAnUnknownNewerHeadCostsARequestNotAnEntry, but the push also carries another stream
+// (Logout) that sorts after the one whose head the job does not know (Login). Loki's ingester
+// answers a request for its last stream only: the Login rows it refuses as too_far_behind are
+// answered 204 together with the Logout rows. Every row must still reach the receiver.
+func TestAnUnknownNewerHeadLosesNothingBesideAnotherStream(t *testing.T) {
+	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
+	srv, sink := receiver(t, simloki.Options{})
+	other, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
+	if res := other.Push(context.Background(), []loki.Entry{{Timestamp: base.Add(4 * time.Hour), Labels: labels, Line: `{"key":"Login","n":0}`}}); !res.OK() {
+		t.Fatal(res.Err)
+	}
+	src := hourly(base, map[string][]int{"Login": {0, 1}, "Logout": {0, 1}}, nil)
+	totals := src.Totals
+	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
+	if rep.Outcome != job.OutcomeOK || len(rep.Dropped) != 0 {
+		t.Fatalf("%s %s, dropped %v", rep.Outcome, rep.Error, rep.Dropped)
+	}
+	t.Logf("receiver refused %d entries (too_far_behind %d), report restamped %v, %d requests", srv.RejectedCount(""), srv.RejectedCount("too_far_behind"), rep.Restamped, len(srv.Requests()))
+	got := delivered(t, srv)
+	delete(got["Login"], 0)
+	assertExactlyOnce(t, got, totals)
+}
+
 // TestAStricterMaxAgeCostsARequestNotAnEntry: the receiver's max age (3 days) is stricter than
 // configured (Loki's default, 7 days). A key catching up ships, in one push, rows from 3 d 1 h to
 // 3 d − 4 h ago: the receiver refuses the oldest hour as too old and stores the rest, so its

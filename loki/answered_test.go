@@ -157,7 +157,7 @@ func TestInDoubtIndexesNameTheEntriesOfTheUnansweredRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two streams interleaved: the requests hold API's entries (odd positions), then Login's.
-	es := batch(40)
+	es := batchTwoStreams(40)
 	res := c.Push(context.Background(), es)
 	checkResultConsistent(t, res, es)
 	var want []int

@@ -395,7 +395,7 @@ func (c *Client) Push(ctx context.Context, entries []Entry) Result {
 	return res
 }
 
-// run cuts the prepared items into requests by the size and count caps and
+// run cuts the prepared items into requests, one stream each, by the size and count caps, and
 // calls send for each, in order, until one fails.
 func (p *push) run(send func(lo, hi int) error) error {
 	o := &p.c.opts
@@ -416,7 +416,10 @@ func (p *push) run(send func(lo, hi int) error) error {
 		if items[i].stream != prev {
 			overhead = streamOverhead(o.Encoding, p.labels(items[i].stream))
 		}
-		if i > lo && (size+overhead+items[i].size > limit || i-lo >= o.MaxEntriesPerRequest) {
+		// One stream per request: Loki's ingester answers a request for its last stream only, so
+		// an entry it refused in an earlier stream (too far behind, the per-stream rate limit, the
+		// stream limit) would be answered 204 with the rest, and taken as accepted.
+		if i > lo && (overhead > 0 || size+items[i].size > limit || i-lo >= o.MaxEntriesPerRequest) {
 			if err := send(lo, i); err != nil {
 				return err
 			}

@@ -15,15 +15,22 @@ import (
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 )
 
-// batch returns n entries spread over two streams, oldest first, 1ms apart,
-// with Refs 1..n and a little metadata.
-func batch(n int) []Entry {
+// batch returns n entries of one stream, oldest first, 1ms apart, with Refs 1..n and a little
+// metadata: one request holds one stream.
+func batch(n int) []Entry { return batchOf(n, "Login") }
+
+// batchTwoStreams is batch with the entries spread over two streams, API's at odd positions.
+func batchTwoStreams(n int) []Entry { return batchOf(n, "Login", "API") }
+
+// batchOf returns n entries, oldest first, 1ms apart, with Refs 1..n and a little metadata,
+// entry i of the event type types[i % len(types)].
+func batchOf(n int, types ...string) []Entry {
 	now := time.Now()
 	es := make([]Entry, n)
 	for i := range es {
 		es[i] = Entry{
 			Timestamp: now.Add(time.Duration(i-n) * time.Millisecond),
-			Labels:    lbl("job", "sf2loki", "source", "eventlogfile", "event_type", []string{"Login", "API"}[i%2]),
+			Labels:    lbl("job", "sf2loki", "source", "eventlogfile", "event_type", types[i%len(types)]),
 			Line:      fmt.Sprintf(`{"n":%d,"msg":"entry %d"}`, i, i),
 			Metadata:  []Label{{Name: "row", Value: fmt.Sprint(i)}},
 			Ref:       uint64(i + 1),

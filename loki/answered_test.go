@@ -92,11 +92,10 @@ func TestAnswerArrivingAsTheContextEndsIsClassified(t *testing.T) {
 	}
 }
 
-// TestRefusalReadInPartIsHeld: the context ends after a 400's status arrived but before its
-// body did. The body names the refused entry's reason; read in part it could name a wrong one
-// (a too-old entry taken for a bad request is dropped instead of re-stamped), so the entry is
-// held for the next run, which will read the whole answer.
-func TestRefusalReadInPartIsHeld(t *testing.T) {
+// refusalReadInPart returns a client whose push is answered 400 and whose context ends after
+// the status arrived, before the rest of the body (the refusal's reason) did.
+func refusalReadInPart(t *testing.T) (*Client, context.Context) {
+	t.Helper()
 	release := make(chan struct{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -109,15 +108,24 @@ func TestRefusalReadInPartIsHeld(t *testing.T) {
 		}
 		_, _ = w.Write([]byte("has timestamp too old: …\n"))
 	}))
-	defer ts.Close()
-	defer close(release)
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { close(release) }) // before the server closes: its handler is waiting
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	c, err := New(Options{URL: ts.URL + simloki.PushPath, Logger: quietLogger,
 		Transport: cancelAfterAnswer{next: cleanhttp.DefaultTransport(), cancel: cancel}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, ctx
+}
+
+// TestRefusalReadInPartIsHeld: the context ends after a 400's status arrived but before its
+// body did. The body names the refused entry's reason; read in part it could name a wrong one
+// (a too-old entry taken for a bad request is dropped instead of re-stamped), so the entry is
+// held for the next run, which will read the whole answer.
+func TestRefusalReadInPartIsHeld(t *testing.T) {
+	c, ctx := refusalReadInPart(t)
 	es := batch(1)
 	res := c.Push(ctx, es)
 	if len(res.Rejected) != 0 || len(res.NotDelivered) != 1 || !errors.Is(res.Err, ErrUnavailable) {

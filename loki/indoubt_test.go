@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -132,27 +131,7 @@ func TestEntriesOfARefusedRequestStayInDoubtAfterItsSplit(t *testing.T) {
 // and the push's context ends before its body is read. Loki stored the request's valid
 // entries; the body would have said which were refused, so all are held in doubt.
 func TestRefusalOfSeveralEntriesReadInPartIsInDoubt(t *testing.T) {
-	release := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte("entry for stream '{job=\"sf2loki\"}' "))
-		w.(http.Flusher).Flush()
-		select { // the rest of the body comes too late
-		case <-r.Context().Done():
-		case <-release:
-		}
-		_, _ = w.Write([]byte("has timestamp too old: …\n"))
-	}))
-	defer ts.Close()
-	defer close(release)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c, err := New(Options{URL: ts.URL + simloki.PushPath, Logger: quietLogger,
-		Transport: cancelAfterAnswer{next: cleanhttp.DefaultTransport(), cancel: cancel}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := refusalReadInPart(t)
 	es := batch(4)
 	res := c.Push(ctx, es)
 	checkResultConsistent(t, res, es)

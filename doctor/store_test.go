@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,24 +18,6 @@ import (
 	"github.com/sf2loki/sf2loki/store/storetest"
 )
 
-// skewedSigner signs each request again as a host whose clock is off by offset would.
-type skewedSigner struct {
-	creds  aws.Credentials
-	region string
-	offset time.Duration
-}
-
-func (s skewedSigner) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Del("Authorization")
-	req.Header.Del("X-Amz-Date")
-	err := v4.NewSigner().SignHTTP(req.Context(), s.creds, req, req.Header.Get("X-Amz-Content-Sha256"), "s3", s.region, time.Now().Add(s.offset))
-	if err != nil {
-		return nil, err
-	}
-	return http.DefaultTransport.RoundTrip(req)
-}
-
 // An S3 endpoint that refuses this host's requests as signed too far from its own time
 // (RequestTimeTooSkewed, which the s3 store reports as ErrIntegrity) fails the read and the
 // conditional-write probe with the advice to fix the host's clock: not the advice for an
@@ -48,14 +25,7 @@ func (s skewedSigner) RoundTrip(req *http.Request) (*http.Response, error) {
 // endpoint that does ignore preconditions still gets the advice to change the store.
 func TestStoreChecksOnASkewedClockAdviseFixingTheClock(t *testing.T) {
 	srv := testenv.StartVersitygw(t)
-	client := awss3.New(awss3.Options{
-		Region: srv.Region, BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
-		HTTPClient: &http.Client{Transport: skewedSigner{
-			creds:  aws.Credentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey},
-			region: srv.Region, offset: -time.Hour,
-		}},
-	})
+	client := srv.SkewedClient(-time.Hour)
 	bucket := srv.NewBucket(t)
 	s3backend := func(key string) store.Backend {
 		b, err := s3store.New(t.Context(), s3store.Options{Bucket: bucket, Key: key, Client: client})

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
@@ -88,6 +90,41 @@ func (s *S3) Client() *s3.Client {
 		HTTPClient:   http.DefaultClient,
 		Retryer:      aws.NopRetryer{},
 	})
+}
+
+// SkewedClient returns an S3 client for the server whose requests are signed as a host whose
+// clock is off by offset signs them (the server refuses them as RequestTimeTooSkewed once the
+// offset passes its 15-minute allowance). It keeps the SDK's default retries, as the product's
+// clients do.
+func (s *S3) SkewedClient(offset time.Duration) *s3.Client {
+	return s3.New(s3.Options{
+		BaseEndpoint: aws.String(s.Endpoint),
+		Region:       s.Region,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		UsePathStyle: true,
+		HTTPClient: &http.Client{Transport: resigned{
+			creds:  aws.Credentials{AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey},
+			region: s.Region, offset: offset,
+		}},
+	})
+}
+
+// resigned signs each request again as a host whose clock is off by offset would.
+type resigned struct {
+	creds  aws.Credentials
+	region string
+	offset time.Duration
+}
+
+func (r resigned) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Del("Authorization")
+	req.Header.Del("X-Amz-Date")
+	err := v4.NewSigner().SignHTTP(req.Context(), r.creds, req, req.Header.Get("X-Amz-Content-Sha256"), "s3", r.region, time.Now().Add(r.offset))
+	if err != nil {
+		return nil, err
+	}
+	return http.DefaultTransport.RoundTrip(req)
 }
 
 // NewBucket creates a bucket with a fresh valid name and returns the name.

@@ -5,16 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/store"
@@ -175,38 +169,13 @@ func TestE2ETruncatedReadIsRetriedS3(t *testing.T) {
 	}
 }
 
-// resigned signs each request again as a host whose clock is off by offset would.
-type resigned struct {
-	creds  aws.Credentials
-	region string
-	offset time.Duration
-}
-
-func (r resigned) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Del("Authorization")
-	req.Header.Del("X-Amz-Date")
-	err := v4.NewSigner().SignHTTP(req.Context(), r.creds, req, req.Header.Get("X-Amz-Content-Sha256"), "s3", r.region, time.Now().Add(r.offset))
-	if err != nil {
-		return nil, err
-	}
-	return http.DefaultTransport.RoundTrip(req)
-}
-
 // A request signed by a host whose clock is an hour behind is refused with 403
 // RequestTimeTooSkewed. That is the host's clock, not the IAM policy: ErrIntegrity (exit 7,
 // a person must fix the clock), with a message that says so, never ErrPermission.
 func TestE2ESkewedClockIsNotAPermissionError(t *testing.T) {
 	ctx := context.Background()
 	srv := testenv.StartVersitygw(t)
-	client := awss3.New(awss3.Options{
-		Region: srv.Region, BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
-		HTTPClient: &http.Client{Transport: resigned{
-			creds:  aws.Credentials{AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey},
-			region: srv.Region, offset: -time.Hour,
-		}},
-	})
+	client := srv.SkewedClient(-time.Hour)
 	b, err := s3store.New(ctx, s3store.Options{Bucket: srv.NewBucket(t), Key: "k", Client: client})
 	if err != nil {
 		t.Fatal(err)

@@ -261,11 +261,9 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 // replacing a refused stored id, so the next run resumes from that moment instead of
 // subscribing at LATEST again and losing what was published in between.
 func (st *stream) latestCursor() source.Record {
-	st.positioned = true
 	st.log.Info("no event or keepalive arrived on the LATEST subscription; storing when it opened, so the next run ships what is published from then on",
 		"latest_at", st.latestAt)
-	c := Cursor{LatestAt: st.latestAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
-	return source.Record{Skip: true, SkipReason: "latest_start", Cursor: source.CursorJSON(EncodeCursor(c))}
+	return st.momentCursor(st.latestAt, "latest_start")
 }
 
 // emptyCursor is the record that ends an EARLIEST pull (emptyAt) which met no event and no
@@ -277,11 +275,18 @@ func (st *stream) latestCursor() source.Record {
 // published after that moment is shipped by the next run. A pull cut short by the run's
 // deadline proves nothing and stores nothing.
 func (st *stream) emptyCursor() source.Record {
-	st.positioned = true
 	st.log.Info("the EARLIEST subscription met no event for the idle period: Salesforce retains none for the topic; storing when it subscribed, so the next run resumes from there",
 		"latest_at", st.emptyAt)
-	c := Cursor{LatestAt: st.emptyAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
-	return source.Record{Skip: true, SkipReason: "nothing_retained", Cursor: source.CursorJSON(EncodeCursor(c))}
+	return st.momentCursor(st.emptyAt, "nothing_retained")
+}
+
+// momentCursor is the skipped record, counted under reason, that ends a pull which met no
+// event and no keepalive: with no replay id to store, its cursor holds the moment at
+// (Cursor.LatestAt) the next run resumes from.
+func (st *stream) momentCursor(at time.Time, reason string) source.Record {
+	st.positioned = true
+	c := Cursor{LatestAt: at, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
+	return source.Record{Skip: true, SkipReason: reason, Cursor: source.CursorJSON(EncodeCursor(c))}
 }
 
 // resubscribeFromLatestAt replaces a LATEST subscription that was re-subscribed (at LATEST, so

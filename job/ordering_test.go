@@ -114,6 +114,21 @@ func headCounters(t *testing.T, coord *jobtest.Coordinator) map[string]int64 {
 	return out
 }
 
+// crashedRunHead pushes what a run that crashed before its commit pushed: an entry of the
+// numbered source's Login stream (its row 0) at at, which the receiver then holds as a head
+// the job does not know.
+func crashedRunHead(t *testing.T, srv *simloki.Server, at time.Time) {
+	t.Helper()
+	other, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
+	if res := other.Push(context.Background(), []loki.Entry{{Timestamp: at, Labels: labels, Line: `{"key":"Login","n":0}`}}); !res.OK() {
+		t.Fatal(res.Err)
+	}
+}
+
 // TestAnUnknownNewerHeadCostsARequestNotAnEntry: the receiver holds a newer entry than the
 // job committed (a push whose commit was lost in a crash, a head forgotten beyond the bound):
 // the late rows are refused too_far_behind, pushed again stamped with the clock, and none is
@@ -121,15 +136,7 @@ func headCounters(t *testing.T, coord *jobtest.Coordinator) map[string]int64 {
 func TestAnUnknownNewerHeadCostsARequestNotAnEntry(t *testing.T) {
 	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
 	srv, sink := receiver(t, simloki.Options{})
-	// What the crashed run pushed: an entry 4 hours ahead, never committed.
-	other, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
-	if res := other.Push(context.Background(), []loki.Entry{{Timestamp: base.Add(4 * time.Hour), Labels: labels, Line: `{"key":"Login","n":0}`}}); !res.OK() {
-		t.Fatal(res.Err)
-	}
+	crashedRunHead(t, srv, base.Add(4*time.Hour))
 	src := hourly(base, map[string][]int{"Login": {0, 1}}, nil)
 	totals := src.Totals
 	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
@@ -167,14 +174,7 @@ func TestAnUnknownNewerHeadCostsARequestNotAnEntry(t *testing.T) {
 func TestAnUnknownNewerHeadLosesNothingBesideAnotherStream(t *testing.T) {
 	base := time.Now().Truncate(time.Hour).Add(-6 * time.Hour)
 	srv, sink := receiver(t, simloki.Options{})
-	other, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: srv.Transport()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
-	if res := other.Push(context.Background(), []loki.Entry{{Timestamp: base.Add(4 * time.Hour), Labels: labels, Line: `{"key":"Login","n":0}`}}); !res.OK() {
-		t.Fatal(res.Err)
-	}
+	crashedRunHead(t, srv, base.Add(4*time.Hour))
 	src := hourly(base, map[string][]int{"Login": {0, 1}, "Logout": {0, 1}}, nil)
 	totals := src.Totals
 	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
@@ -477,10 +477,7 @@ func TestACutLinePushedAgainCountsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := loki.NewLabels(loki.Label{Name: "job", Value: "sf2loki"}, loki.Label{Name: "source", Value: "numbered"}, loki.Label{Name: "event_type", Value: "Login"})
-	if res := sink.Push(context.Background(), []loki.Entry{{Timestamp: base.Add(4 * time.Hour), Labels: labels, Line: "a crashed run"}}); !res.OK() {
-		t.Fatal(res.Err)
-	}
+	crashedRunHead(t, srv, base.Add(4*time.Hour))
 	src := hourly(base, map[string][]int{"Login": {0, 1}}, nil)
 	rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, baseOptions())
 	if rep.Outcome != job.OutcomeOK || len(rep.Dropped) != 0 || rep.Restamped["too_far_behind"] == 0 {

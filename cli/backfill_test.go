@@ -95,16 +95,7 @@ func TestBackfillIsNotCompleteWhenTimeRunsOut(t *testing.T) {
 			w := newBackfillWorld(t, time.Now)
 			now := time.Now().UTC()
 			since, until := now.Add(-6*time.Hour).Truncate(time.Hour), now.Add(-2*time.Hour).Truncate(time.Hour)
-			var ids []string
-			for _, typ := range []string{"Login", "API"} {
-				logDate := since.Add(time.Hour)
-				id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: typ, Interval: simsf.IntervalHourly, LogDate: logDate,
-					CreatedDate: logDate.Add(70 * time.Minute), Rows: 40})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
-			}
+			ids := addLoginAndAPIFiles(t, w, since)
 			cfg := w.config(t, "", "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [Login, API]\n", "")
 			setBatchMaxEntries(t, cfg, 10)
 			w.org.AddFault(c.fault)
@@ -145,16 +136,7 @@ func TestBackfillPausedByTheEgressBudgetIsNotComplete(t *testing.T) {
 	w := newBackfillWorld(t, time.Now)
 	now := time.Now().UTC()
 	since, until := now.Add(-6*time.Hour).Truncate(time.Hour), now.Add(-2*time.Hour).Truncate(time.Hour)
-	var ids []string
-	for _, typ := range []string{"Login", "API"} {
-		logDate := since.Add(time.Hour)
-		id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: typ, Interval: simsf.IntervalHourly, LogDate: logDate,
-			CreatedDate: logDate.Add(70 * time.Minute), Rows: 40})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := addLoginAndAPIFiles(t, w, since)
 	sources := "  eventlogfile:\n    enabled: true\n    interval: Hourly\n    event_types: [Login, API]\n"
 	budget := func(bytes int) string {
 		cfg := w.config(t, "", sources, fmt.Sprintf("egress:\n  daily_bytes: %d\n", bytes))
@@ -185,6 +167,23 @@ func TestBackfillPausedByTheEgressBudgetIsNotComplete(t *testing.T) {
 			sum.Outcome, code, sum.CaughtUp, sum.RowsShipped, sum.Report.Error, 80-shipped, human)
 	}
 	assertWindowShippedOnce(t, w, ids...)
+}
+
+// addLoginAndAPIFiles adds to the org one Hourly file of 40 rows for Login and one for API, of
+// the hour after since, and returns their ids.
+func addLoginAndAPIFiles(t *testing.T, w *simWorld, since time.Time) []string {
+	t.Helper()
+	var ids []string
+	for _, typ := range []string{"Login", "API"} {
+		logDate := since.Add(time.Hour)
+		id, err := w.org.AddEventLogFile(simsf.EventLogFileSpec{EventType: typ, Interval: simsf.IntervalHourly, LogDate: logDate,
+			CreatedDate: logDate.Add(70 * time.Minute), Rows: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // runWindowBackfill runs `sf2loki backfill` of the Hourly window [since, until) of Login and API

@@ -141,7 +141,7 @@ func (p PubSubTopics) grade(topic, key string, raw json.RawMessage, now time.Tim
 	position := fmt.Sprintf("replay id, not advanced for %s", human.Round(age))
 	what := fmt.Sprintf("the stored replay id has not advanced for %s", human.Round(age))
 	if kind == "latest_at" {
-		position = fmt.Sprintf("latest_at %s (a LATEST subscription that met no event), %s ago", now.Add(-age).UTC().Format(time.RFC3339), human.Round(age))
+		position = fmt.Sprintf("latest_at, last found quiet at %s, %s ago", now.Add(-age).UTC().Format(time.RFC3339), human.Round(age))
 		what = "the stored position is " + position
 	}
 	warnAt := p.AgeWarning
@@ -214,7 +214,7 @@ func (s Store) checkPubSub(ctx context.Context) Result {
 		}
 	}
 	switch worst {
-	case StatusInfo: // a first run, or a quiet topic an EARLIEST pull stored nothing for: not a problem
+	case StatusInfo: // a first run, or an EARLIEST pull cut short before it stored anything: not a problem
 		return Pass("no Pub/Sub topic has a stored position yet: the next run starts each at its start (%s)", strings.Join(starts, ", ")).With(details...)
 	case StatusPass:
 		return Pass("%d of %d Pub/Sub topics have a stored position, none older than its age_warning (Salesforce keeps about 72h)", stored, len(ages)).With(details...)

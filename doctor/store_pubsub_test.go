@@ -82,7 +82,7 @@ func TestStorePubSubGradesEachTopicByItsStoredPositionAge(t *testing.T) {
 			message: []string{loginStream, "key " + key, "sources.pubsub.age_warning", "not advanced for 50h", "exit 7"},
 			fix:     []string{"run the job", "sources.pubsub.refresh_after", "sources.pubsub.replay_lost"}},
 		{name: "latest_at past age_warning", stored: latestAt(50 * time.Hour), want: StatusWarn,
-			message: []string{loginStream, "key " + key, "sources.pubsub.age_warning", "latest_at 2026-03-02T10:00:00Z"},
+			message: []string{loginStream, "key " + key, "sources.pubsub.age_warning", "latest_at, last found quiet at 2026-03-02T10:00:00Z"},
 			fix:     []string{"run the job", "sources.pubsub.replay_lost"}},
 		{name: "latest_at past the retention with replay_lost fail", stored: latestAt(73 * time.Hour), want: StatusFail,
 			message: []string{loginStream, "key " + key, "72h", "sources.pubsub.replay_lost: fail", "exit 7"},

@@ -26,12 +26,17 @@ type Cursor struct {
 	ReplayID string `json:"replay_id,omitempty"`
 	// LatestAt, on a cursor without a replay id, is when the topic was subscribed at LATEST
 	// (start: latest, or replay_lost: latest after a refused id) and the pull ended before an
-	// event or a keepalive gave it a replay id (the local wall clock); or when an EARLIEST
-	// subscription that resumed from a LatestAt, or was a replay_lost: earliest fallback, met
-	// nothing for the idle period (nothing older is retained). The next run subscribes at
-	// EARLIEST and skips the events older than LatestAt less LatestMargin, so "latest" keeps
-	// meaning "from that subscription on" instead of "from whenever a run next subscribes".
+	// event or a keepalive gave it a replay id (the local wall clock). The next run subscribes
+	// at EARLIEST and skips the events older than LatestAt less LatestMargin, so "latest" keeps
+	// meaning "from that subscription on" instead of "from whenever a run next subscribes". A
+	// replay_lost: earliest fallback that met nothing stores the retention horizon of its
+	// subscription here: a floor that skips nothing Salesforce still keeps.
 	LatestAt time.Time `json:"latest_at,omitzero"`
+	// CheckedAt, on a cursor holding LatestAt, is when an EARLIEST pull from that position last
+	// met nothing for the idle period. It never moves the floor (an event late to arrive, or
+	// whose own time precedes its publication, is still newer than LatestAt), but the job kept
+	// looking, so the position's age against the retention counts from it (quietSince).
+	CheckedAt time.Time `json:"checked_at,omitzero"`
 	// AdvancedAt is when ReplayID last changed (the local wall clock). Its age is how close
 	// the position is to Salesforce's retention horizon (about 72 hours); refresh_after is
 	// measured from it.
@@ -98,11 +103,20 @@ func PositionAge(raw json.RawMessage, now time.Time) (age time.Duration, kind st
 	return positionAge(c, id, now), "replay_id", true, nil
 }
 
+// quietSince is, for a cursor holding only LatestAt, since when the topic is known to have
+// had nothing to ship: the later of LatestAt and CheckedAt.
+func (c Cursor) quietSince() time.Time {
+	if c.CheckedAt.After(c.LatestAt) {
+		return c.CheckedAt
+	}
+	return c.LatestAt
+}
+
 // positionAge is the age of a decoded cursor (see PositionAge).
 func positionAge(c Cursor, id []byte, now time.Time) time.Duration {
 	switch {
 	case id == nil:
-		return max(0, now.Sub(c.LatestAt))
+		return max(0, now.Sub(c.quietSince()))
 	case c.AdvancedAt.IsZero():
 		return -1
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,15 +322,19 @@ func TestLatestAtAgesLikeAReplayID(t *testing.T) {
 			t.Fatalf("cursor %+v; want only LatestAt", stored)
 		}
 		e.clock.Advance(step.advance)
-		want := e.clock.Now().Sub(stored.LatestAt)
+		since := stored.LatestAt // or the last quiet look, once a run made one
+		if stored.CheckedAt.After(since) {
+			since = stored.CheckedAt
+		}
+		want := e.clock.Now().Sub(since)
 		src := e.source(t, opts)
 		rep := runJob(t, coord, sink, src)
 		if rep.Outcome != job.OutcomeOK {
 			t.Fatalf("after %s: outcome %s (%s)", step.advance, rep.Outcome, rep.Error)
 		}
 		if got, ok := rep.Events[ageEvent]; !ok || got != int64(want/time.Second) {
-			t.Fatalf("after %s: %s = %d (reported %v), want %d, the age of latest_at %s; events %v",
-				step.advance, ageEvent, got, ok, int64(want/time.Second), stored.LatestAt, rep.Events)
+			t.Fatalf("after %s: %s = %d (reported %v), want %d, the age of latest_at %s (checked %s); events %v",
+				step.advance, ageEvent, got, ok, int64(want/time.Second), stored.LatestAt, stored.CheckedAt, rep.Events)
 		}
 		if got := src.Topics()[0].ReplayAge; got != want {
 			t.Fatalf("after %s: TopicReport.ReplayAge = %s, want %s", step.advance, got, want)
@@ -373,8 +378,9 @@ func TestEarliestFallbackThatMeetsNothingIsNotRepeated(t *testing.T) {
 			}
 			fellBackAt := e.clock.Now()
 			c, _ := storedCursor(t, coord, loginKey)
-			if c.ReplayID != "" || !c.LatestAt.Equal(fellBackAt) {
-				t.Errorf("after the fallback met nothing the cursor is %+v; want the moment the fallback subscribed, %s", c, fellBackAt)
+			if c.ReplayID != "" || !c.CheckedAt.Equal(fellBackAt) || !c.LatestAt.Equal(fellBackAt.Add(-pubsub.Retention)) {
+				t.Errorf("after the fallback met nothing the cursor is %+v; want checked at the moment the fallback subscribed, %s, "+
+					"and a floor at its retention horizon", c, fellBackAt)
 			}
 
 			e.clock.Advance(time.Minute)
@@ -421,10 +427,10 @@ func TestEarliestFallbackCutShortStoresNothing(t *testing.T) {
 
 // TestQuietLatestTopicRunningRegularlyIsNeverRefused: start: latest on a topic that stays quiet
 // for days while the job runs every 12 hours. Each run's EARLIEST pull (resuming from latest_at)
-// meets nothing for the idle period, which proves nothing was published since latest_at: the
-// run stores its own subscription moment as the new latest_at. So the position's age is the
-// time since the last run, not since the first one: no age note, no replay_lost refusal past
-// 72h, and an event published after those days is still shipped.
+// meets nothing for the idle period: the run stores when it looked (checked_at) and keeps the
+// floor. So the position's age is the time since the last run, not since the first one: no age
+// note, no replay_lost refusal past 72h, and an event published after those days is still
+// shipped.
 func TestQuietLatestTopicRunningRegularlyIsNeverRefused(t *testing.T) {
 	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
 	coord := jobtest.New()
@@ -433,19 +439,75 @@ func TestQuietLatestTopicRunningRegularlyIsNeverRefused(t *testing.T) {
 	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 0 {
 		t.Fatalf("first run: %s %s, %d records", rep.Outcome, rep.Error, rep.Records)
 	}
+	first, _ := storedCursor(t, coord, loginKey)
+	first.LatestAt = first.LatestAt.UTC()
 	for i := 1; i <= 7; i++ { // 84h of quiet, past the 72h retention
 		e.clock.Advance(12 * time.Hour)
 		rep := runJob(t, coord, sink, e.source(t, opts))
 		if rep.Outcome != job.OutcomeOK || rep.Events["pubsub.replay_fallback"] != 0 || len(rep.Notes) != 0 {
 			t.Fatalf("quiet run %d (%dh after the first): %s %s, events %v, notes %q; want a clean run", i, 12*i, rep.Outcome, rep.Error, rep.Events, rep.Notes)
 		}
-		if c, _ := storedCursor(t, coord, loginKey); c.ReplayID != "" || !c.LatestAt.Equal(e.clock.Now()) {
-			t.Errorf("after quiet run %d the cursor is %+v; want latest_at moved to this run's subscription, %s", i, c, e.clock.Now())
+		if c, _ := storedCursor(t, coord, loginKey); c.ReplayID != "" || !c.CheckedAt.Equal(e.clock.Now()) || !c.LatestAt.Equal(first.LatestAt) {
+			t.Errorf("after quiet run %d the cursor is %+v; want latest_at kept at %s and checked_at this run's subscription, %s", i, c, first.LatestAt, e.clock.Now())
 		}
 	}
 	e.clock.Advance(time.Minute)
 	e.publishLogins(t, 0, 1)
 	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Records != 1 || lk.Count() != 1 {
 		t.Fatalf("run after the quiet days: %s %s, %d records, receiver holds %d; want the new event", rep.Outcome, rep.Error, rep.Records, lk.Count())
+	}
+}
+
+// TestAnEarliestAnswerSlowerThanIdleLosesNothing: a topic resumed from latest_at whose
+// EARLIEST pull gets no answer within the idle period (a slow server) stores when it looked, not
+// a new floor: the events published after latest_at, which that pull did not receive in time,
+// are shipped by the next run, none skipped as before_start.
+func TestAnEarliestAnswerSlowerThanIdleLosesNothing(t *testing.T) {
+	var e *env
+	var slow atomic.Int32
+	auth := func(ctx context.Context, c simpubsub.Credentials) (simpubsub.Principal, bool) {
+		if slow.Add(-1) == 0 {
+			time.Sleep(1500 * time.Millisecond) // three idle periods
+		}
+		return e.authenticator()(ctx, c)
+	}
+	e = newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour, Authenticate: auth})
+	coord := jobtest.New()
+	lk, sink := receiver(t)
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, Start: pubsub.StartLatest, RefreshAfter: -1}
+	runJob(t, coord, sink, e.source(t, opts)) // stores latest_at
+	e.clock.Advance(time.Minute)
+	e.publishLogins(t, 0, 5) // after latest_at: all five are wanted
+	e.clock.Advance(time.Hour)
+	slow.Store(2) // the check before the next pull's first answer is slow (the first is the call's own)
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK {
+		t.Fatalf("slow run: %s %s", rep.Outcome, rep.Error)
+	}
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || rep.Events["pubsub.before_start"] != 0 {
+		t.Fatalf("next run: %s %s, events %v; want nothing skipped as before_start", rep.Outcome, rep.Error, rep.Events)
+	}
+	if lk.Count() != 5 {
+		t.Fatalf("the receiver holds %d of the 5 events published after latest_at", lk.Count())
+	}
+}
+
+// TestALateEventAfterAQuietRunIsShipped: an event whose own time is more than LatestMargin
+// before it becomes visible (Real-Time Event Monitoring stamps the action; CDC under load), but
+// after the topic's latest_at, is shipped although a quiet run looked in between: the look does
+// not raise the floor.
+func TestALateEventAfterAQuietRunIsShipped(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{KeepaliveInterval: time.Hour})
+	coord := jobtest.New()
+	lk, sink := receiver(t)
+	opts := pubsub.Options{Topics: []string{loginTopic}, Idle: 500 * time.Millisecond, Start: pubsub.StartLatest, RefreshAfter: -1}
+	runJob(t, coord, sink, e.source(t, opts)) // latest_at
+	e.clock.Advance(time.Hour)
+	runJob(t, coord, sink, e.source(t, opts)) // quiet: looked an hour later
+	e.clock.Advance(time.Minute)
+	if _, err := e.ps.Publish(loginTopic, simpubsub.LoginEvent(7, e.clock.Now().Add(-10*time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	if rep := runJob(t, coord, sink, e.source(t, opts)); rep.Outcome != job.OutcomeOK || lk.Count() != 1 {
+		t.Fatalf("run after the late event: %s %s, events %v, receiver holds %d; want the event shipped", rep.Outcome, rep.Error, rep.Events, lk.Count())
 	}
 }

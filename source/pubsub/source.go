@@ -18,21 +18,24 @@
 // period: when a topic's position has not advanced for refresh_after, the run waits (up to its
 // deadline) for a keepalive and commits the keepalive's id. The position's age is reported per
 // topic (Source.Topics, the counter replay_id_age_seconds:<topic> and a note when it is old);
-// for a cursor holding only Cursor.LatestAt, the age of that moment.
+// for a cursor holding only Cursor.LatestAt, the age of the later of that moment and the last
+// quiet look (Cursor.CheckedAt).
 // A stored position Salesforce refuses follows replay_lost: fail (the run ends with the
 // integrity outcome, exit 7, nothing more committed for the topic), earliest or latest (a
 // warning, the counter replay_fallback and a note saying events may have been missed). A
-// fallback that meets no event replaces the refused position with the moment it subscribed
-// (Cursor.LatestAt; for earliest, only when the pull ended idle, which proves nothing older is
-// retained), so the next run resumes from there instead of reporting the fallback again.
+// fallback that meets no event replaces the refused position: latest with the moment it
+// subscribed (Cursor.LatestAt); earliest, when the pull ended idle, with a floor at the
+// retention horizon (which skips nothing retained) and the moment it looked (Cursor.CheckedAt),
+// so the next run pulls from EARLIEST again instead of reporting the fallback again.
 //
 // A topic subscribed at LATEST (start: latest, or the replay_lost: latest fallback) has no
 // replay id to store until an event or a keepalive arrives, and the idle rule usually ends the
 // pull first. Its cursor then records when that subscription opened (Cursor.LatestAt): the next
 // run subscribes at EARLIEST and skips, as a start time does, the events older than that moment
 // (less LatestMargin), so the events published between runs are shipped rather than lost. A
-// run that meets nothing there for the idle period stores its own subscription moment, so the
-// LatestAt of a quiet topic ages only while the job does not run; a LatestAt older than
+// run that meets nothing there for the idle period stores when it looked (Cursor.CheckedAt) and
+// keeps the floor (an idle pull proves only that nothing came in time), so a quiet topic's
+// position ages only while the job does not run; a position whose last look is older than
 // Retention follows replay_lost, as a refused replay id does. A session renewal on that
 // subscription before anything arrived makes the client re-subscribe at LATEST, a later start:
 // the run then applies the same rule at once (EARLIEST, skipping the events older than the
@@ -369,15 +372,15 @@ func (s *Source) Open(ctx context.Context, req source.OpenRequest) ([]source.Str
 			st.log.Warn("the stored position is unusable; starting from the configured start", "start", s.opts.Start, "err", err)
 			count("cursor_reset", 1)
 		case ok && id == nil:
-			// Only the moment of a LATEST subscription: no replay id to refresh, but a position
-			// the retention ends all the same (past Retention it follows replay_lost), so its
-			// age is reported as a replay id's is, measured from that moment.
+			// Only the moment of a LATEST subscription (and of the last quiet look): no replay id
+			// to refresh, but a position the retention ends all the same (past Retention it
+			// follows replay_lost), so its age is reported as a replay id's is.
 			st.cur = cur
 			age := positionAge(cur, id, now)
 			count(ReplayAgeEvent(topic), int64(age/time.Second))
 			if age >= s.opts.AgeWarning {
-				note(fmt.Sprintf("%s: the stored position is latest_at %s (a LATEST subscription that met no event), %s ago; Salesforce keeps about 72h, after which the position is lost and replay_lost applies",
-					topic, cur.LatestAt.UTC().Format(time.RFC3339), age.Round(time.Minute)))
+				note(fmt.Sprintf("%s: the stored position is latest_at, last found quiet at %s, %s ago; Salesforce keeps about 72h, after which the position is lost and replay_lost applies",
+					topic, cur.quietSince().UTC().Format(time.RFC3339), age.Round(time.Minute)))
 			}
 			st.rep.ReplayAge = age
 		case ok:

@@ -135,13 +135,13 @@ type stream struct {
 	atLatest   bool
 	positioned bool
 	// emptyAt is when an EARLIEST subscription that replaces or resumes a stored position (the
-	// replay_lost: earliest fallback, or a stored LatestAt) was opened (else zero): such a pull
-	// that ends idle without a record proves Salesforce retains nothing older, and yields a
-	// cursor holding emptyAt (emptyCursor).
-	emptyAt time.Time
-	closed  bool
-	lastAt  time.Time
-	ev      Event
+	// replay_lost: earliest fallback, or a stored LatestAt) was opened (else zero), and
+	// emptyFloor the LatestAt such a pull stores when it ends idle without a record
+	// (emptyCursor): the stored one, or the fallback's retention horizon.
+	emptyAt, emptyFloor time.Time
+	closed              bool
+	lastAt              time.Time
+	ev                  Event
 }
 
 func (st *stream) Key() string { return st.key }
@@ -157,16 +157,17 @@ func (st *stream) start(ctx context.Context) error {
 	case st.resume != nil:
 		req.Preset, req.ReplayID = sfpubsub.Custom, st.resume
 	case !st.cur.LatestAt.IsZero():
-		if o.Now().Sub(st.cur.LatestAt) > Retention {
+		if o.Now().Sub(st.cur.quietSince()) > Retention {
 			return st.latestAtLost(ctx)
 		}
 		// "latest" as of an earlier run's subscription: from there on, not from now.
 		req.Preset = sfpubsub.Earliest
 		st.notBefore = st.cur.LatestAt.Add(-LatestMargin)
-		// Taken before subscribing: if this pull meets nothing, nothing was published since
-		// LatestAt, and this moment replaces it (else a quiet topic's LatestAt would age past
-		// Retention however often the job runs).
-		st.emptyAt = o.Now().UTC()
+		// Taken before subscribing: if this pull meets nothing, the job looked at this moment
+		// (CheckedAt), so a quiet topic's position does not age past Retention however often
+		// the job runs; the floor stays, since an idle pull proves only that nothing came in
+		// time.
+		st.emptyAt, st.emptyFloor = o.Now().UTC(), st.cur.LatestAt
 	case o.Start == StartLatest:
 		req.Preset = sfpubsub.Latest
 	default:
@@ -263,29 +264,28 @@ func (st *stream) nextRecord(ctx context.Context) (source.Record, error) {
 func (st *stream) latestCursor() source.Record {
 	st.log.Info("no event or keepalive arrived on the LATEST subscription; storing when it opened, so the next run ships what is published from then on",
 		"latest_at", st.latestAt)
-	return st.momentCursor(st.latestAt, "latest_start")
+	return st.momentCursor(st.latestAt, time.Time{}, "latest_start")
 }
 
 // emptyCursor is the record that ends an EARLIEST pull (emptyAt) which met no event and no
-// keepalive for the idle period: Salesforce retains no event of the topic published before it
-// subscribed, so its cursor holds that moment (Cursor.LatestAt). After a replay_lost: earliest
-// fallback it replaces the refused position, so the next run does not meet the same refusal
-// and report the same fallback again; on a topic resumed from a stored LatestAt it moves that
-// moment forward, so a quiet topic's position ages only while the job does not run. What is
-// published after that moment is shipped by the next run. A pull cut short by the run's
-// deadline proves nothing and stores nothing.
+// keepalive for the idle period. Its cursor keeps the floor (emptyFloor: the stored LatestAt,
+// or after a replay_lost: earliest fallback the retention horizon, which skips nothing) and
+// records the look (Cursor.CheckedAt): the next run pulls from EARLIEST again and ships
+// whatever was slow to arrive, but does not meet the same refusal, or report the same
+// fallback, again, and a quiet topic's position ages only while the job does not run. A pull
+// cut short by the run's deadline stores nothing.
 func (st *stream) emptyCursor() source.Record {
-	st.log.Info("the EARLIEST subscription met no event for the idle period: Salesforce retains none for the topic; storing when it subscribed, so the next run resumes from there",
-		"latest_at", st.emptyAt)
-	return st.momentCursor(st.emptyAt, "nothing_retained")
+	st.log.Info("the EARLIEST subscription met no event for the idle period; storing when it looked, so a quiet topic's position does not age while the job runs",
+		"latest_at", st.emptyFloor, "checked_at", st.emptyAt)
+	return st.momentCursor(st.emptyFloor, st.emptyAt, "nothing_retained")
 }
 
 // momentCursor is the skipped record, counted under reason, that ends a pull which met no
-// event and no keepalive: with no replay id to store, its cursor holds the moment at
-// (Cursor.LatestAt) the next run resumes from.
-func (st *stream) momentCursor(at time.Time, reason string) source.Record {
+// event and no keepalive: with no replay id to store, its cursor holds the floor latestAt the
+// next run resumes from, and when a pull last found the topic quiet (checkedAt; zero: none).
+func (st *stream) momentCursor(latestAt, checkedAt time.Time, reason string) source.Record {
 	st.positioned = true
-	c := Cursor{LatestAt: at, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
+	c := Cursor{LatestAt: latestAt, CheckedAt: checkedAt, AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
 	return source.Record{Skip: true, SkipReason: reason, Cursor: source.CursorJSON(EncodeCursor(c))}
 }
 
@@ -332,9 +332,9 @@ func (st *stream) replayLost(ctx context.Context, cause error) error {
 // Retention: resuming from EARLIEST would silently miss the events published between that
 // moment and the oldest event Salesforce still retains.
 func (st *stream) latestAtLost(ctx context.Context) error {
-	at := st.cur.LatestAt.UTC().Format(time.RFC3339)
+	at := st.cur.quietSince().UTC().Format(time.RFC3339)
 	return st.positionLost(ctx, lostPosition{
-		what:           fmt.Sprintf("the stored position is latest_at %s (when a LATEST subscription that met no event opened), more than Salesforce's ~72h retention ago", at),
+		what:           fmt.Sprintf("the stored position is latest_at, last found quiet at %s, more than Salesforce's ~72h retention ago", at),
 		short:          fmt.Sprintf("the stored latest_at %s is past the ~72h retention", at),
 		earliestMissed: "events published between the stored position and the oldest event Salesforce still retains may have been missed",
 	})
@@ -361,9 +361,10 @@ func (st *stream) positionLost(ctx context.Context, lost lostPosition) error {
 	if o.ReplayLost == ReplayLostEarliest {
 		req.Preset = sfpubsub.Earliest
 		missed = lost.earliestMissed
-		// Taken before subscribing: an EARLIEST pull meeting nothing proves nothing older is
-		// retained.
+		// Taken before subscribing: if this pull meets nothing, the next run pulls from EARLIEST
+		// again without a floor (the horizon skips nothing retained) and without the refusal.
 		st.emptyAt = o.Now().UTC()
+		st.emptyFloor = st.emptyAt.Add(-Retention)
 	} else {
 		req.Preset = sfpubsub.Latest
 		missed = "every event published since the stored position, up to now, may have been missed"

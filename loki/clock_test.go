@@ -122,3 +122,26 @@ func TestClientChecksTimestampsOnTheReceiversClock(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyTheReceiversVerdictsStateItsClock: the Date of an answer that is not the receiver's
+// verdict on the entries (a 5xx, a 429, a 401 or a redirect, which a proxy in front of it may
+// write with its own clock) is not taken for the receiver's clock; a 204 or a 400 is.
+func TestOnlyTheReceiversVerdictsStateItsClock(t *testing.T) {
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusUnauthorized} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			srv := simloki.New(simloki.Options{Now: func() time.Time { return hostNow.Add(time.Hour) }})
+			srv.FailNext(100, status, "")
+			c := newClient(t, srv, func(o *Options) {
+				o.Now = func() time.Time { return hostNow }
+				o.MaxAttempts = 1
+			})
+			res := c.Push(context.Background(), []Entry{{Labels: lbl("job", "x"), Timestamp: hostNow, Line: "a"}})
+			if res.OK() || res.Requests == 0 {
+				t.Fatalf("push: %+v; want it answered %d", res, status)
+			}
+			if !res.ServerTime.IsZero() || res.ClockOffset != 0 {
+				t.Fatalf("an estimate from a %d: %s offset %s", status, res.ServerTime, res.ClockOffset)
+			}
+		})
+	}
+}

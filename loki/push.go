@@ -188,7 +188,12 @@ func (c *Client) do(ctx context.Context, w *wireBuf, splittable bool, res *Resul
 	doubt := att.mayHold
 	if resp != nil {
 		defer resp.Body.Close() // after drain or readBody read it, for connection reuse
-		c.readClock(resp, res)
+		switch resp.StatusCode {
+		case http.StatusOK, http.StatusNoContent, http.StatusBadRequest:
+			// The receiver's verdict on the entries: a proxy in front of it writes the others
+			// (5xx, 429, 401, 3xx) as often, with its own clock.
+			c.readClock(resp, res)
+		}
 	}
 	res.Requests += att.attempts
 	res.Retries += att.retries

@@ -57,9 +57,18 @@ type orderer struct {
 	// behind) as its latest answer stated: 0 until one did, or while the two are within
 	// clockTolerance.
 	clocks []time.Duration
-	// skewWarned: the run has warned that a receiver's clock is far from this host's.
-	skewWarned bool
+	// newest holds, by destination, the newest timestamp (Unix ns) it accepted in the run:
+	// evidence against an estimate of its clock (plausible).
+	newest []int64
+	// skewWarned: the run has warned that a receiver's clock is far from this host's;
+	// dateWarned: that a receiver's Date header contradicted what it accepted.
+	skewWarned, dateWarned bool
 }
+
+// clockSlack is how far an entry the receiver accepted may seem to lie beyond its limits on an
+// estimate of its clock before the estimate is taken for wrong: the entries were judged a moment
+// before the answer's Date was written, to the second.
+const clockSlack = time.Minute
 
 // clockTolerance is how far apart the receiver's clock and this host's may read and still be
 // taken as one: the Date header's one-second resolution and an answer's way back make an
@@ -80,26 +89,65 @@ func newOrderer(o OrderingOptions, stored map[string]store.Counter, dests []stri
 		dests = []string{o.Destination}
 	}
 	return &orderer{o: o, lim: o.Limits.WithDefaults(), heads: loadHeads(stored, o.MaxStreamHeads), dests: dests,
-		clocks: make([]time.Duration, len(dests))}
+		clocks: make([]time.Duration, len(dests)), newest: make([]int64, len(dests))}
 }
 
-// learnClock takes the estimate of destination dest's clock that a push's answers carry (none:
-// the last estimate stands). It reports whether the run should now warn that the two clocks are
-// far apart: more than half the creation grace period, the first time in the run.
-func (d *orderer) learnClock(dest int, res *loki.Result) (offset time.Duration, warn bool) {
+// learnClock takes the estimate of destination dest's clock that the answers to a push of es
+// carry (none: the last estimate stands), unless what the receiver accepted contradicts it (the
+// header was a proxy's clock, or a stale answer's): then the estimate is ignored, and
+// contradicted is reported the first time in the run. warn reports whether the run should now
+// warn that the two clocks are far apart: more than half the creation grace period, the first
+// time in the run.
+func (d *orderer) learnClock(dest int, es []loki.Entry, res *loki.Result, host time.Time) (offset time.Duration, warn, contradicted bool) {
+	oldest := d.accepted(dest, es, res)
 	if res.ServerTime.IsZero() {
-		return d.clocks[dest], false
+		return d.clocks[dest], false, false
 	}
 	offset = res.ClockOffset
 	if offset.Abs() <= clockTolerance {
 		offset = 0
 	}
+	if !d.plausible(dest, host.Add(offset), oldest) {
+		contradicted = !d.dateWarned
+		d.dateWarned = true
+		return d.clocks[dest], false, contradicted
+	}
 	d.clocks[dest] = offset
 	if g := d.lim.CreationGracePeriod; g > 0 && offset.Abs() > g/2 && !d.skewWarned {
 		d.skewWarned = true
-		return offset, true
+		return offset, true, false
 	}
-	return offset, false
+	return offset, false, false
+}
+
+// accepted records the newest timestamp of the entries of es that destination dest accepted,
+// and returns the oldest of them (0: none).
+func (d *orderer) accepted(dest int, es []loki.Entry, res *loki.Result) (oldest int64) {
+	for i, o := range res.Outcomes {
+		if o != loki.Accepted || i >= len(es) {
+			continue
+		}
+		ns := es[i].Timestamp.UnixNano()
+		d.newest[dest] = max(d.newest[dest], ns)
+		if oldest == 0 || ns < oldest {
+			oldest = ns
+		}
+	}
+	return oldest
+}
+
+// plausible reports whether now, an estimate of destination dest's clock, agrees with what it
+// accepted: an entry it stored lies neither beyond its now plus the creation grace period (in
+// the run) nor before its now less the maximum age (in the push just answered, whose oldest
+// accepted entry is oldest), give or take clockSlack.
+func (d *orderer) plausible(dest int, now time.Time, oldest int64) bool {
+	if g := d.lim.CreationGracePeriod; g > 0 && d.newest[dest] > now.Add(g+clockSlack).UnixNano() {
+		return false
+	}
+	if a := d.lim.MaxAge; a > 0 && oldest != 0 && oldest < now.Add(-a-clockSlack).UnixNano() {
+		return false
+	}
+	return true
 }
 
 // clockContext is ctx for a push to destination dest: the client then checks the entries'
@@ -111,10 +159,16 @@ func (d *orderer) clockContext(ctx context.Context, dest int) context.Context {
 	return ctx
 }
 
-// learnClock records the receiver's clock that a push to destination d found, and warns once a
-// run when it is far from this host's.
-func (r *run) learnClock(d int, res *loki.Result) {
-	offset, warn := r.order.learnClock(d, res)
+// learnClock records the receiver's clock that a push of es to destination d found, and warns
+// once a run when it is far from this host's, or when its Date header contradicts what it
+// accepted.
+func (r *run) learnClock(d int, es []loki.Entry, res *loki.Result) {
+	offset, warn, contradicted := r.order.learnClock(d, es, res, r.opts.Now())
+	if contradicted {
+		r.log.Warn("the Date header of the receiver's answers contradicts the timestamps it accepted (a proxy's clock, or a stale answer?): "+
+			"ignoring it, entries are timed by this host's clock", "date_ahead_by", res.ClockOffset.Round(time.Second).String(),
+			"destination", DestinationLabel(r.dests[d].name))
+	}
 	if !warn {
 		return
 	}

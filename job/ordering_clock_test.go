@@ -3,6 +3,7 @@ package job_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -181,6 +182,53 @@ func TestClockSkewIsWarnedOncePerRun(t *testing.T) {
 			warned := strings.Count(logs.String(), "sink.loki.creation_grace_period")
 			if warned != tc.warns || (warned > 0 && !strings.Contains(logs.String(), "NTP")) {
 				t.Fatalf("%d warnings naming sink.loki.creation_grace_period, want %d:\n%s", warned, tc.warns, logs.String())
+			}
+		})
+	}
+}
+
+// shiftedDate moves the Date header of every answer by shift: a proxy in front of the receiver
+// that stamps its own, wrong clock, or a stale answer.
+type shiftedDate struct {
+	rt    http.RoundTripper
+	shift time.Duration
+	first bool // only the first answer's
+	n     int
+}
+
+func (s *shiftedDate) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(req)
+	s.n++
+	if resp != nil && (!s.first || s.n == 1) {
+		if t, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+			resp.Header.Set("Date", t.Add(s.shift).UTC().Format(http.TimeFormat))
+		}
+	}
+	return resp, err
+}
+
+// TestAWrongDateHeaderLosesNothing: Loki and this host agree, but the Date header of the answers
+// is 15 minutes behind (a proxy stamping its own clock), every answer's or only the first's.
+// Taken as Loki's clock, it would make the records of a minute ago look 14 minutes in Loki's
+// future and the job move them, or the client refuse them, although Loki accepts them as they
+// are. Loki's acceptance of entries beyond that clock's grace period contradicts the header: no
+// record may be dropped, and none moved.
+func TestAWrongDateHeaderLosesNothing(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		t.Run(fmt.Sprintf("first answer only %v", first), func(t *testing.T) {
+			srv := simloki.New(simloki.Options{})
+			sink, err := loki.New(loki.Options{URL: "http://loki.test" + simloki.PushPath, Transport: &shiftedDate{rt: srv.Transport(), shift: -15 * time.Minute, first: first},
+				MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxAttempts: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := time.Now().Add(-time.Minute)
+			src := &sourcetest.Numbered{Totals: map[string]int{"Login": 10}, Stamp: func(string, int) time.Time { return at }}
+			opts := baseOptions()
+			opts.PushEntries = 2
+			rep := job.Run(context.Background(), job.Deps{Coordinator: jobtest.New(), Bindings: []job.Binding{{Source: src}}, Sink: sink}, opts)
+			if n := len(srv.Entries()); n != 10 || len(rep.Dropped) != 0 || len(rep.Restamped) != 0 {
+				t.Fatalf("%d of 10 records reached the receiver (outcome %s %s, restamped %v, dropped %v)", n, rep.Outcome, rep.Error, rep.Restamped, rep.Dropped)
 			}
 		})
 	}

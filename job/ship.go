@@ -319,7 +319,7 @@ func (r *run) push(pushBase context.Context, d int, entries []loki.Entry, slots 
 	pushCtx = r.order.clockContext(pushCtx, d)
 	t0 := time.Now()
 	res := r.dests[d].sink.Push(pushCtx, entries)
-	r.learnClock(d, &res)
+	r.learnClock(d, entries, &res)
 	res.Truncated -= sh.cutBefore(&res, slots) // a line is cut once, however often it is pushed
 	if r.opts.Observer != nil {
 		r.opts.Observer.Pushed(DestinationLabel(r.dests[d].name), entries, &res, time.Since(t0))

@@ -121,7 +121,9 @@ type Lease interface {
 	// lost race, is ErrBusy.
 	Acquire(ctx context.Context, floor uint64, wait time.Duration) (Grant, error)
 	// Renew extends g without changing its epoch. ErrLost when the lease is no longer ours;
-	// any other error leaves the outcome unknown (retry until g.ValidUntil).
+	// any other error leaves the outcome unknown (retry until g.ValidUntil), and the grant it
+	// returns is then valid no longer than the write would make it had it landed
+	// (Config.MayHaveRenewed).
 	Renew(ctx context.Context, g Grant) (Grant, error)
 	// Release gives the lease up if we still hold it, keeping the epoch. ErrLost when it is
 	// no longer ours (nothing written).
@@ -231,6 +233,16 @@ func (c Config) RenewedUntil(g Grant, sent time.Time, s Stamp) time.Time {
 			"epoch", g.Epoch, "stepped_back", back.Round(time.Millisecond), "lease_duration", c.Duration, "max_clock_skew", c.Skew)
 	}
 	return c.ValidUntil(sent).Add(-back)
+}
+
+// MayHaveRenewed is g after its renewal sent at sent, writing the renew time s, failed without
+// proving it did not land: the others may read s, so g is valid no longer than that renewal
+// would make it (shorter only when the wall clock stepped back).
+func (c Config) MayHaveRenewed(g Grant, sent time.Time, s Stamp) Grant {
+	if v := c.RenewedUntil(g, sent, s); v.Before(g.ValidUntil) {
+		g.ValidUntil = v
+	}
+	return g
 }
 
 // DefaultHost returns $POD_NAME, else $HOSTNAME, else the kernel hostname.

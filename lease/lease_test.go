@@ -233,3 +233,33 @@ func TestRecordState(t *testing.T) {
 		}
 	}
 }
+
+// unsureRenewal is a lease whose renewals fail without proving they did not land (a timeout
+// after the write was sent), having written a renew time that others read as expired (the
+// holder's clock stepped back): the grant it returns is valid no longer than that write's.
+type unsureRenewal struct{ fakeLease }
+
+func (u *unsureRenewal) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
+	g.ValidUntil = time.Now().Add(-time.Second)
+	return g, fmt.Errorf("%w: renewing: %w (the write may have landed)", store.ErrUnavailable, context.DeadlineExceeded)
+}
+
+// TestRenewerHeedsARenewalThatMayHaveLanded: a renewal that failed may still have written its
+// renew time, which is what the other hosts read; when that write's validity is shorter than
+// the grant's (the holder's clock stepped back), the renewer stops the run by it, not by the
+// grant's own, longer validity.
+func TestRenewerHeedsARenewalThatMayHaveLanded(t *testing.T) {
+	f := &unsureRenewal{fakeLease{c: leasetest.Cfg("a", time.Hour, 0)}}
+	g, _ := f.Acquire(context.Background(), 0, 0)
+	r := lease.NewRenewer(context.Background(), f, g, 10*time.Millisecond, leasetest.Quiet)
+	defer r.Stop()
+	select {
+	case <-r.Context().Done():
+	case <-time.After(20 * time.Second): // a failure bound, not a timing assertion
+		t.Fatalf("the renewer kept a grant valid for %v although a renewal that may have landed ended it",
+			time.Until(r.Grant().ValidUntil).Round(time.Second))
+	}
+	if err := r.Lost(); !errors.Is(err, lease.ErrExpired) {
+		t.Fatalf("loss cause %v, want ErrExpired", err)
+	}
+}

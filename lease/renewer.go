@@ -104,10 +104,19 @@ func (r *Renewer) run() {
 			return
 		case r.rpc.Err() != nil: // stopping
 			return
+		case ng.Epoch == g.Epoch && ng.ValidUntil.Before(g.ValidUntil) && !ng.Valid():
+			// The renewal may have landed, with a renew time the others read as expired (our
+			// wall clock stepped back): its validity, not the grant's, is what they go by.
+			r.lose(fmt.Errorf("%w: %w: epoch %d: a renewal that may have landed was valid no longer: %w", ErrLost, ErrExpired, g.Epoch, err))
+			return
 		case !g.Valid():
 			r.lose(fmt.Errorf("%w: %w: epoch %d: renewals kept failing: %w", ErrLost, ErrExpired, g.Epoch, err))
 			return
 		default:
+			if ng.Epoch == g.Epoch && ng.ValidUntil.Before(g.ValidUntil) { // a renewal that may have landed, valid less long
+				g.ValidUntil = ng.ValidUntil
+				validity.Reset(time.Until(g.ValidUntil))
+			}
 			r.log.Warn("lease renewal failed; retrying until the grant's validity passes",
 				"epoch", g.Epoch, "valid_for", time.Until(g.ValidUntil).Round(time.Millisecond), "error", err)
 		}

@@ -258,7 +258,7 @@ func (l *Lease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
 		if apierrors.IsNotFound(err) {
 			return g, fmt.Errorf("%w: %s was deleted", lease.ErrLost, l.what())
 		}
-		return g, l.classify("renewing", err) // a 409 is settled by the next renewal's read
+		return l.c.MayHaveRenewed(g, sent, stamp), l.classify("renewing", err) // a 409 is settled by the next renewal's read
 	}
 	g.ValidUntil = l.c.RenewedUntil(g, sent, stamp)
 	g.Token = written.ResourceVersion

@@ -153,7 +153,7 @@ func (l *Lease) Renew(ctx context.Context, g lease.Grant) (lease.Grant, error) {
 	sent := time.Now()
 	stamp := l.c.Stamp()
 	if err := l.write(ctx, g, stamp.Wall, false); err != nil {
-		return g, err
+		return l.c.MayHaveRenewed(g, sent, stamp), err
 	}
 	g.ValidUntil = l.c.RenewedUntil(g, sent, stamp)
 	g.Token = string(g.Writer.Version())

@@ -151,14 +151,14 @@ func (p PubSubTopics) grade(topic, key string, raw json.RawMessage, now time.Tim
 	line := name + ": " + position
 	status, then := p.lost()
 	switch {
-	case age > pubsub.Retention:
+	case age > pubsub.Lifetime:
 		return topicAge{status: status, line: line,
 			finding: fmt.Sprintf("%s: %s, past Salesforce's ~72h retention, so the position is lost: the next run %s", name, what, then),
 			fix:     p.lostFix(topic, key, status)}
 	case age >= warnAt:
 		return topicAge{status: StatusWarn, line: line,
 			finding: fmt.Sprintf("%s: %s, past %s (%s); Salesforce keeps about 72h, so the position is lost in %s, and a run after that %s",
-				name, what, p.setting("age_warning"), warnAt, human.Round(pubsub.Retention-age), then),
+				name, what, p.setting("age_warning"), warnAt, human.Round(pubsub.Lifetime-age), then),
 			fix: fmt.Sprintf("run the job before %s's position is 72h old: a run moves a quiet topic's position forward (a replay id by %s, which needs run.max_duration above ~5m to see a keepalive; a latest_at by a pull that meets nothing); if it cannot run in time, choose what a run does with the lost position (%s: fail, earliest or latest)",
 				topic, p.setting("refresh_after"), p.setting("replay_lost"))}
 	}

@@ -105,9 +105,14 @@ const (
 const LatestMargin = 5 * time.Minute
 
 // Retention is how long Salesforce keeps Pub/Sub events and accepts their replay ids (about
-// 72 hours). A stored Cursor.LatestAt older than this follows replay_lost, as a refused replay
-// id does: the events published between it and the oldest retained one are gone.
+// 72 hours).
 const Retention = 72 * time.Hour
+
+// Lifetime is the age past which a stored position is taken as lost: Retention, less
+// LatestMargin for this host's clock against Salesforce's. A cursor holding only LatestAt whose
+// last quiet look is older follows replay_lost, as a refused replay id does: the events
+// published between it and the oldest retained one may be gone.
+const Lifetime = Retention - LatestMargin
 
 // SkipBeforeStart is the skip reason (and run-report event) of an event older than
 // Options.StartAt on a topic that had no stored position.

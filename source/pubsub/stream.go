@@ -157,7 +157,7 @@ func (st *stream) start(ctx context.Context) error {
 	case st.resume != nil:
 		req.Preset, req.ReplayID = sfpubsub.Custom, st.resume
 	case !st.cur.LatestAt.IsZero():
-		if o.Now().Sub(st.cur.quietSince()) > Retention {
+		if o.Now().Sub(st.cur.quietSince()) > Lifetime {
 			return st.latestAtLost(ctx)
 		}
 		// "latest" as of an earlier run's subscription: from there on, not from now.

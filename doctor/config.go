@@ -82,7 +82,7 @@ func ForConfig(ctx context.Context, source string, cfg *config.Config, b Builder
 	}
 
 	for _, g := range cfg.Groups() {
-		sl, cl := storeAndLease(ctx, g.Config, b, log)
+		sl, cl := storeAndLease(ctx, g.Config, g.Name, b, log)
 		closers = append(closers, cl...)
 		if g.Name != "" {
 			sl = Prefixed("job["+g.Name+"].", sl)
@@ -129,11 +129,12 @@ func orgTarget(org config.OrgEntry, h config.HTTP, log *slog.Logger) (Org, io.Cl
 	return o, closer
 }
 
-// storeAndLease builds the store and lease checks of one document (one job group).
-func storeAndLease(ctx context.Context, cfg *config.Config, b Builders, log *slog.Logger) ([]Check, []io.Closer) {
+// storeAndLease builds the store and lease checks of one document (one job group, job; empty:
+// no job groups).
+func storeAndLease(ctx context.Context, cfg *config.Config, job string, b Builders, log *slog.Logger) ([]Check, []io.Closer) {
 	var closers []io.Closer
 	st, serr := b.Store(ctx, cfg)
-	ds := Store{Store: st, StoreErr: serr, Type: cfg.State.Store, PubSub: pubsubTopics(cfg)}
+	ds := Store{Store: st, StoreErr: serr, Type: cfg.State.Store, PubSub: pubsubTopics(cfg, job)}
 	switch cfg.State.Store {
 	case "file":
 		ds.FilePath = cfg.State.File.Path
@@ -173,10 +174,10 @@ func storeAndLease(ctx context.Context, cfg *config.Config, b Builders, log *slo
 	return append(StoreChecks(ds), LeaseChecks(dl)...), closers
 }
 
-// pubsubTopics lists the Pub/Sub topics of every org of cfg (one job group) for store.pubsub,
+// pubsubTopics lists the Pub/Sub topics of every org of cfg (job group job) for store.pubsub,
 // with the keys a run reads for them: the first org with a source enabled also reads the
 // unprefixed keys of a single-org past (job.MarkLegacyFallback).
-func pubsubTopics(cfg *config.Config) []PubSubTopics {
+func pubsubTopics(cfg *config.Config, job string) []PubSubTopics {
 	var out []PubSubTopics
 	first := true
 	for _, org := range cfg.OrgList() {
@@ -189,7 +190,7 @@ func pubsubTopics(cfg *config.Config) []PubSubTopics {
 		if !p.Enabled {
 			continue
 		}
-		out = append(out, PubSubTopics{Org: org.Name, Legacy: legacy, Path: org.SourcesPath() + ".pubsub", Topics: p.Topics,
+		out = append(out, PubSubTopics{Org: org.Name, Legacy: legacy, Path: org.SourcesPath() + ".pubsub", Job: job, Topics: p.Topics,
 			AgeWarning: p.AgeWarning.D(), ReplayLost: p.ReplayLost, Start: string(p.Start)})
 	}
 	return out

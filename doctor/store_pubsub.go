@@ -23,6 +23,9 @@ type PubSubTopics struct {
 	Legacy bool
 	// Path is the configuration path of the section: sources.pubsub, orgs[1].sources.pubsub.
 	Path string
+	// Job is the job group whose document holds the positions (empty: no job groups); the
+	// state commands of the fix lines name it with --job.
+	Job string
 	// Topics are the configured topics; pubsub.Wildcard stands for every topic of the org that
 	// has a stored position (what the run's discovery found before).
 	Topics []string
@@ -92,6 +95,14 @@ func (p PubSubTopics) topics(cps map[string]store.Checkpoint) (listed, found []s
 
 func (p PubSubTopics) setting(name string) string { return p.Path + "." + name }
 
+// stateDelete is the command that deletes key from the document holding p's positions.
+func (p PubSubTopics) stateDelete(key string) string {
+	if p.Job != "" {
+		return fmt.Sprintf("`sf2loki state delete --job %s %s`", p.Job, key)
+	}
+	return fmt.Sprintf("`sf2loki state delete %s`", key)
+}
+
 func (p PubSubTopics) start() string {
 	if p.Start == "" {
 		return "earliest"
@@ -132,7 +143,7 @@ func (p PubSubTopics) grade(topic, key string, raw json.RawMessage, now time.Tim
 			line: fmt.Sprintf("%s: unusable stored position: %v", name, err),
 			finding: fmt.Sprintf("%s: the stored value is not a position the source can read (%v): %s, logging a warning and counting cursor_reset; %s",
 				name, err, startsAt, "events between the lost position and that start may be missed or shipped again"),
-			fix: fmt.Sprintf("restore %s from a backup to resume %s where it was, or `sf2loki state delete %s` to accept the restart at its start", key, topic, key)}
+			fix: fmt.Sprintf("restore %s from a backup to resume %s where it was, or %s to accept the restart at its start", key, topic, p.stateDelete(key))}
 	case !ok:
 		return topicAge{status: StatusInfo, line: fmt.Sprintf("%s: no position stored: %s", name, startsAt)}
 	case age < 0:
@@ -168,8 +179,8 @@ func (p PubSubTopics) grade(topic, key string, raw json.RawMessage, now time.Tim
 // lostFix is the fix for a position past the retention.
 func (p PubSubTopics) lostFix(topic, key string, status Status) string {
 	if status == StatusFail {
-		return fmt.Sprintf("decide how to resume %s: set %s to earliest (the oldest retained event; duplicates) or latest (from now) for the next run and back to fail after it, or `sf2loki state delete %s` to start it at its start (%s); the events between the stored position and the oldest retained one are lost either way",
-			topic, p.setting("replay_lost"), key, p.start())
+		return fmt.Sprintf("decide how to resume %s: set %s to earliest (the oldest retained event; duplicates) or latest (from now) for the next run and back to fail after it, or %s to start it at its start (%s); the events between the stored position and the oldest retained one are lost either way",
+			topic, p.setting("replay_lost"), p.stateDelete(key), p.start())
 	}
 	return fmt.Sprintf("nothing stops the next run; the events it may miss on %s may still be in EventLogFile or the stored event objects (LoginEvent, ApiEvent, ...), which a backfill or a soql source can ship", topic)
 }

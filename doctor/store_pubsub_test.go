@@ -72,6 +72,7 @@ func TestStorePubSubGradesEachTopicByItsStoredPositionAge(t *testing.T) {
 		stored     json.RawMessage // nil: no key
 		replayLost string
 		start      string
+		job        string // the job group whose document holds the position
 		want       Status
 		message    []string // substrings of the message
 		fix        []string // substrings of the fix
@@ -87,6 +88,8 @@ func TestStorePubSubGradesEachTopicByItsStoredPositionAge(t *testing.T) {
 		{name: "latest_at past the retention with replay_lost fail", stored: latestAt(73 * time.Hour), want: StatusFail,
 			message: []string{loginStream, "key " + key, "72h", "sources.pubsub.replay_lost: fail", "exit 7"},
 			fix:     []string{"sources.pubsub.replay_lost", "sf2loki state delete " + key}},
+		{name: "in a job group, the fix names it", stored: latestAt(73 * time.Hour), job: "events", want: StatusFail,
+			fix: []string{"sf2loki state delete --job events " + key}},
 		{name: "replay id past the retention with replay_lost fail", stored: replayID(80 * time.Hour), want: StatusFail,
 			message: []string{loginStream, "key " + key, "72h", "exit 7"},
 			fix:     []string{"sources.pubsub.replay_lost", "sf2loki state delete " + key}},
@@ -105,7 +108,7 @@ func TestStorePubSubGradesEachTopicByItsStoredPositionAge(t *testing.T) {
 			if tt.stored != nil {
 				cps = map[string]json.RawMessage{key: tt.stored}
 			}
-			topics := PubSubTopics{Path: "sources.pubsub", Topics: []string{loginStream}, AgeWarning: 48 * time.Hour, ReplayLost: tt.replayLost, Start: tt.start}
+			topics := PubSubTopics{Path: "sources.pubsub", Job: tt.job, Topics: []string{loginStream}, AgeWarning: 48 * time.Hour, ReplayLost: tt.replayLost, Start: tt.start}
 			r := pubsubResult(t, Store{Store: storeWith(t, cps), Type: "s3", ProbeNote: "n/a", Now: func() time.Time { return now }, PubSub: []PubSubTopics{topics}})
 			if r.Status != tt.want {
 				t.Fatalf("store.pubsub = %s %q (fix %q, details %q), want %s", r.Status, r.Message, r.Fix, r.Details, tt.want)
@@ -159,7 +162,7 @@ func TestStorePubSubAgesTheKeysOfEveryOrg(t *testing.T) {
 			return nil, errors.New("no lease in this test")
 		},
 	}
-	checks, _ := storeAndLease(t.Context(), cfg, b, slog.New(slog.DiscardHandler))
+	checks, _ := storeAndLease(t.Context(), cfg, "", b, slog.New(slog.DiscardHandler))
 	rep, err := Run(t.Context(), checks, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,12 @@ type Cursor struct {
 	// whose own time precedes its publication, is still newer than LatestAt), but the job kept
 	// looking, so the position's age against the retention counts from it (quietSince).
 	CheckedAt time.Time `json:"checked_at,omitzero"`
+	// NotBefore, on a cursor with a replay id, is the start still in force: the events older
+	// than it are skipped (before_start) by the run that resumes here. A pull that starts at a
+	// time, or from a LatestAt, keeps it in its cursors until an event passes it, so a pull cut
+	// (max_events, the deadline) while it still skips the retained events from before the start
+	// does not leave the next run shipping them.
+	NotBefore time.Time `json:"not_before,omitzero"`
 	// AdvancedAt is when ReplayID last changed (the local wall clock). Its age is how close
 	// the position is to Salesforce's retention horizon (about 72 hours); refresh_after is
 	// measured from it.

@@ -51,3 +51,38 @@ func TestStartAtSkipsOlderEventsOfAFreshTopicOnly(t *testing.T) {
 		t.Error("StartAt with Start latest was accepted")
 	}
 }
+
+// TestAStartOutlastsAPullCutWhileSkipping: a fresh topic with a start time whose first pull is
+// cut by max_events while it still skips the retained events older than the start stores a
+// replay id among them; the next run resumes there and must go on skipping them (before_start),
+// shipping only the events from the start on. The start holds until an event is shipped.
+func TestAStartOutlastsAPullCutWhileSkipping(t *testing.T) {
+	e := newEnv(t, simpubsub.Options{})
+	e.publishLogins(t, 0, 10)
+	e.clock.Advance(time.Hour)
+	startAt := e.clock.Now()
+	e.publishLogins(t, 10, 3)
+	opts := pubsub.Options{Topics: []string{loginTopic}, StartAt: startAt, Idle: 500 * time.Millisecond, MaxEvents: 5}
+	key := pubsub.Key(loginTopic)
+
+	p := pullAll(t, e.source(t, opts), nil)
+	if recs := p.records[key]; len(recs) != 5 || p.counts[pubsub.SkipBeforeStart] != 5 {
+		t.Fatalf("first run: %d records, %d before_start, err %v; want 5 skipped (max_events 5)", len(recs), p.counts[pubsub.SkipBeforeStart], p.errs[key])
+	}
+	var shipped int
+	cursor := p.lastCursor(key)
+	for range 3 { // max_events 5: the other 5 old events, then the 3 new ones
+		p = pullAll(t, e.source(t, opts), map[string]json.RawMessage{key: cursor})
+		for _, r := range p.records[key] {
+			if !r.Skip {
+				shipped++
+			}
+		}
+		if c := p.lastCursor(key); c != nil {
+			cursor = c
+		}
+	}
+	if shipped != 3 {
+		t.Fatalf("later runs shipped %d events; want only the 3 published from the start on", shipped)
+	}
+}

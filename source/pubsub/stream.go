@@ -127,6 +127,9 @@ type stream struct {
 	// notBefore is Options.StartAt when the topic started without a stored position, or the
 	// stored Cursor.LatestAt less LatestMargin (else zero).
 	notBefore time.Time
+	// passed reports that an event of this pull was at or after notBefore: from then on the
+	// cursors no longer carry it (Cursor.NotBefore).
+	passed bool
 	// latestAt is when the topic's LATEST subscription was opened (else zero), and positioned
 	// reports that a record gave the topic a cursor: a pull that ends without one yields a
 	// cursor holding latestAt (latestCursor). atLatest reports that the current subscription
@@ -156,6 +159,7 @@ func (st *stream) start(ctx context.Context) error {
 	switch {
 	case st.resume != nil:
 		req.Preset, req.ReplayID = sfpubsub.Custom, st.resume
+		st.notBefore = st.cur.NotBefore // a start a cut pull left in force
 	case !st.cur.LatestAt.IsZero():
 		if o.Now().Sub(st.cur.quietSince()) > Lifetime {
 			return st.latestAtLost(ctx)
@@ -410,6 +414,7 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 		st.src.update(func() { st.rep.Skipped++ })
 		return source.Record{Skip: true, SkipReason: SkipBeforeStart, Cursor: source.CursorJSON(st.cursor(ev.ReplayID))}, nil
 	}
+	st.passed = true
 	st.ev = Event{Topic: st.topic, Type: EventType(st.topic), ID: ev.ID, ReplayID: ev.ReplayID, Fields: fields, Time: t, TimeField: field}
 	entry, skip := st.shaper.Shape(&st.ev)
 	lines := st.shaper.plan.Lines()
@@ -429,6 +434,9 @@ func (st *stream) event(ctx context.Context, ev *sfpubsub.Event) (source.Record,
 func (st *stream) cursor(id []byte) json.RawMessage {
 	st.positioned = true
 	c := Cursor{ReplayID: base64.StdEncoding.EncodeToString(id), AdvancedAt: st.src.opts.Now().UTC(), LastEventAt: st.lastAt}
+	if !st.passed {
+		c.NotBefore = st.notBefore
+	}
 	return EncodeCursor(c)
 }
 

@@ -23,6 +23,7 @@ import (
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/obs"
 	"github.com/sf2loki/sf2loki/obs/obstest"
@@ -173,7 +174,7 @@ func TestScheduleServesMetrics(t *testing.T) {
 	_ = ln.Close()
 	cfgPath, receiver := metricsFixture(t, "schedule:\n  spec: \"@every 1s\"\n  jitter: 0s\n")
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.LockedBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- NewApp(&stdout, &stderr).RunContext(ctx, []string{"sf2loki", "schedule", "--config", cfgPath, "--listen", addr})
@@ -243,24 +244,6 @@ func getJSON(url string, v any) error {
 	}
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a running command.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // otlpSink is an in-process OTLP/HTTP metrics receiver.

@@ -17,6 +17,7 @@ import (
 	"github.com/sf2loki/sf2loki/internal/demo"
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
 	simsf "github.com/sf2loki/sf2loki/internal/sim/salesforce"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 )
 
 // secretKey is a secret of the configuration as the JSON Schema marks it (writeOnly): its path
@@ -240,7 +241,7 @@ func TestURLCredentialsAreRedactedFromAllOutput(t *testing.T) {
 		path := configFor(t, urlForms("http://"+closed+"/loki/api/v1/push", "UrlSecretValueK7")["token"],
 			map[string]any{"schedule": map[string]any{"spec": "@every 1s", "jitter": "0s", "listen": ""}})
 		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr syncBuffer
+		var stdout, stderr testenv.LockedBuffer
 		done := make(chan error, 1)
 		go func() {
 			done <- NewApp(&stdout, &stderr).RunContext(ctx, []string{"sf2loki", "schedule", "--config", path})

@@ -1,17 +1,16 @@
 package job_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	simloki "github.com/sf2loki/sf2loki/internal/sim/loki"
+	"github.com/sf2loki/sf2loki/internal/testenv"
 	"github.com/sf2loki/sf2loki/job"
 	"github.com/sf2loki/sf2loki/job/jobtest"
 	"github.com/sf2loki/sf2loki/loki"
@@ -141,24 +140,6 @@ func TestNoDateHeaderKeepsTheHostClock(t *testing.T) {
 	})
 }
 
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestClockSkewIsWarnedOncePerRun: when the receiver's clock is more than half the creation
 // grace period away from this host's, the run says so once, however many pushes told it,
 // naming sink.loki.creation_grace_period and the cure (synchronize this host's clock); with
@@ -170,7 +151,7 @@ func TestClockSkewIsWarnedOncePerRun(t *testing.T) {
 	}{{-15 * time.Minute, 1}, {15 * time.Minute, 1}, {-6 * time.Minute, 1}, {-4 * time.Minute, 0}, {0, 0}} {
 		t.Run(tc.ahead.String(), func(t *testing.T) {
 			_, sink := skewedReceiver(t, tc.ahead, 0, false)
-			var logs lockedBuffer
+			var logs testenv.LockedBuffer
 			opts := baseOptions()
 			opts.Log = slog.New(slog.NewTextHandler(&logs, nil))
 			opts.PushEntries = 2 // several pushes, each answered with the receiver's time

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -329,25 +328,7 @@ func (n *Node) bind(ctx context.Context, pod *corev1.Pod) error {
 	return n.client.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{})
 }
 
-type podOutput struct{ stdout, stderr lockedBuffer }
-
-// lockedBuffer is a bytes.Buffer safe for the writer goroutine of exec and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type podOutput struct{ stdout, stderr LockedBuffer }
 
 // prepare builds the Pod's root directory and its process.
 func (n *Node) prepare(ctx context.Context, pod *corev1.Pod) (*exec.Cmd, *podOutput, error) {
